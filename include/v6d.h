@@ -1,0 +1,328 @@
+/*
+ * v6d.h - the C ABI of libv6d, the client library of the Go Vineyard daemon.
+ *
+ * This header is the contract. It is written by hand; the header cgo generates
+ * while building libv6d.so is a by-product and is never installed.
+ *
+ * Conventions, for every function below unless its comment says otherwise:
+ *
+ *  - Every fallible call returns a v6d_status. V6D_OK (0) is success.
+ *  - Every fallible call takes an optional `v6d_error *err` as its last
+ *    argument. When err is not NULL and the call fails, err->code is set to the
+ *    returned status and err->message to a NUL-terminated, library-allocated
+ *    message; release it with v6d_error_release(). On success err is untouched.
+ *    There is no "last error" global: errors are per call and thread-safe.
+ *  - A v6d_client is an opaque handle; 0 is never valid. A stale, closed or
+ *    made-up handle returns V6D_INVALID_HANDLE, it never crashes.
+ *  - All functions are safe to call from several threads at once, also on the
+ *    same client (requests on one client are serialised).
+ *  - Object ids are the 64-bit ObjectIDs of Vineyard; bit 63 marks a blob. The
+ *    text form is "o%016x".
+ *  - Memory returned through a `char **` or `void **` out-parameter is owned by
+ *    the caller and released with v6d_free(), unless stated otherwise.
+ *  - If the library ever recovers from an internal fault it returns
+ *    V6D_INTERNAL and refuses every later call with V6D_INTERNAL.
+ *  - The Go runtime inside libv6d does not survive fork(): a forked child must
+ *    not call any function of this library (exec, or use a fresh process).
+ *
+ * \since 1
+ */
+#ifndef V6D_H_
+#define V6D_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The version of this ABI; v6d_abi_version() returns the library's. */
+#define V6D_ABI_VERSION 1
+
+/** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
+ *  above are this library's own (they never appear on the wire). */
+typedef enum v6d_status {
+  V6D_OK = 0,
+  V6D_INVALID = 1,
+  V6D_KEY_ERROR = 2,
+  V6D_TYPE_ERROR = 3,
+  V6D_IO_ERROR = 4,
+  V6D_END_OF_FILE = 5,
+  V6D_NOT_IMPLEMENTED = 6,
+  V6D_ASSERTION_FAILED = 7,
+  V6D_USER_INPUT_ERROR = 8,
+  V6D_OBJECT_EXISTS = 11,
+  V6D_OBJECT_NOT_EXISTS = 12,
+  V6D_OBJECT_SEALED = 13,
+  V6D_OBJECT_NOT_SEALED = 14,
+  V6D_OBJECT_IS_BLOB = 15,
+  V6D_OBJECT_TYPE_ERROR = 16,
+  V6D_OBJECT_SPILLED = 17,
+  V6D_OBJECT_NOT_SPILLED = 18,
+  V6D_META_TREE_INVALID = 21,
+  V6D_META_TREE_TYPE_INVALID = 22,
+  V6D_META_TREE_TYPE_NOT_EXISTS = 23,
+  V6D_META_TREE_NAME_INVALID = 24,
+  V6D_META_TREE_NAME_NOT_EXISTS = 25,
+  V6D_META_TREE_LINK_INVALID = 26,
+  V6D_META_TREE_SUBTREE_NOT_EXISTS = 27,
+  V6D_SERVER_NOT_READY = 31,
+  V6D_ARROW_ERROR = 32,
+  V6D_CONNECTION_FAILED = 33,
+  V6D_CONNECTION_ERROR = 34,
+  V6D_ETCD_ERROR = 35,
+  V6D_ALREADY_STOPPED = 36,
+  V6D_REDIS_ERROR = 37,
+  V6D_NOT_ENOUGH_MEMORY = 41,
+  V6D_STREAM_DRAINED = 42,
+  V6D_STREAM_FAILED = 43,
+  V6D_INVALID_STREAM_STATE = 44,
+  V6D_STREAM_OPENED = 45,
+  V6D_GLOBAL_OBJECT_INVALID = 51,
+  V6D_UNKNOWN_ERROR = 255,
+  /** A handle argument is 0, closed, or was never returned by this library. */
+  V6D_INVALID_HANDLE = 1000,
+  /** A blocking call gave up after its timeout; nothing changed. */
+  V6D_TIMEOUT = 1001,
+  /** The library caught an internal fault; every later call fails too. */
+  V6D_INTERNAL = 1002
+} v6d_status;
+
+/** A per-call error. The caller owns the struct (zero-initialise it); the
+ *  library allocates `message`, released by v6d_error_release(). */
+typedef struct v6d_error {
+  int32_t code;  /**< the v6d_status of the failure */
+  char *message; /**< NUL-terminated, or NULL */
+} v6d_error;
+
+/** An opaque client handle (one connection to a daemon); 0 is never valid. */
+typedef uint64_t v6d_client;
+
+/** Flags of v6d_delete. */
+enum {
+  V6D_DELETE_FORCE = 1,       /**< also delete every object that uses these */
+  V6D_DELETE_SHALLOW = 2,     /**< keep non-blob members (upstream deep=false) */
+  V6D_DELETE_MEMORY_TRIM = 4  /**< return freed pages to the kernel */
+};
+
+/** Flags of v6d_get_buffers and v6d_get_object. */
+enum {
+  V6D_GET_UNSAFE = 1 /**< allow unsealed blobs (get_buffers only) */
+};
+
+/* ---- library ----------------------------------------------------------- */
+
+/** Returns the ABI version the library implements (V6D_ABI_VERSION of the
+ *  header it was built from). Never fails. \since 1 */
+int32_t v6d_abi_version(void);
+
+/** Returns the library version as a static string, e.g. "0.1.0". \since 1 */
+const char *v6d_version(void);
+
+/** Returns a static, NUL-terminated name for a status, e.g. "ObjectNotExists".
+ *  \since 1 */
+const char *v6d_status_name(int32_t status);
+
+/** Frees the message of err (if any) and sets it to NULL. err may be NULL.
+ *  \since 1 */
+void v6d_error_release(v6d_error *err);
+
+/** Frees memory this library returned through an out-parameter. NULL is a
+ *  no-op. \since 1 */
+void v6d_free(void *ptr);
+
+/** Returns the number of live client handles (for leak checks in tests).
+ *  \since 1 */
+int64_t v6d_open_handles(void);
+
+/* ---- connections ------------------------------------------------------- */
+
+/** Connects to the daemon listening on the UNIX socket `socket`. If socket is
+ *  NULL or "", the environment variable VINEYARD_IPC_SOCKET is used. On
+ *  success *out holds a new handle, released by v6d_disconnect().
+ *  Fails with V6D_CONNECTION_FAILED naming the path tried. \since 1 */
+v6d_status v6d_connect(const char *socket, v6d_client *out, v6d_error *err);
+
+/** Closes the connection and invalidates the handle. The daemon releases every
+ *  reference the connection held and frees its unsealed buffers; pointers this
+ *  client returned stay readable until the process unmaps the arena, which
+ *  happens when the last client of the process disconnects. \since 1 */
+v6d_status v6d_disconnect(v6d_client client, v6d_error *err);
+
+/** Fills *instance_id with the id of the daemon's instance. No round trip.
+ *  \since 1 */
+v6d_status v6d_instance_id(v6d_client client, uint64_t *instance_id,
+                           v6d_error *err);
+
+/** Returns the daemon's instance status as a JSON object (keys instance_id,
+ *  deployment, memory_usage, memory_limit, deferred_requests,
+ *  ipc_connections, rpc_connections) in *json, NUL-terminated, of length
+ *  *len (len may be NULL). Free with v6d_free(). \since 1 */
+v6d_status v6d_instance_status(v6d_client client, char **json, size_t *len,
+                               v6d_error *err);
+
+/** Returns the cluster metadata as JSON ({"i<N>": {...}}), as
+ *  v6d_instance_status does. \since 1 */
+v6d_status v6d_cluster_meta(v6d_client client, char **json, size_t *len,
+                            v6d_error *err);
+
+/* ---- blobs ------------------------------------------------------------- */
+
+/** Creates an unsealed blob of `size` bytes. *id receives its id and *data a
+ *  writable pointer to its bytes, valid until the blob is sealed and
+ *  released, aborted, or the client disconnects. size 0 gives the empty blob
+ *  (id 0x8000000000000000) and a NULL pointer. \since 1 */
+v6d_status v6d_create_buffer(v6d_client client, uint64_t size, uint64_t *id,
+                             uint8_t **data, v6d_error *err);
+
+/** Creates n unsealed blobs in one round trip; ids[i] and datas[i] as for
+ *  v6d_create_buffer. On failure nothing is created. \since 1 */
+v6d_status v6d_create_buffers(v6d_client client, size_t n,
+                              const uint64_t *sizes, uint64_t *ids,
+                              uint8_t **datas, v6d_error *err);
+
+/** Seals a blob this client created: it becomes immutable and readable by
+ *  others. The writable pointer must no longer be written. The client keeps a
+ *  reference to the blob until v6d_release(). \since 1 */
+v6d_status v6d_seal(v6d_client client, uint64_t id, v6d_error *err);
+
+/** Drops an unsealed blob this client created; its memory is freed.
+ *  Fails with V6D_OBJECT_SEALED for a sealed blob. \since 1 */
+v6d_status v6d_abort(v6d_client client, uint64_t id, v6d_error *err);
+
+/** Shrinks an unsealed blob this client created to `size` bytes (never
+ *  grows). \since 1 */
+v6d_status v6d_shrink(v6d_client client, uint64_t id, uint64_t size,
+                      v6d_error *err);
+
+/** Gets a sealed blob: *data receives a READ-ONLY pointer to its bytes and
+ *  *size their count. The pointer lies in the shared arena, mapped PROT_READ
+ *  (a write faults). The client holds a reference until v6d_release(id);
+ *  while held, the bytes never change, even if the blob is deleted. Repeated
+ *  gets of the same blob count up; each needs a release. \since 1 */
+v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
+                   uint64_t *size, v6d_error *err);
+
+/** Gets n blobs in one round trip, as v6d_get does for each. With
+ *  V6D_GET_UNSAFE in flags unsealed blobs are allowed. Fails as a whole if
+ *  any id is missing. \since 1 */
+v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
+                           uint32_t flags, const uint8_t **datas,
+                           uint64_t *sizes, v6d_error *err);
+
+/** Releases one reference taken by v6d_get, v6d_get_buffers, v6d_seal or
+ *  v6d_get_object (for an object id, the blobs that get pinned). When the
+ *  client's count reaches 0 the daemon is told, and memory of a deleted blob
+ *  may then be reused: the pointer must not be read afterwards. \since 1 */
+v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err);
+
+/* ---- metadata ---------------------------------------------------------- */
+
+/** Creates an object from a metadata tree given as JSON (`json`, `len` bytes;
+ *  len 0 means NUL-terminated). The tree needs "typename"; members are nested
+ *  trees carrying at least "id" and must exist. Blobs this client created
+ *  that are listed in seal_ids (n_seal of them, may be 0) are sealed first in
+ *  the same round trip. *id receives the new object id. If meta_out is not
+ *  NULL it receives the stored tree as JSON (free with v6d_free()) and
+ *  *meta_out_len its length (may be NULL). \since 1 */
+v6d_status v6d_create_metadata(v6d_client client, const char *json, size_t len,
+                               const uint64_t *seal_ids, size_t n_seal,
+                               uint64_t *id, char **meta_out,
+                               size_t *meta_out_len, v6d_error *err);
+
+/** Returns the metadata tree of an object as JSON in *json (free with
+ *  v6d_free()), *len its length (may be NULL). Blobs included as members are
+ *  not pinned. \since 1 */
+v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
+                            size_t *len, v6d_error *err);
+
+/** Gets an object in one round trip: its metadata tree as v6d_get_metadata
+ *  returns it, and a reference to every blob in the tree, so that
+ *  v6d_blob_pointer() answers for them without a round trip. For a blob id
+ *  the tree is the blob's own. Release with v6d_release(id) once. \since 1 */
+v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
+                          char **json, size_t *len, v6d_error *err);
+
+/** Looks up a blob this client holds a reference to (from v6d_get,
+ *  v6d_get_object, v6d_create_buffer or v6d_seal): *data and *size as
+ *  v6d_get would give, without a round trip and without a new reference.
+ *  *writable is set to 1 for an unsealed blob this client created (writable
+ *  may be NULL). Fails with V6D_OBJECT_NOT_EXISTS if not held. \since 1 */
+v6d_status v6d_blob_pointer(v6d_client client, uint64_t id,
+                            const uint8_t **data, uint64_t *size,
+                            int32_t *writable, v6d_error *err);
+
+/** Lists objects whose typename matches `pattern` (a glob, or an ECMAScript
+ *  style full-match regex when regex != 0), at most `limit` of them (0 means
+ *  no limit). *json receives a JSON object {"o…": tree, ...}. \since 1 */
+v6d_status v6d_list(v6d_client client, const char *pattern, int32_t regex,
+                    uint64_t limit, char **json, size_t *len, v6d_error *err);
+
+/** Deletes n objects. flags: V6D_DELETE_*. Missing ids are ignored, as
+ *  upstream does. Objects still referenced by another object are kept unless
+ *  V6D_DELETE_FORCE. Blobs another client still holds stay readable for it
+ *  until its release. \since 1 */
+v6d_status v6d_delete(v6d_client client, size_t n, const uint64_t *ids,
+                      uint32_t flags, v6d_error *err);
+
+/** *exists receives 1 if the object (or blob) exists, else 0. \since 1 */
+v6d_status v6d_exists(v6d_client client, uint64_t id, int32_t *exists,
+                      v6d_error *err);
+
+/** Persists an object: its metadata becomes visible to every instance of the
+ *  cluster, and names may point to it. \since 1 */
+v6d_status v6d_persist(v6d_client client, uint64_t id, v6d_error *err);
+
+/** *persisted receives 1 if the object is persisted. \since 1 */
+v6d_status v6d_if_persist(v6d_client client, uint64_t id, int32_t *persisted,
+                          v6d_error *err);
+
+/** Makes a new object with the same metadata and members as `id`, plus the
+ *  keys of extra_json (a JSON object of scalars; NULL for none). \since 1 */
+v6d_status v6d_shallow_copy(v6d_client client, uint64_t id,
+                            const char *extra_json, uint64_t *target,
+                            v6d_error *err);
+
+/** Sets label key=value on an object (upstream "__labels"). \since 1 */
+v6d_status v6d_label(v6d_client client, uint64_t id, const char *key,
+                     const char *value, v6d_error *err);
+
+/* ---- names ------------------------------------------------------------- */
+
+/** Associates `name` with a persisted object; an existing name is moved.
+ *  \since 1 */
+v6d_status v6d_put_name(v6d_client client, uint64_t id, const char *name,
+                        v6d_error *err);
+
+/** Resolves a name. With wait != 0, blocks until the name appears, for at
+ *  most timeout_ms milliseconds (negative: no limit), then fails with
+ *  V6D_TIMEOUT. Callers that must stay interruptible loop over short
+ *  timeouts. Without wait a missing name is V6D_OBJECT_NOT_EXISTS. \since 1 */
+v6d_status v6d_get_name(v6d_client client, const char *name, int32_t wait,
+                        int64_t timeout_ms, uint64_t *id, v6d_error *err);
+
+/** Removes a name; an unknown name is not an error. \since 1 */
+v6d_status v6d_drop_name(v6d_client client, const char *name, v6d_error *err);
+
+/** Lists names matching pattern (glob, or regex when regex != 0), at most
+ *  limit (0: all), as a JSON object {"name": id-number, ...}. \since 1 */
+v6d_status v6d_list_names(v6d_client client, const char *pattern,
+                          int32_t regex, uint64_t limit, char **json,
+                          size_t *len, v6d_error *err);
+
+/* ---- housekeeping ------------------------------------------------------ */
+
+/** Deletes every object the daemon holds (force, deep). \since 1 */
+v6d_status v6d_clear(v6d_client client, v6d_error *err);
+
+/** Returns unused arena pages to the kernel; *trimmed (may be NULL) receives
+ *  1 if anything was released. \since 1 */
+v6d_status v6d_memory_trim(v6d_client client, int32_t *trimmed,
+                           v6d_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V6D_H_ */

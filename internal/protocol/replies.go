@@ -1,0 +1,188 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+// AckReply is the reply of requests that return nothing but success
+// (seal_reply, release_reply, put_name_reply, ...).
+type AckReply struct {
+	Header
+}
+
+// RegisterReply answers register_request.
+type RegisterReply struct {
+	Header
+	IPCSocket             string `json:"ipc_socket"`
+	RPCEndpoint           string `json:"rpc_endpoint"`
+	InstanceID            uint64 `json:"instance_id"`
+	SessionID             uint64 `json:"session_id"`
+	Version               string `json:"version"`
+	StoreMatch            bool   `json:"store_match"`
+	SupportRPCCompression bool   `json:"support_rpc_compression"`
+}
+
+// CreateBufferReply answers create_buffer_request. Fd is the store fd that
+// follows the reply, or -1 when the connection already has it.
+type CreateBufferReply struct {
+	Header
+	ID      ids.ObjectID `json:"id"`
+	Created Payload      `json:"created"`
+	Fd      int          `json:"fd"`
+}
+
+// BuffersReply answers create_buffers_request and get_buffers_request: the
+// payloads (also under keys "0".."n-1" for older upstream clients) and the fds
+// that follow the reply.
+type BuffersReply struct {
+	Header
+	IDs      []ids.ObjectID `json:"ids,omitempty"`
+	Payloads []Payload      `json:"payloads"`
+	Fds      []int          `json:"fds"`
+	Num      int            `json:"num"`
+	Compress bool           `json:"compress"`
+}
+
+// MarshalJSON adds the numbered keys upstream's readers expect.
+func (r *BuffersReply) MarshalJSON() ([]byte, error) {
+	type plain BuffersReply
+	body, err := json.Marshal((*plain)(r))
+	if err != nil {
+		return nil, err
+	}
+	body = body[:len(body)-1]
+	for i := range r.Payloads {
+		p, err := json.Marshal(&r.Payloads[i])
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, ',', '"')
+		body = strconv.AppendInt(body, int64(i), 10)
+		body = append(body, '"', ':')
+		body = append(body, p...)
+	}
+	return append(body, '}'), nil
+}
+
+// CreateDataReply answers create_data_request. Content (our extension) is the
+// stored tree.
+type CreateDataReply struct {
+	Header
+	ID         ids.ObjectID    `json:"id"`
+	Signature  uint64          `json:"signature"`
+	InstanceID uint64          `json:"instance_id"`
+	Content    json.RawMessage `json:"content,omitempty"`
+}
+
+// CreateDatasReply answers create_datas_request.
+type CreateDatasReply struct {
+	Header
+	Num         int            `json:"num"`
+	IDs         []ids.ObjectID `json:"ids"`
+	Signatures  []uint64       `json:"signatures"`
+	InstanceIDs []uint64       `json:"instance_ids"`
+}
+
+// GetDataReply answers get_data_request and list_data_request: Content maps
+// "o…" ids to trees. Payloads and Fds are set for WithBuffers requests.
+type GetDataReply struct {
+	Header
+	Content  json.RawMessage `json:"content"`
+	Payloads []Payload       `json:"payloads,omitempty"`
+	Fds      []int           `json:"fds,omitempty"`
+}
+
+// DelDataReply answers del_data(_with_feedbacks)_request.
+type DelDataReply struct {
+	Header
+	DeletedBids []ids.ObjectID `json:"deleted_bids"`
+}
+
+// ExistsReply answers exists_request.
+type ExistsReply struct {
+	Header
+	Exists bool `json:"exists"`
+}
+
+// IfPersistReply answers if_persist_request.
+type IfPersistReply struct {
+	Header
+	Persist bool `json:"persist"`
+}
+
+// ShallowCopyReply answers shallow_copy_request.
+type ShallowCopyReply struct {
+	Header
+	TargetID ids.ObjectID `json:"target_id"`
+}
+
+// GetNameReply answers get_name_request.
+type GetNameReply struct {
+	Header
+	ObjectID ids.ObjectID `json:"object_id"`
+}
+
+// ListNameReply answers list_name_request.
+type ListNameReply struct {
+	Header
+	Size  int                     `json:"size"`
+	Names map[string]ids.ObjectID `json:"names"`
+}
+
+// MemoryTrimReply answers memory_trim_request.
+type MemoryTrimReply struct {
+	Header
+	Trimmed bool `json:"trimmed"`
+}
+
+// InstanceStatus is the body of instance_status_reply's "meta".
+type InstanceStatus struct {
+	InstanceID       uint64 `json:"instance_id"`
+	Deployment       string `json:"deployment"`
+	MemoryUsage      uint64 `json:"memory_usage"`
+	MemoryLimit      uint64 `json:"memory_limit"`
+	DeferredRequests int    `json:"deferred_requests"`
+	IPCConnections   int    `json:"ipc_connections"`
+	RPCConnections   int    `json:"rpc_connections"`
+}
+
+// InstanceStatusReply answers instance_status_request.
+type InstanceStatusReply struct {
+	Header
+	Meta InstanceStatus `json:"meta"`
+}
+
+// ClusterMetaReply answers cluster_meta.
+type ClusterMetaReply struct {
+	Header
+	Meta json.RawMessage `json:"meta"`
+}
+
+// EncodeError returns the body of an error reply.
+func EncodeError(err error) []byte {
+	e := AsError(err)
+	body, _ := json.Marshal(struct {
+		Code    Code   `json:"code"`
+		Message string `json:"message"`
+	}{e.Code, e.Message})
+	return body
+}
+
+// DecodeReply decodes a reply body into r. An error reply, or a reply of a
+// type other than want, is returned as an error.
+func DecodeReply(body []byte, want string, r Reply) error {
+	if err := json.Unmarshal(body, r); err != nil {
+		return Errorf(Invalid, "malformed reply: %v", err)
+	}
+	h := r.ReplyHeader()
+	if err := h.Err(); err != nil {
+		return err
+	}
+	if h.Type != want {
+		return Errorf(Invalid, "unexpected reply type %q, want %q", h.Type, want)
+	}
+	return nil
+}
