@@ -1,0 +1,89 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// Config configures a daemon. The zero value of every field but Size has a
+// default; Validate fills them in.
+type Config struct {
+	// Socket is the UNIX socket path; DefaultSocket() when empty.
+	Socket string
+	// SocketMode is the permission of the socket file; 0600 when zero.
+	SocketMode fs.FileMode
+	// Size is the arena size in bytes (the memory limit of all blobs).
+	Size uint64
+	// ReserveMemory pre-faults the whole arena at start.
+	ReserveMemory bool
+	// Meta is the metadata backend; only "local" exists for now.
+	Meta string
+	// InstanceID is this daemon's instance id.
+	InstanceID uint64
+	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
+	MaxFrame int
+	// Deployment is reported in instance status; "local" when empty.
+	Deployment string
+	// Logger receives the daemon's logs; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// ErrBadConfig is returned (wrapped) by Validate for an unusable config.
+var ErrBadConfig = errors.New("server: bad config")
+
+// maxSocketPath is the room in sockaddr_un.sun_path, less the NUL.
+const maxSocketPath = 107
+
+// Validate checks the config and fills in defaults.
+func (c *Config) Validate() error {
+	if c.Socket == "" {
+		c.Socket = DefaultSocket()
+	}
+	if len(c.Socket) > maxSocketPath {
+		return fmt.Errorf("%w: socket path %q is longer than %d bytes", ErrBadConfig, c.Socket, maxSocketPath)
+	}
+	if c.SocketMode == 0 {
+		c.SocketMode = 0o600
+	}
+	if c.SocketMode&^fs.ModePerm != 0 {
+		return fmt.Errorf("%w: socket mode %v is not a permission", ErrBadConfig, c.SocketMode)
+	}
+	if c.Size == 0 {
+		return fmt.Errorf("%w: size must be positive", ErrBadConfig)
+	}
+	if c.Meta == "" {
+		c.Meta = "local"
+	}
+	if c.Meta != "local" {
+		return fmt.Errorf("%w: meta backend %q is not supported (only \"local\")", ErrBadConfig, c.Meta)
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = protocol.DefaultMaxFrame
+	}
+	if c.Deployment == "" {
+		c.Deployment = "local"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// DefaultSocket returns the default socket path: /var/run/vineyard.sock for
+// root, else $XDG_RUNTIME_DIR/vineyard.sock, else /tmp/vineyard-<uid>/vineyard.sock.
+func DefaultSocket() string {
+	if os.Geteuid() == 0 {
+		return "/var/run/vineyard.sock"
+	}
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		return filepath.Join(dir, "vineyard.sock")
+	}
+	return filepath.Join(os.TempDir(), "vineyard-"+strconv.Itoa(os.Geteuid()), "vineyard.sock")
+}

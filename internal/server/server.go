@@ -1,0 +1,199 @@
+// Package server is the daemon: it owns the store, listens on the IPC socket
+// and serves Vineyard's client protocol.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/store"
+)
+
+// Server is a running daemon. Start returns it once it listens; Close stops it.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	ln     *net.UnixListener
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	ready     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+
+	waiting   int
+	waitingMu sync.Mutex
+}
+
+// Start validates cfg, creates the arena and starts serving. On error nothing
+// is left behind (no socket file, no arena).
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	ln, err := listen(cfg.Socket, cfg.SocketMode)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		store:  st,
+		ln:     ln,
+		ctx:    ctx,
+		cancel: cancel,
+		ready:  make(chan struct{}),
+		done:   make(chan struct{}),
+		conns:  make(map[*conn]struct{}),
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	close(s.ready)
+	used, limit := st.Usage()
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "size", limit, "used", used, "meta", cfg.Meta)
+	return s, nil
+}
+
+// listen binds the socket, refusing a path another daemon serves and
+// replacing a stale socket file.
+func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("server: create socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("server: %s exists and is not a socket", path)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("server: another daemon is serving %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("server: remove stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("server: listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, mode); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("server: chmod socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Ready is closed once the server accepts connections.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Done is closed once the server has stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns the error that stopped the server, or nil.
+func (s *Server) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Socket returns the IPC socket path.
+func (s *Server) Socket() string { return s.cfg.Socket }
+
+// Store returns the server's store (for tests and status).
+func (s *Server) Store() *store.Store { return s.store }
+
+// Close stops accepting, closes every connection, removes the socket and
+// unmaps the arena. It is idempotent and safe to call concurrently.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		_ = s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.nc.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		_ = s.store.Close()
+		close(s.done)
+		s.log.Info("vineyardd stopped", "socket", s.cfg.Socket)
+	})
+	return s.Err()
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.AcceptUnix()
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Warn("accept failed", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// connections returns the number of open client connections.
+func (s *Server) connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) addWaiting(n int) {
+	s.waitingMu.Lock()
+	s.waiting += n
+	s.waitingMu.Unlock()
+}
+
+func (s *Server) waitingCount() int {
+	s.waitingMu.Lock()
+	defer s.waitingMu.Unlock()
+	return s.waiting
+}

@@ -1,0 +1,336 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/v6d-io/v6d-go/internal/alloc"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// blob is a range of the arena.
+type blob struct {
+	id     ids.ObjectID
+	offset uint64
+	size   uint64 // bytes the client asked for (the allocation may be larger)
+	sealed bool
+	owner  *Session // the creator, while unsealed
+	refs   int      // sessions holding a reference
+	users  int      // objects that have this blob as a member
+	// deleted blobs live in Store.zombies until refs drops to 0.
+	deleted bool
+	trim    bool // return the pages to the kernel when finally freed
+}
+
+// emptyBlob is the zero-length blob: it always exists and owns no memory.
+var emptyBlob = &blob{id: ids.EmptyBlob, sealed: true}
+
+// Session is one connection's view of the store: the references it holds and
+// the unsealed blobs it created. A Session is used by one goroutine at a time.
+type Session struct {
+	s       *Store
+	refs    map[ids.ObjectID]*blob // at most one reference per blob
+	created map[ids.ObjectID]*blob // unsealed blobs this session created
+	closed  bool
+}
+
+// NewSession opens a session. The caller MUST call Close when the connection
+// ends, whatever the reason.
+func (s *Store) NewSession() *Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions++
+	return &Session{s: s, refs: make(map[ids.ObjectID]*blob), created: make(map[ids.ObjectID]*blob)}
+}
+
+// Sessions returns the number of open sessions.
+func (s *Store) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions
+}
+
+// Close releases every reference of the session and frees its unsealed
+// blobs. It is idempotent.
+func (ss *Session) Close() {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.closed {
+		return
+	}
+	ss.closed = true
+	s.sessions--
+	for _, b := range ss.created {
+		s.dropUnsealedLocked(b)
+	}
+	for id := range ss.refs {
+		ss.releaseLocked(id)
+	}
+}
+
+// addRefLocked gives the session a reference to b (at most one).
+func (ss *Session) addRefLocked(b *blob) {
+	if b.id == ids.EmptyBlob {
+		return
+	}
+	if _, ok := ss.refs[b.id]; ok {
+		return
+	}
+	ss.refs[b.id] = b
+	b.refs++
+}
+
+// releaseLocked drops the session's reference to id, freeing a deleted
+// blob's memory when it was the last.
+func (ss *Session) releaseLocked(id ids.ObjectID) bool {
+	b, ok := ss.refs[id]
+	if !ok {
+		return false
+	}
+	delete(ss.refs, id)
+	b.refs--
+	if b.refs == 0 && b.deleted {
+		ss.s.freeLocked(b)
+	}
+	return true
+}
+
+// freeLocked returns b's memory to the allocator.
+func (s *Store) freeLocked(b *blob) {
+	delete(s.zombies, b.id)
+	if b.id == ids.EmptyBlob || s.closed {
+		return
+	}
+	size, _ := s.alloc.SizeOf(b.offset)
+	_ = s.alloc.Free(b.offset)
+	if b.trim {
+		_, _ = s.arena.Trim(b.offset, size)
+	}
+}
+
+// retireLocked removes b from view; its memory goes when no session holds it.
+func (s *Store) retireLocked(b *blob, trim bool) {
+	delete(s.blobs, b.id)
+	if b.owner != nil {
+		delete(b.owner.created, b.id)
+		b.owner = nil
+	}
+	b.deleted = true
+	b.trim = trim
+	if b.refs == 0 {
+		s.freeLocked(b)
+		return
+	}
+	s.zombies[b.id] = b
+}
+
+// dropUnsealedLocked frees an unsealed blob of a closing or aborting session.
+func (s *Store) dropUnsealedLocked(b *blob) {
+	owner := b.owner
+	s.retireLocked(b, false)
+	if owner != nil {
+		owner.releaseLocked(b.id)
+	}
+}
+
+// allocLocked allocates an unsealed blob owned by the session.
+func (ss *Session) allocLocked(size uint64) (*blob, error) {
+	s := ss.s
+	if size == 0 {
+		return emptyBlob, nil
+	}
+	off, err := s.alloc.Alloc(size)
+	if err != nil {
+		if errors.Is(err, alloc.ErrNotEnoughMemory) {
+			return nil, protocol.Errorf(protocol.NotEnoughMemory,
+				"failed to allocate %d bytes: %d of %d bytes are in use", size, s.alloc.Used(), s.alloc.Capacity())
+		}
+		return nil, protocol.Errorf(protocol.Invalid, "cannot allocate %d bytes: %v", size, err)
+	}
+	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
+	s.blobs[b.id] = b
+	ss.created[b.id] = b
+	ss.addRefLocked(b)
+	return b, nil
+}
+
+// CreateBuffer allocates an unsealed blob of size bytes owned by the session,
+// which also holds a reference to it. Size 0 gives the empty blob.
+func (ss *Session) CreateBuffer(size uint64) (protocol.Payload, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := ss.allocLocked(size)
+	if err != nil {
+		return protocol.Payload{}, err
+	}
+	return s.payload(b), nil
+}
+
+// CreateBuffers allocates several blobs; on failure none is left allocated.
+func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]protocol.Payload, 0, len(sizes))
+	made := make([]*blob, 0, len(sizes))
+	for _, size := range sizes {
+		b, err := ss.allocLocked(size)
+		if err != nil {
+			for _, m := range made {
+				if m != emptyBlob {
+					s.dropUnsealedLocked(m)
+				}
+			}
+			return nil, err
+		}
+		made = append(made, b)
+		out = append(out, s.payload(b))
+	}
+	return out, nil
+}
+
+// ownedLocked returns the unsealed blob id created by this session.
+func (ss *Session) ownedLocked(id ids.ObjectID) (*blob, error) {
+	b, ok := ss.s.blobs[id]
+	if !ok {
+		return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+	}
+	if b.sealed {
+		return nil, protocol.Errorf(protocol.ObjectSealed, "blob %v is already sealed", id)
+	}
+	if b.owner != ss {
+		return nil, protocol.Errorf(protocol.Invalid, "blob %v was created by another connection", id)
+	}
+	return b, nil
+}
+
+// sealLocked seals an unsealed blob this session created.
+func (ss *Session) sealLocked(id ids.ObjectID) error {
+	if id == ids.EmptyBlob {
+		return nil
+	}
+	b, err := ss.ownedLocked(id)
+	if err != nil {
+		return err
+	}
+	b.sealed = true
+	b.owner = nil
+	delete(ss.created, id)
+	ss.addRefLocked(b)
+	return nil
+}
+
+// Seal makes a blob this session created immutable; the session keeps its
+// reference.
+func (ss *Session) Seal(id ids.ObjectID) error {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	if err := ss.sealLocked(id); err != nil {
+		return err
+	}
+	ss.s.notifyLocked()
+	return nil
+}
+
+// DropBuffer frees an unsealed blob this session created.
+func (ss *Session) DropBuffer(id ids.ObjectID) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := ss.ownedLocked(id)
+	if err != nil {
+		return err
+	}
+	s.dropUnsealedLocked(b)
+	return nil
+}
+
+// ShrinkBuffer shrinks an unsealed blob this session created.
+func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := ss.ownedLocked(id)
+	if err != nil {
+		return err
+	}
+	if size > b.size {
+		return protocol.Errorf(protocol.Invalid, "cannot grow blob %v from %d to %d bytes", id, b.size, size)
+	}
+	if size == b.size {
+		return nil
+	}
+	if size > 0 {
+		if err := s.alloc.Shrink(b.offset, size); err != nil {
+			return protocol.Errorf(protocol.Invalid, "shrink blob %v: %v", id, err)
+		}
+	}
+	b.size = size
+	return nil
+}
+
+// lookupBlobLocked returns a live blob.
+func (s *Store) lookupBlobLocked(id ids.ObjectID) (*blob, bool) {
+	if id == ids.EmptyBlob {
+		return emptyBlob, true
+	}
+	b, ok := s.blobs[id]
+	return b, ok
+}
+
+// GetBuffers returns the payloads of blobs and takes a reference to each. Every
+// blob must exist and be sealed, unless unsafe.
+func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Payload, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := make([]*blob, 0, len(idl))
+	for _, id := range idl {
+		b, ok := s.lookupBlobLocked(id)
+		if !ok {
+			return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+		}
+		if !b.sealed && !unsafe {
+			return nil, protocol.Errorf(protocol.ObjectNotSealed, "blob %v is not sealed", id)
+		}
+		got = append(got, b)
+	}
+	out := make([]protocol.Payload, len(got))
+	for i, b := range got {
+		ss.addRefLocked(b)
+		out[i] = s.payload(b)
+	}
+	return out, nil
+}
+
+// IncreaseReferenceCount takes a reference to each existing blob.
+func (ss *Session) IncreaseReferenceCount(idl []ids.ObjectID) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range idl {
+		b, ok := s.lookupBlobLocked(id)
+		if !ok {
+			return protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+		}
+		ss.addRefLocked(b)
+	}
+	return nil
+}
+
+// Release drops the session's reference to a blob. Releasing a blob the
+// session holds no reference to is not an error (upstream behaves the same).
+func (ss *Session) Release(id ids.ObjectID) error {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	ss.releaseLocked(id)
+	return nil
+}
+
+// String describes the session for logs.
+func (ss *Session) String() string {
+	return fmt.Sprintf("session(refs=%d, unsealed=%d)", len(ss.refs), len(ss.created))
+}

@@ -1,0 +1,477 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// BlobTypename is the typename of blobs in metadata trees.
+const BlobTypename = "vineyard::Blob"
+
+// member is one member link of an object.
+type member struct {
+	key string
+	id  ids.ObjectID
+}
+
+// object is a stored metadata tree. Its own scalar fields are kept as raw
+// JSON; members are links, spliced into replies, so a tree is never decoded
+// again after creation.
+type object struct {
+	id        ids.ObjectID
+	typename  string
+	fields    map[string]json.RawMessage // own scalar fields, incl. id, typename, ...
+	encoded   []byte                     // fields encoded as `"k":v,...` (sorted), cache
+	members   []member
+	users     map[ids.ObjectID]int // objects that have this one as a member
+	persisted bool
+	names     map[string]struct{}
+}
+
+// encodeFields refreshes o.encoded from o.fields.
+func (o *object) encodeFields() {
+	keys := make([]string, 0, len(o.fields))
+	for k := range o.fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(o.fields[k])
+	}
+	o.encoded = buf.Bytes()
+}
+
+func (o *object) setField(key string, value any) {
+	raw, _ := json.Marshal(value)
+	o.fields[key] = raw
+}
+
+// appendBlobTree appends the metadata tree of blob b.
+func (s *Store) appendBlobTree(dst []byte, b *blob) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = b.id.AppendText(dst)
+	dst = append(dst, `","typename":"vineyard::Blob","length":`...)
+	dst = strconv.AppendUint(dst, b.size, 10)
+	dst = append(dst, `,"nbytes":`...)
+	dst = strconv.AppendUint(dst, b.size, 10)
+	dst = append(dst, `,"instance_id":`...)
+	dst = strconv.AppendUint(dst, s.instance, 10)
+	dst = append(dst, `,"transient":true}`...)
+	return dst
+}
+
+// appendTreeLocked appends the full tree of id (object or blob). Missing
+// members (possible only for blobs retired by a forced delete of a member) are
+// written as null.
+func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
+	if id.IsBlob() {
+		if b, ok := s.lookupBlobLocked(id); ok {
+			return s.appendBlobTree(dst, b)
+		}
+		return append(dst, "null"...)
+	}
+	o, ok := s.objects[id]
+	if !ok {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '{')
+	dst = append(dst, o.encoded...)
+	for _, m := range o.members {
+		dst = append(dst, ',')
+		dst = strconv.AppendQuote(dst, m.key)
+		dst = append(dst, ':')
+		dst = s.appendTreeLocked(dst, m.id)
+	}
+	return append(dst, '}')
+}
+
+// blobsOfLocked appends every blob reachable from id.
+func (s *Store) blobsOfLocked(dst []*blob, id ids.ObjectID, seen map[ids.ObjectID]bool) []*blob {
+	if seen[id] {
+		return dst
+	}
+	seen[id] = true
+	if id.IsBlob() {
+		if b, ok := s.lookupBlobLocked(id); ok {
+			dst = append(dst, b)
+		}
+		return dst
+	}
+	if o, ok := s.objects[id]; ok {
+		for _, m := range o.members {
+			dst = s.blobsOfLocked(dst, m.id, seen)
+		}
+	}
+	return dst
+}
+
+// Created is what CreateData returns.
+type Created struct {
+	ID        ids.ObjectID
+	Signature uint64
+	Tree      []byte
+}
+
+// CreateData stores a metadata tree. The blobs in seal, created by this
+// session, are sealed first. Members are nested objects with an "id" and must
+// exist.
+func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Created, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range seal {
+		if err := ss.sealLocked(id); err != nil {
+			return Created{}, err
+		}
+	}
+	o, err := s.buildObjectLocked(content)
+	if err != nil {
+		return Created{}, err
+	}
+	s.insertLocked(o)
+	sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
+	return Created{ID: o.id, Signature: sig, Tree: s.appendTreeLocked(nil, o.id)}, nil
+}
+
+// CreateDatas stores several trees; on error none of the trees after the
+// failing one is stored, the earlier ones stay.
+func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) ([]Created, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range seal {
+		if err := ss.sealLocked(id); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Created, 0, len(contents))
+	for _, c := range contents {
+		o, err := s.buildObjectLocked(c)
+		if err != nil {
+			return out, err
+		}
+		s.insertLocked(o)
+		sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
+		out = append(out, Created{ID: o.id, Signature: sig})
+	}
+	return out, nil
+}
+
+// buildObjectLocked validates a tree and makes an object of it (not yet
+// inserted).
+func (s *Store) buildObjectLocked(content json.RawMessage) (*object, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(content, &top); err != nil || top == nil {
+		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
+	}
+	var typename string
+	if raw, ok := top["typename"]; !ok || json.Unmarshal(raw, &typename) != nil || typename == "" {
+		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "no 'typename' field in the metadata")
+	}
+	if typename == BlobTypename {
+		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "blobs cannot be created as metadata")
+	}
+	o := &object{
+		id:       s.gen.Object(),
+		typename: typename,
+		fields:   make(map[string]json.RawMessage, len(top)+4),
+		users:    map[ids.ObjectID]int{},
+	}
+	for key, raw := range top {
+		trimmed := bytes.TrimLeft(raw, " \t\r\n")
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			o.fields[key] = raw
+			continue
+		}
+		var link struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &link); err != nil || link.ID == nil {
+			return nil, protocol.Errorf(protocol.MetaTreeInvalid, "member %q has no \"id\"", key)
+		}
+		mid, err := parseTreeID(link.ID)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+		}
+		if !s.existsLocked(mid) {
+			return nil, protocol.Errorf(protocol.ObjectNotExists, "member %q (%v) does not exist", key, mid)
+		}
+		if mid.IsBlob() {
+			if b, _ := s.lookupBlobLocked(mid); !b.sealed {
+				return nil, protocol.Errorf(protocol.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
+			}
+		}
+		o.members = append(o.members, member{key: key, id: mid})
+	}
+	sort.Slice(o.members, func(i, j int) bool { return o.members[i].key < o.members[j].key })
+	o.setField("id", o.id.String())
+	if _, ok := o.fields["signature"]; !ok {
+		o.setField("signature", s.gen.Signature())
+	}
+	o.setField("instance_id", s.instance)
+	o.setField("transient", true)
+	if _, ok := o.fields["nbytes"]; !ok {
+		o.setField("nbytes", 0)
+	}
+	o.encodeFields()
+	return o, nil
+}
+
+// parseTreeID reads an id written in a tree: "o…" text or a number.
+func parseTreeID(raw json.RawMessage) (ids.ObjectID, error) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return ids.Parse(text)
+	}
+	var n uint64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, ids.ErrBadID
+	}
+	return ids.ObjectID(n), nil
+}
+
+func (s *Store) insertLocked(o *object) {
+	for _, m := range o.members {
+		if m.id.IsBlob() {
+			if b, ok := s.lookupBlobLocked(m.id); ok && b != emptyBlob {
+				b.users++
+			}
+		} else if mo, ok := s.objects[m.id]; ok {
+			mo.users[o.id]++
+		}
+	}
+	s.objects[o.id] = o
+	s.notifyLocked()
+}
+
+func (s *Store) existsLocked(id ids.ObjectID) bool {
+	if id.IsBlob() {
+		_, ok := s.lookupBlobLocked(id)
+		return ok
+	}
+	_, ok := s.objects[id]
+	return ok
+}
+
+// Exists reports whether an object or blob exists.
+func (s *Store) Exists(id ids.ObjectID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.existsLocked(id)
+}
+
+// GetData returns the JSON object {"o…": tree} of those ids that exist, and
+// whether all of them did.
+func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contentLocked(idl)
+}
+
+func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
+	all := true
+	out := make([]byte, 0, 256)
+	out = append(out, '{')
+	first := true
+	for _, id := range idl {
+		if !s.existsLocked(id) {
+			all = false
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, '"')
+		out = id.AppendText(out)
+		out = append(out, '"', ':')
+		out = s.appendTreeLocked(out, id)
+	}
+	return append(out, '}'), all
+}
+
+// GetDataWithBuffers returns the trees of the ids that exist, like GetData,
+// and the payloads of every blob in them, taking a reference to each.
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, bool) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	content, all := s.contentLocked(idl)
+	seen := map[ids.ObjectID]bool{}
+	var bl []*blob
+	for _, id := range idl {
+		bl = s.blobsOfLocked(bl, id, seen)
+	}
+	payloads := make([]protocol.Payload, 0, len(bl))
+	for _, b := range bl {
+		if !b.sealed {
+			continue
+		}
+		ss.addRefLocked(b)
+		payloads = append(payloads, s.payload(b))
+	}
+	return content, payloads, all
+}
+
+// List returns {"o…": tree} of objects (and sealed blobs) whose typename
+// matches, ordered by id, at most limit (0: all).
+func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
+	match, err := compileMatcher(pattern, regex)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found []ids.ObjectID
+	for id, o := range s.objects {
+		if match(o.typename) {
+			found = append(found, id)
+		}
+	}
+	if match(BlobTypename) {
+		for id, b := range s.blobs {
+			if b.sealed {
+				found = append(found, id)
+			}
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i] < found[j] })
+	if limit > 0 && uint64(len(found)) > limit {
+		found = found[:limit]
+	}
+	out, _ := s.contentLocked(found)
+	return out, nil
+}
+
+// Persist marks an object and its non-blob members persisted.
+func (s *Store) Persist(id ids.ObjectID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.IsBlob() {
+		return protocol.Errorf(protocol.AssertionFailed, "blobs cannot be persisted: %v", id)
+	}
+	o, ok := s.objects[id]
+	if !ok {
+		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	s.persistLocked(o)
+	return nil
+}
+
+func (s *Store) persistLocked(o *object) {
+	if o.persisted {
+		return
+	}
+	o.persisted = true
+	o.setField("transient", false)
+	o.encodeFields()
+	for _, m := range o.members {
+		if mo, ok := s.objects[m.id]; ok {
+			s.persistLocked(mo)
+		}
+	}
+}
+
+// IfPersist reports whether an object is persisted.
+func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.IsBlob() {
+		if _, ok := s.lookupBlobLocked(id); ok {
+			return false, nil
+		}
+	}
+	o, ok := s.objects[id]
+	if !ok {
+		return false, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	return o.persisted, nil
+}
+
+// Label merges labels into the object's "__labels" (a JSON string, as
+// upstream).
+func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
+	if len(keys) != len(values) {
+		return protocol.Errorf(protocol.Invalid, "label: %d keys but %d values", len(keys), len(values))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[id]
+	if !ok {
+		if id.IsBlob() {
+			return protocol.Errorf(protocol.ObjectIsBlob, "blobs cannot be labelled: %v", id)
+		}
+		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	labels := map[string]string{}
+	if raw, ok := o.fields["__labels"]; ok {
+		var text string
+		if json.Unmarshal(raw, &text) == nil {
+			_ = json.Unmarshal([]byte(text), &labels)
+		}
+	}
+	for i, k := range keys {
+		labels[k] = values[i]
+	}
+	text, _ := json.Marshal(labels)
+	o.setField("__labels", string(text))
+	o.encodeFields()
+	return nil
+}
+
+// ShallowCopy makes a new object with the fields and members of id, plus the
+// scalar fields of extra (a JSON object, may be empty).
+func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectID, error) {
+	var add map[string]json.RawMessage
+	if len(bytes.TrimSpace(extra)) > 0 && string(bytes.TrimSpace(extra)) != "null" {
+		if err := json.Unmarshal(extra, &add); err != nil {
+			return 0, protocol.Errorf(protocol.Invalid, "shallow_copy: extra must be a JSON object: %v", err)
+		}
+	}
+	for k, v := range add {
+		if t := bytes.TrimSpace(v); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			return 0, protocol.Errorf(protocol.Invalid, "shallow_copy: extra value %q is not a scalar", k)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.IsBlob() {
+		return 0, protocol.Errorf(protocol.ObjectIsBlob, "blobs cannot be shallow-copied: %v", id)
+	}
+	src, ok := s.objects[id]
+	if !ok {
+		return 0, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	o := &object{
+		id:       s.gen.Object(),
+		typename: src.typename,
+		fields:   make(map[string]json.RawMessage, len(src.fields)+len(add)),
+		members:  append([]member(nil), src.members...),
+		users:    map[ids.ObjectID]int{},
+	}
+	for k, v := range src.fields {
+		o.fields[k] = v
+	}
+	for k, v := range add {
+		o.fields[k] = v
+	}
+	delete(o.fields, "__name")
+	o.setField("id", o.id.String())
+	o.setField("signature", s.gen.Signature())
+	o.setField("transient", true)
+	o.encodeFields()
+	s.insertLocked(o)
+	return o.id, nil
+}

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// PutName associates name with a persisted, non-blob object; an existing name
+// moves. The name is also written as "__name" into the object.
+func (s *Store) PutName(name string, id ids.ObjectID) error {
+	if name == "" {
+		return protocol.Errorf(protocol.Invalid, "name must not be empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.IsBlob() {
+		if _, ok := s.lookupBlobLocked(id); !ok {
+			return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		}
+		return protocol.Errorf(protocol.Invalid, "blobs cannot have name")
+	}
+	o, ok := s.objects[id]
+	if !ok {
+		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	if !o.persisted {
+		return protocol.Errorf(protocol.Invalid, "transient objects cannot have name, please persist it first")
+	}
+	if old, ok := s.names[name]; ok {
+		if prev, ok := s.objects[old]; ok && prev != o {
+			delete(prev.names, name)
+			prev.refreshName()
+		}
+	}
+	s.names[name] = id
+	if o.names == nil {
+		o.names = map[string]struct{}{}
+	}
+	o.names[name] = struct{}{}
+	o.setField("__name", name)
+	o.encodeFields()
+	s.notifyLocked()
+	return nil
+}
+
+// refreshName rewrites "__name" after a name left the object.
+func (o *object) refreshName() {
+	if len(o.names) == 0 {
+		delete(o.fields, "__name")
+	} else {
+		for n := range o.names {
+			o.setField("__name", n)
+			break
+		}
+	}
+	o.encodeFields()
+}
+
+// GetName resolves a name.
+func (s *Store) GetName(name string) (ids.ObjectID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.names[name]
+	if !ok {
+		return 0, protocol.Errorf(protocol.ObjectNotExists, "failed to find name: %s", name)
+	}
+	return id, nil
+}
+
+// DropName removes a name; an unknown name is not an error.
+func (s *Store) DropName(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.names[name]
+	if !ok {
+		return
+	}
+	delete(s.names, name)
+	if o, ok := s.objects[id]; ok {
+		delete(o.names, name)
+		o.refreshName()
+	}
+}
+
+// ListNames returns the names matching pattern, at most limit (0: all),
+// sorted by name.
+func (s *Store) ListNames(pattern string, regex bool, limit uint64) (map[string]ids.ObjectID, error) {
+	match, err := compileMatcher(pattern, regex)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.names))
+	for n := range s.names {
+		if match(n) {
+			keys = append(keys, n)
+		}
+	}
+	sort.Strings(keys)
+	if limit > 0 && uint64(len(keys)) > limit {
+		keys = keys[:limit]
+	}
+	out := make(map[string]ids.ObjectID, len(keys))
+	for _, k := range keys {
+		out[k] = s.names[k]
+	}
+	return out, nil
+}
+
+// compileMatcher returns a full-match predicate for a glob or a regex.
+func compileMatcher(pattern string, regex bool) (func(string) bool, error) {
+	expr := pattern
+	if !regex {
+		expr = globToRegexp(pattern)
+	}
+	re, err := regexp.Compile("^(?:" + expr + ")$")
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Invalid, "bad pattern %q: %v", pattern, err)
+	}
+	return re.MatchString, nil
+}
+
+// globToRegexp translates fnmatch-style *, ? and [...] to a regexp.
+func globToRegexp(glob string) string {
+	var b strings.Builder
+	for i := 0; i < len(glob); i++ {
+		c := glob[i]
+		switch c {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '[':
+			j := strings.IndexByte(glob[i+1:], ']')
+			if j < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			class := glob[i+1 : i+1+j]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += j + 1
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	return b.String()
+}

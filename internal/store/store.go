@@ -1,0 +1,155 @@
+// Package store holds what the daemon stores: blobs in the shared arena,
+// metadata trees, names, and the references each connection holds.
+//
+// Lifecycle is stricter than upstream's: a Session (one per connection) that
+// closes releases every reference it held and frees its unsealed blobs; a
+// deleted blob still referenced by a session is hidden at once but its memory
+// is reused only after the last reference is released.
+//
+// Locking: one mutex, Store.mu, guards all state; no method calls out while
+// holding it except into the allocator and arena, which take no locks.
+package store
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/v6d-io/v6d-go/internal/alloc"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/shm"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Size is the arena's size in bytes, the limit of all blob memory.
+	Size uint64
+	// Reserve pre-faults the whole arena at start.
+	Reserve bool
+	// InstanceID is this daemon's instance id, stamped on every object.
+	InstanceID uint64
+}
+
+// Store is the object store of one daemon. It is safe for concurrent use.
+type Store struct {
+	instance uint64
+	arena    *shm.Arena
+	base     uint64 // daemon-side address of the arena, reported in payloads
+	gen      *ids.Generator
+
+	mu       sync.Mutex
+	alloc    *alloc.Allocator
+	blobs    map[ids.ObjectID]*blob   // live blobs, sealed or not
+	zombies  map[ids.ObjectID]*blob   // deleted blobs still referenced
+	objects  map[ids.ObjectID]*object // live non-blob objects
+	names    map[string]ids.ObjectID
+	changed  chan struct{} // closed and replaced whenever objects or names appear
+	sessions int
+	closed   bool
+}
+
+// New creates the arena and an empty store.
+func New(cfg Config) (*Store, error) {
+	if cfg.Size < alloc.Alignment {
+		return nil, fmt.Errorf("store: size %d is too small", cfg.Size)
+	}
+	arena, err := shm.Create(cfg.Size)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Reserve {
+		if err := arena.Prefault(); err != nil {
+			_ = arena.Close()
+			return nil, err
+		}
+	}
+	s := &Store{
+		instance: cfg.InstanceID,
+		arena:    arena,
+		gen:      ids.NewGenerator(cfg.InstanceID),
+		alloc:    alloc.New(arena.Size()),
+		blobs:    make(map[ids.ObjectID]*blob),
+		zombies:  make(map[ids.ObjectID]*blob),
+		objects:  make(map[ids.ObjectID]*object),
+		names:    make(map[string]ids.ObjectID),
+		changed:  make(chan struct{}),
+	}
+	if b := arena.Bytes(); len(b) > 0 {
+		s.base = uint64(uintptrOf(b))
+	}
+	return s, nil
+}
+
+// Close unmaps the arena. Clients that mapped it keep their mappings. Close is
+// idempotent; the store must not be used afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.arena.Close()
+}
+
+// InstanceID returns the instance id of the store.
+func (s *Store) InstanceID() uint64 { return s.instance }
+
+// ArenaFd returns the arena's memfd. The store owns it; callers send it to
+// clients but must not close it.
+func (s *Store) ArenaFd() int { return s.arena.Fd() }
+
+// Usage returns the bytes allocated in the arena and its size.
+func (s *Store) Usage() (used, limit uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alloc.Used(), s.alloc.Capacity()
+}
+
+// Changed returns a channel closed at the next creation of an object or name.
+// Waiters check their condition, take Changed, check again, and wait on it.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// notifyLocked wakes every waiter of Changed. Callers hold s.mu.
+func (s *Store) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// MemoryTrim returns the pages of every free extent to the kernel and reports
+// whether anything was released.
+func (s *Store) MemoryTrim() (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var released uint64
+	var firstErr error
+	s.alloc.FreeExtents(func(off, size uint64) {
+		n, err := s.arena.Trim(off, size)
+		released += n
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	})
+	return released > 0, firstErr
+}
+
+// payload describes blob b for a client.
+func (s *Store) payload(b *blob) protocol.Payload {
+	if b.id == ids.EmptyBlob {
+		return protocol.Payload{ObjectID: b.id, StoreFd: -1, IsSealed: true}
+	}
+	return protocol.Payload{
+		ObjectID:   b.id,
+		StoreFd:    s.arena.Fd(),
+		DataOffset: b.offset,
+		DataSize:   b.size,
+		MapSize:    s.arena.Size(),
+		Pointer:    s.base + b.offset,
+		IsSealed:   b.sealed,
+		IsOwner:    true,
+	}
+}
