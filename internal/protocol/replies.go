@@ -172,8 +172,10 @@ func EncodeError(err error) []byte {
 }
 
 // DecodeReply decodes a reply body into r. An error reply, or a reply of a
-// type other than want, is returned as an error.
+// type other than want, is returned as an error. Pass a fresh r: fields
+// absent from body keep their values.
 func DecodeReply(body []byte, want string, r Reply) error {
+	*r.ReplyHeader() = Header{}
 	if err := json.Unmarshal(body, r); err != nil {
 		return Errorf(Invalid, "malformed reply: %v", err)
 	}
