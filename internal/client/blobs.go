@@ -1,0 +1,405 @@
+package client
+
+import (
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// Buffer is a blob this client created: its id and its writable bytes.
+type Buffer struct {
+	ID   ids.ObjectID
+	Data []byte
+}
+
+// CreateBuffer creates an unsealed blob of size bytes and returns its id and
+// a writable view of it, valid until the blob is sealed and released, aborted,
+// or the client closed. Only this client may write it. size 0 gives the empty
+// blob (ids.EmptyBlob) and a nil slice, without a round trip.
+func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
+	if size == 0 {
+		return ids.EmptyBlob, nil, c.check()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reply := protocol.CreateBufferReply{Fd: -1}
+	if err := c.callLocked(&protocol.CreateBufferRequest{Size: size}, &reply); err != nil {
+		return 0, nil, err
+	}
+	if reply.Created.ObjectID != reply.ID || reply.Created.DataSize != size {
+		return 0, nil, errBadReply("created %v of %d bytes, asked %v of %d",
+			reply.Created.ObjectID, reply.Created.DataSize, reply.ID, size)
+	}
+	bufs, err := c.adoptCreatedLocked([]protocol.Payload{reply.Created})
+	if err != nil {
+		return 0, nil, err
+	}
+	return bufs[0].ID, bufs[0].Data, nil
+}
+
+// CreateBuffers creates len(sizes) unsealed blobs in one round trip, as
+// CreateBuffer does for each. A size of 0 gives the empty blob.
+func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
+	var nonEmpty []uint64
+	for _, s := range sizes {
+		if s != 0 {
+			nonEmpty = append(nonEmpty, s)
+		}
+	}
+	out := make([]Buffer, len(sizes))
+	if len(nonEmpty) == 0 {
+		for i := range out {
+			out[i].ID = ids.EmptyBlob
+		}
+		return out, c.check()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.BuffersReply
+	req := &protocol.CreateBuffersRequest{Num: len(nonEmpty), Sizes: nonEmpty}
+	if err := c.callLocked(req, &reply); err != nil {
+		return nil, err
+	}
+	if len(reply.Payloads) != len(nonEmpty) {
+		return nil, errBadReply("%d payloads for %d buffers", len(reply.Payloads), len(nonEmpty))
+	}
+	for i, p := range reply.Payloads {
+		if p.DataSize != nonEmpty[i] {
+			return nil, errBadReply("buffer %d has %d bytes, asked %d", i, p.DataSize, nonEmpty[i])
+		}
+	}
+	bufs, err := c.adoptCreatedLocked(reply.Payloads)
+	if err != nil {
+		return nil, err
+	}
+	j := 0
+	for i, s := range sizes {
+		if s == 0 {
+			out[i].ID = ids.EmptyBlob
+			continue
+		}
+		out[i] = bufs[j]
+		j++
+	}
+	return out, nil
+}
+
+// adoptCreatedLocked records newly created blobs and returns their writable
+// views. c.mu must be held.
+func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
+	out := make([]Buffer, len(ps))
+	entries := make([]*blob, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if !p.ObjectID.IsBlob() {
+			return nil, errBadReply("created id %v is not a blob id", p.ObjectID)
+		}
+		rw, err := c.viewLocked(p, true)
+		if err != nil {
+			return nil, err
+		}
+		ro, err := c.viewLocked(p, false)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Buffer{ID: p.ObjectID, Data: rw}
+		entries[i] = &blob{ro: ro, rw: rw, owned: true}
+	}
+	c.state.Lock()
+	for i, b := range entries {
+		c.blobs[out[i].ID] = b
+	}
+	c.state.Unlock()
+	return out, nil
+}
+
+// Seal makes a blob this client created immutable and readable by others. The
+// writable view must not be written afterwards. The client holds a reference
+// to the blob until Release. Sealing the empty blob does nothing.
+func (c *Client) Seal(id ids.ObjectID) error {
+	if id == ids.EmptyBlob {
+		return c.check()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.AckReply
+	if err := c.callLocked(&protocol.SealRequest{ObjectID: id}, &reply); err != nil {
+		return err
+	}
+	c.state.Lock()
+	c.sealedLocked(id)
+	c.state.Unlock()
+	return nil
+}
+
+// sealedLocked records that id was sealed by this client, which gives it a
+// reference. c.state must be held.
+func (c *Client) sealedLocked(id ids.ObjectID) {
+	b, ok := c.blobs[id]
+	if !ok {
+		// Sealed by us but unknown locally (cannot happen with a correct
+		// daemon): hold it without a view so that Release balances.
+		b = &blob{}
+		c.blobs[id] = b
+	}
+	b.owned, b.rw = false, nil
+	b.pins++
+}
+
+// Abort drops an unsealed blob this client created; its memory is freed and
+// its views must no longer be used. A sealed blob is ObjectSealed. Aborting
+// the empty blob does nothing.
+func (c *Client) Abort(id ids.ObjectID) error {
+	if id == ids.EmptyBlob {
+		return c.check()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.AckReply
+	if err := c.callLocked(&protocol.DropBufferRequest{ID: id}, &reply); err != nil {
+		return err
+	}
+	c.state.Lock()
+	delete(c.blobs, id)
+	c.state.Unlock()
+	return nil
+}
+
+// Shrink shrinks an unsealed blob this client created to size bytes; it never
+// grows. The views BlobPointer returns are shortened accordingly.
+func (c *Client) Shrink(id ids.ObjectID, size uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.AckReply
+	if err := c.callLocked(&protocol.ShrinkBufferRequest{ID: id, Size: size}, &reply); err != nil {
+		return err
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	if b, ok := c.blobs[id]; ok {
+		if size < uint64(len(b.ro)) {
+			b.ro = b.ro[:size:size]
+		}
+		if size < uint64(len(b.rw)) {
+			b.rw = b.rw[:size:size]
+		}
+	}
+	return nil
+}
+
+// GetBuffers returns read-only views of the given blobs, in one round trip.
+// Each view lies in a PROT_READ mapping: writing it faults. Every blob must
+// exist and, unless unsafe, be sealed; otherwise nothing is got. Each id
+// counts one reference (also when repeated) that Release must drop; while
+// held, the bytes never change, even if the blob is deleted. The empty blob
+// gives a nil view and needs no release.
+func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
+	want := make([]ids.ObjectID, 0, len(idl))
+	seen := make(map[ids.ObjectID]bool, len(idl))
+	for _, id := range idl {
+		if id != ids.EmptyBlob && !seen[id] {
+			seen[id] = true
+			want = append(want, id)
+		}
+	}
+	out := make([][]byte, len(idl))
+	if len(want) == 0 {
+		return out, c.check()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.BuffersReply
+	if err := c.callLocked(&protocol.GetBuffersRequest{IDs: want, Unsafe: unsafe}, &reply); err != nil {
+		return nil, err
+	}
+	views, err := c.viewsLocked(reply.Payloads)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range want {
+		if _, ok := views[id]; !ok {
+			return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v was not returned", id)
+		}
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	for i, id := range idl {
+		if id == ids.EmptyBlob {
+			continue
+		}
+		out[i] = views[id]
+		c.pinLocked(id, views[id])
+	}
+	return out, nil
+}
+
+// Get returns a read-only view of one blob, as GetBuffers does.
+func (c *Client) Get(id ids.ObjectID) ([]byte, error) {
+	out, err := c.GetBuffers([]ids.ObjectID{id}, false)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// viewsLocked maps every payload to its read-only view. c.mu must be held.
+func (c *Client) viewsLocked(ps []protocol.Payload) (map[ids.ObjectID][]byte, error) {
+	views := make(map[ids.ObjectID][]byte, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if !p.ObjectID.IsBlob() {
+			return nil, errBadReply("payload id %v is not a blob id", p.ObjectID)
+		}
+		v, err := c.viewLocked(p, false)
+		if err != nil {
+			return nil, err
+		}
+		views[p.ObjectID] = v
+	}
+	return views, nil
+}
+
+// pinLocked adds one local reference to a blob the daemon just gave this
+// connection a reference to. c.state must be held.
+func (c *Client) pinLocked(id ids.ObjectID, ro []byte) {
+	if id == ids.EmptyBlob {
+		return
+	}
+	b, ok := c.blobs[id]
+	if !ok {
+		b = &blob{}
+		c.blobs[id] = b
+	}
+	if b.ro == nil {
+		b.ro = ro
+	}
+	b.pins++
+}
+
+// BlobPointer returns the view of a blob this client holds (got, or created
+// and not yet aborted) without a round trip and without a new reference: the
+// writable view for an unsealed blob this client created (writable true),
+// else the read-only one. A blob not held is ObjectNotExists. It never waits
+// behind another goroutine's exchange.
+func (c *Client) BlobPointer(id ids.ObjectID) (data []byte, writable bool, err error) {
+	if err := c.check(); err != nil {
+		return nil, false, err
+	}
+	if id == ids.EmptyBlob {
+		return nil, false, nil
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	b, ok := c.blobs[id]
+	if !ok || (!b.owned && b.pins == 0) {
+		return nil, false, errNotHeld(id)
+	}
+	if b.owned {
+		return b.rw, true, nil
+	}
+	return b.ro, false, nil
+}
+
+// Release drops one reference taken by Get, GetBuffers, Seal, GetObject or
+// CreateMetadata. For a blob id it drops one of the blob's references; for
+// any other object id, the references the last GetObject or CreateMetadata of
+// that id took. When a blob's count reaches 0 the daemon is told (a round
+// trip), and the memory of a deleted blob may then be reused: its views must
+// no longer be read. Releasing an id not held is ObjectNotExists; releasing
+// the empty blob does nothing.
+func (c *Client) Release(id ids.ObjectID) error {
+	if id == ids.EmptyBlob {
+		return c.check()
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	// Fast path: no count reaches zero, so the daemon need not be told and
+	// no exchange lock is needed.
+	c.state.Lock()
+	blobs, err := c.toReleaseLocked(id)
+	if err != nil {
+		c.state.Unlock()
+		return err
+	}
+	if !c.anyLastLocked(blobs) {
+		c.unpinLocked(id, blobs)
+		c.state.Unlock()
+		return nil
+	}
+	c.state.Unlock()
+
+	// Slow path: hold mu so that no get can take a reference between the
+	// local count reaching zero and the daemon dropping its reference.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state.Lock()
+	blobs, err = c.toReleaseLocked(id)
+	if err != nil {
+		c.state.Unlock()
+		return err
+	}
+	zero := c.unpinLocked(id, blobs)
+	c.state.Unlock()
+	var first error
+	for _, bid := range zero {
+		var reply protocol.AckReply
+		if err := c.callLocked(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// toReleaseLocked returns the blobs one Release of id drops a reference to.
+// c.state must be held.
+func (c *Client) toReleaseLocked(id ids.ObjectID) ([]ids.ObjectID, error) {
+	if id.IsBlob() {
+		if b, ok := c.blobs[id]; ok && b.pins > 0 {
+			return []ids.ObjectID{id}, nil
+		}
+		return nil, errNotHeld(id)
+	}
+	stack := c.objects[id]
+	if len(stack) == 0 {
+		return nil, errNotHeld(id)
+	}
+	return stack[len(stack)-1], nil
+}
+
+// anyLastLocked reports whether dropping one reference to each of blobs
+// brings one to zero. c.state must be held.
+func (c *Client) anyLastLocked(blobs []ids.ObjectID) bool {
+	for _, bid := range blobs {
+		if b, ok := c.blobs[bid]; ok && b.pins == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// unpinLocked drops the references of one Release of id, and returns the
+// blobs whose count reached zero. c.state must be held.
+func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.ObjectID) {
+	if !id.IsBlob() {
+		stack := c.objects[id]
+		if len(stack) <= 1 {
+			delete(c.objects, id)
+		} else {
+			c.objects[id] = stack[:len(stack)-1]
+		}
+	}
+	for _, bid := range blobs {
+		b, ok := c.blobs[bid]
+		if !ok || b.pins == 0 {
+			continue // already released through its own id
+		}
+		b.pins--
+		if b.pins == 0 {
+			zero = append(zero, bid)
+			if !b.owned {
+				delete(c.blobs, bid)
+			}
+		}
+	}
+	return zero
+}

@@ -1,0 +1,322 @@
+// Package client is the Go client of vineyardd over its UNIX socket: the
+// logic behind libv6d. It speaks the protocol of docs/protocol.md, maps the
+// daemon's arena once per process (read-only for gets, read-write for the
+// client's own unsealed blobs), and counts references per blob locally so the
+// daemon is told only when the last one goes.
+//
+// Lock order: Client.mu (one request/reply exchange at a time), then
+// Client.state (the local reference tables), then arenas.mu (the process's
+// mappings). BlobPointer and releases that do not reach zero take only
+// Client.state, so they never wait behind a blocking exchange.
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// Version is the version of this client, sent in register_request.
+const Version = "0.1.0"
+
+// SocketEnv is the environment variable Connect reads when given no socket.
+const SocketEnv = "VINEYARD_IPC_SOCKET"
+
+// Client is one connection to a daemon. It is safe for concurrent use by many
+// goroutines: exchanges with the daemon are serialised, because the protocol
+// is strictly one request, one reply.
+//
+// Slices a Client returns point into shared memory mapped by the process, not
+// Go memory. They stay valid while the client holds a reference to the blob
+// (see each method), and at the latest until the last Client of the process
+// using that arena is closed; touching them afterwards faults.
+type Client struct {
+	socket     string
+	pid        int
+	instanceID uint64
+	rpc        string
+	roundTrips atomic.Uint64
+	isClosed   atomic.Bool // closed, readable without mu
+
+	mu      sync.Mutex // serialises exchanges; guards the fields below
+	conn    *net.UnixConn
+	rbuf    []byte
+	wbuf    []byte
+	regions map[int]*arena // daemon store_fd → arena
+	closed  bool
+	lost    error // set once the connection broke
+
+	state   sync.Mutex // guards blobs and objects
+	blobs   map[ids.ObjectID]*blob
+	objects map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+}
+
+// blob is a blob this client holds: created (and not yet sealed or aborted)
+// or referenced (pins > 0).
+type blob struct {
+	ro    []byte // read-only view
+	rw    []byte // writable view, for an unsealed blob this client created
+	owned bool   // created by this client and not sealed
+	pins  int    // local references; the daemon holds one while pins > 0
+}
+
+// Connect dials the daemon at the UNIX socket path socket (SocketEnv when
+// socket is "") and registers. A failure is a *protocol.Error with code
+// ConnectionFailed naming the path tried. The caller MUST Close the client.
+func Connect(socket string) (*Client, error) {
+	if socket == "" {
+		socket = os.Getenv(SocketEnv)
+		if socket == "" {
+			return nil, protocol.Errorf(protocol.ConnectionFailed,
+				"no socket given and %s is not set", SocketEnv)
+		}
+	}
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.ConnectionFailed,
+			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
+	}
+	c := newClient(conn, socket)
+	var reply protocol.RegisterReply
+	if err := c.call(&protocol.RegisterRequest{Version: Version}, &reply); err != nil {
+		_ = conn.Close()
+		return nil, protocol.Errorf(protocol.ConnectionFailed,
+			"cannot register with vineyardd at %s: %v", socket, err)
+	}
+	c.instanceID = reply.InstanceID
+	c.rpc = reply.RPCEndpoint
+	return c, nil
+}
+
+func newClient(conn *net.UnixConn, socket string) *Client {
+	return &Client{
+		socket:  socket,
+		pid:     os.Getpid(),
+		conn:    conn,
+		regions: make(map[int]*arena),
+		blobs:   make(map[ids.ObjectID]*blob),
+		objects: make(map[ids.ObjectID][][]ids.ObjectID),
+	}
+}
+
+// unwrapOp drops the "dial unix /path:" prefix of a net.OpError, since the
+// message names the path already.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}
+
+// Socket returns the path the client connected to.
+func (c *Client) Socket() string { return c.socket }
+
+// InstanceID returns the id of the daemon's instance, from registration.
+func (c *Client) InstanceID() uint64 { return c.instanceID }
+
+// RPCEndpoint returns the daemon's RPC endpoint, from registration.
+func (c *Client) RPCEndpoint() string { return c.rpc }
+
+// RoundTrips returns the number of request/reply exchanges made so far,
+// including registration. Tests and benchmarks use it to check that a put
+// costs 2 and a get 1.
+func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
+
+// Close sends exit_request, closes the connection and drops the client's
+// mappings; the daemon then releases every reference the connection held and
+// frees its unsealed blobs. Slices returned by this client stay readable
+// while another Client of the process maps the same arena. Close is
+// idempotent. In a forked child it does nothing and returns ErrForked: the
+// connection is the parent's.
+func (c *Client) Close() error {
+	if os.Getpid() != c.pid {
+		return ErrForked
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.isClosed.Store(true)
+	if c.lost == nil {
+		if frame, err := c.encode(&protocol.ExitRequest{}); err == nil {
+			_, _ = c.conn.Write(frame)
+		}
+	}
+	err := c.conn.Close()
+	c.state.Lock()
+	clear(c.blobs)
+	clear(c.objects)
+	c.state.Unlock()
+	for fd, a := range c.regions {
+		a.detach()
+		delete(c.regions, fd)
+	}
+	if err != nil && c.lost == nil {
+		return protocol.Errorf(protocol.IOError, "close connection: %v", err)
+	}
+	return nil
+}
+
+// usableLocked reports why the client cannot make a request now, or nil. c.mu must
+// be held.
+func (c *Client) usableLocked() error {
+	if os.Getpid() != c.pid {
+		return ErrForked
+	}
+	if c.closed {
+		return ErrClosed
+	}
+	return c.lost
+}
+
+// call makes one exchange: it sends req, reads the reply into reply, and
+// receives the fds the reply announces. It takes c.mu.
+func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.callLocked(req, reply)
+}
+
+// callLocked is call with c.mu held.
+func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	frame, err := c.encode(req)
+	if err != nil {
+		return protocol.Errorf(protocol.Invalid, "encode %s: %v", req.RequestType(), err)
+	}
+	c.roundTrips.Add(1)
+	if _, err := c.conn.Write(frame); err != nil {
+		return c.loseLocked(err)
+	}
+	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
+	if err != nil {
+		return c.loseLocked(err)
+	}
+	if cap(body) > cap(c.rbuf) && cap(body) <= 1<<20 {
+		c.rbuf = body[:0] // keep a grown buffer, unless it is huge
+	}
+	if fatal, err := decodeReply(body, protocol.ReplyType(req.RequestType()), reply); err != nil {
+		if fatal {
+			return c.loseLocked(err)
+		}
+		return err // an error reply: the connection is fine
+	}
+	if fds := announcedFds(reply); len(fds) > 0 {
+		if err := c.receiveFdsLocked(fds); err != nil {
+			return c.loseLocked(err)
+		}
+	}
+	return nil
+}
+
+// encode builds the frame of req in c.wbuf.
+func (c *Client) encode(req protocol.Request) ([]byte, error) {
+	body, err := protocol.EncodeRequest(req.RequestType(), req)
+	if err != nil {
+		return nil, err
+	}
+	c.wbuf = protocol.AppendFrame(c.wbuf[:0], body)
+	return c.wbuf, nil
+}
+
+// loseLocked marks the connection broken and returns the error every later
+// call gets.
+func (c *Client) loseLocked(cause error) error {
+	if c.lost == nil {
+		c.lost = errLost(cause)
+	}
+	return c.lost
+}
+
+// decodeReply decodes body into reply. An error reply is returned as its
+// *protocol.Error; a body that is not a reply of type want is an error with
+// fatal set: the connection is out of step with the daemon (it may have sent
+// fds the client cannot account for).
+func decodeReply(body []byte, want string, reply protocol.Reply) (fatal bool, err error) {
+	if err := json.Unmarshal(body, reply); err != nil {
+		return true, errBadReply("%v", err)
+	}
+	h := reply.ReplyHeader()
+	if err := h.Err(); err != nil {
+		return false, err
+	}
+	if h.Type != want {
+		return true, errBadReply("type %q, want %q", h.Type, want)
+	}
+	return false, nil
+}
+
+// announcedFds returns the daemon fd numbers whose fds follow the reply.
+func announcedFds(reply protocol.Reply) []int {
+	switch r := reply.(type) {
+	case *protocol.CreateBufferReply:
+		if r.Fd >= 0 {
+			return []int{r.Fd}
+		}
+	case *protocol.BuffersReply:
+		return r.Fds
+	case *protocol.GetDataReply:
+		return r.Fds
+	}
+	return nil
+}
+
+// receiveFdsLocked receives one fd per entry of fds (daemon fd numbers) and
+// maps it. An fd number already known gets its fd again only if the daemon
+// decided to resend it; the new one replaces nothing and is dropped.
+func (c *Client) receiveFdsLocked(fds []int) error {
+	if len(fds) > 1024 {
+		return errBadReply("%d fds announced", len(fds))
+	}
+	for _, key := range fds {
+		fd, err := protocol.RecvFd(c.conn)
+		if err != nil {
+			return err
+		}
+		a, err := attachArena(fd)
+		if err != nil {
+			return err
+		}
+		if old, ok := c.regions[key]; ok {
+			old.detach()
+		}
+		c.regions[key] = a
+	}
+	return nil
+}
+
+// viewLocked returns the bytes a payload locates, from the read-only mapping
+// or the writable one. c.mu must be held.
+func (c *Client) viewLocked(p *protocol.Payload, writable bool) ([]byte, error) {
+	if p.DataSize == 0 {
+		return nil, nil
+	}
+	a, ok := c.regions[p.StoreFd]
+	if !ok {
+		return nil, errBadReply("blob %v lies in region %d, whose fd was never received", p.ObjectID, p.StoreFd)
+	}
+	return a.view(p.DataOffset, p.DataSize, writable)
+}
+
+// check is usableLocked for methods that make no exchange; it takes no lock,
+// so it never waits behind a blocking exchange.
+func (c *Client) check() error {
+	if os.Getpid() != c.pid {
+		return ErrForked
+	}
+	if c.isClosed.Load() {
+		return ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/server"
+)
+
+// startServer runs a real daemon in-process on a temp socket.
+func startServer(t *testing.T, size uint64) *server.Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "v6d-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	<-srv.Ready()
+	return srv
+}
+
+func connect(t *testing.T, srv *server.Server) *Client {
+	t.Helper()
+	c, err := Connect(srv.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func code(err error) protocol.Code { return protocol.CodeOf(err) }
+
+// put creates a blob with data and a tensor-like object over it.
+func put(t *testing.T, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
+	t.Helper()
+	bid, buf, err := c.CreateBuffer(uint64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, data)
+	tree := fmt.Sprintf(`{"typename":"vineyard::Tensor<uint8>","shape_":"[%d]","buffer_":{"id":"%v"}}`, len(data), bid)
+	id, _, err := c.CreateMetadata([]byte(tree), []ids.ObjectID{bid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, bid
+}
+
+func TestPutGetAcrossClients(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	before := a.RoundTrips()
+	id, bid := put(t, a, []byte("hello, vineyard"))
+	if n := a.RoundTrips() - before; n != 2 {
+		t.Errorf("put took %d round trips, want 2", n)
+	}
+	before = b.RoundTrips()
+	tree, err := b.GetObject(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.RoundTrips() - before; n != 1 {
+		t.Errorf("get took %d round trips, want 1", n)
+	}
+	if !bytes.Contains(tree, []byte(bid.String())) {
+		t.Fatalf("tree lacks blob: %s", tree)
+	}
+	data, writable, err := b.BlobPointer(bid)
+	if err != nil || writable || string(data) != "hello, vineyard" {
+		t.Fatalf("BlobPointer = %q %v %v", data, writable, err)
+	}
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("after release: %v", err)
+	}
+	got, err := b.Get(bid)
+	if err != nil || string(got) != "hello, vineyard" {
+		t.Fatalf("Get = %q %v", got, err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv := startServer(t, 1<<20)
+	c := connect(t, srv)
+	if _, _, err := c.CreateBuffer(2 << 20); code(err) != protocol.NotEnoughMemory {
+		t.Fatalf("oversize: %v", err)
+	}
+	if _, err := c.Get(ids.BlobBit | 12345); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("missing: %v", err)
+	}
+	bid, _, err := c.CreateBuffer(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetBuffers([]ids.ObjectID{bid}, false); code(err) != protocol.ObjectNotSealed {
+		t.Fatalf("unsealed get: %v", err)
+	}
+	if err := c.Seal(bid); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Seal(bid); code(err) != protocol.ObjectSealed {
+		t.Fatalf("double seal: %v", err)
+	}
+	if err := c.Abort(bid); code(err) != protocol.ObjectSealed {
+		t.Fatalf("abort sealed: %v", err)
+	}
+	if _, _, err := c.CreateMetadata([]byte(`{"x":1}`), nil); code(err) != protocol.MetaTreeInvalid {
+		t.Fatalf("no typename: %v", err)
+	}
+	if _, _, err := c.CreateMetadata([]byte(`{"typename":"t","m":{"id":"o0000000000000042"}}`), nil); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("missing member: %v", err)
+	}
+	if _, err := Connect(filepath.Join(t.TempDir(), "none.sock")); code(err) != protocol.ConnectionFailed {
+		t.Fatalf("connect: %v", err)
+	}
+}
+
+func TestNamesPersistList(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	c := connect(t, srv)
+	id, _ := put(t, c, []byte("abc"))
+	if err := c.PutName(id, "n1"); code(err) != protocol.Invalid {
+		t.Fatalf("name on transient: %v", err)
+	}
+	if err := c.Persist(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutName(id, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetName("n1", false, 0)
+	if err != nil || got != id {
+		t.Fatalf("GetName = %v %v", got, err)
+	}
+	names, err := c.ListNames("n*", false, 0)
+	if err != nil || names["n1"] != id {
+		t.Fatalf("ListNames = %v %v", names, err)
+	}
+	list, err := c.List("vineyard::Tensor*", false, 0)
+	if err != nil || !bytes.Contains(list, []byte(id.String())) {
+		t.Fatalf("List = %s %v", list, err)
+	}
+	if err := c.DropName("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetName("n1", false, 0); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("dropped: %v", err)
+	}
+	start := time.Now()
+	if _, err := c.GetName("late", true, 100*time.Millisecond); code(err) != protocol.Timeout {
+		t.Fatalf("wait timeout: %v", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatal("wait did not time out")
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		o := connect(t, srv)
+		_ = o.PutName(id, "late")
+	}()
+	if got, err := c.GetName("late", true, 5*time.Second); err != nil || got != id {
+		t.Fatalf("wait: %v %v", got, err)
+	}
+}
+
+func TestDeleteWhileReferenced(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	id, bid := put(t, a, bytes.Repeat([]byte{7}, 4096))
+	if err := a.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	data, err := b.Get(bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := a.Exists(id); ok {
+		t.Fatal("deleted object still visible")
+	}
+	if ok, _ := a.Exists(bid); ok {
+		t.Fatal("deleted blob still visible")
+	}
+	// Reuse the memory: new allocations must not overlap the held blob.
+	for i := 0; i < 8; i++ {
+		_, buf, err := a.CreateBuffer(4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = 9
+		}
+	}
+	for _, v := range data {
+		if v != 7 {
+			t.Fatal("held blob was overwritten after delete")
+		}
+	}
+	used, _ := srv.Store().Usage()
+	if err := b.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := srv.Store().Usage()
+	if after >= used {
+		t.Fatalf("memory not freed on last release: %d -> %d", used, after)
+	}
+}
+
+func TestDisconnectReclaims(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	base, _ := srv.Store().Usage()
+	c, err := Connect(srv.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CreateBuffer(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		used, _ := srv.Store().Usage()
+		if used == base {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage %d, want baseline %d", used, base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := c.CreateBuffer(1); err == nil {
+		t.Fatal("use after close succeeded")
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	c := connect(t, srv)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				payload := []byte(fmt.Sprintf("g%d-i%d", g, i))
+				bid, buf, err := c.CreateBuffer(uint64(len(payload)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				copy(buf, payload)
+				if err := c.Seal(bid); err != nil {
+					errs <- err
+					return
+				}
+				got, err := c.Get(bid)
+				if err != nil || !bytes.Equal(got, payload) {
+					errs <- fmt.Errorf("get %v: %q %v", bid, got, err)
+					return
+				}
+				_ = c.Release(bid)
+				_ = c.Release(bid)
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	srv := startServer(t, 8<<20)
+	c := connect(t, srv)
+	st, err := c.InstanceStatus()
+	if err != nil || st.MemoryLimit != 8<<20 || st.IPCConnections != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if _, err := c.ClusterMeta(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MemoryTrim(); err != nil {
+		t.Fatal(err)
+	}
+	var pe *protocol.Error
+	if !errors.As(protocol.Errorf(protocol.Invalid, "x"), &pe) {
+		t.Fatal("errors.As")
+	}
+}

@@ -1,0 +1,188 @@
+package client
+
+import (
+	"encoding/json"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// CreateMetadata creates an object from a metadata tree (a JSON object with a
+// "typename"; members are nested trees with at least an "id", and must exist)
+// in one round trip. The blobs of seal, which this client created, are sealed
+// first in the same round trip (the empty blob is skipped); each then holds a
+// reference, as after Seal, which Release(id) drops (as does Release of each
+// blob). It returns the new id and the stored tree, which the caller owns.
+func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID, json.RawMessage, error) {
+	if !json.Valid(tree) {
+		return 0, nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata is not valid JSON")
+	}
+	toSeal := make([]ids.ObjectID, 0, len(seal))
+	seen := make(map[ids.ObjectID]bool, len(seal))
+	for _, id := range seal {
+		if id != ids.EmptyBlob && !seen[id] {
+			seen[id] = true
+			toSeal = append(toSeal, id)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.CreateDataReply
+	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal}
+	if err := c.callLocked(req, &reply); err != nil {
+		return 0, nil, err
+	}
+	if len(toSeal) > 0 {
+		c.state.Lock()
+		for _, id := range toSeal {
+			c.sealedLocked(id)
+		}
+		c.objects[reply.ID] = append(c.objects[reply.ID], toSeal)
+		c.state.Unlock()
+	}
+	return reply.ID, reply.Content, nil
+}
+
+// GetMetadata returns the metadata tree of an object (or blob), which the
+// caller owns. Blobs in it are not pinned. A missing object is
+// ObjectNotExists.
+func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
+	var reply protocol.GetDataReply
+	if err := c.call(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
+		return nil, err
+	}
+	return treeOf(reply.Content, id)
+}
+
+// GetObject returns the metadata tree of an object and takes a reference to
+// every blob in it, in one round trip, so that BlobPointer answers for them
+// without another. Release(id) drops those references (once per GetObject).
+// For a blob id the tree is the blob's own and Release(id) drops the blob's
+// reference. A missing object is ObjectNotExists.
+func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reply protocol.GetDataReply
+	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
+	if err := c.callLocked(req, &reply); err != nil {
+		return nil, err
+	}
+	tree, err := treeOf(reply.Content, id)
+	if err != nil {
+		return nil, err
+	}
+	views, err := c.viewsLocked(reply.Payloads)
+	if err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	if id.IsBlob() {
+		if id != ids.EmptyBlob {
+			v, ok := views[id]
+			if !ok {
+				return nil, errBadReply("no payload for blob %v", id)
+			}
+			c.pinLocked(id, v)
+		}
+		return tree, nil
+	}
+	pinned := make([]ids.ObjectID, 0, len(views))
+	for i := range reply.Payloads {
+		bid := reply.Payloads[i].ObjectID
+		if v, ok := views[bid]; ok && bid != ids.EmptyBlob {
+			c.pinLocked(bid, v)
+			pinned = append(pinned, bid)
+			delete(views, bid) // once per blob, however often the tree names it
+		}
+	}
+	c.objects[id] = append(c.objects[id], pinned)
+	return tree, nil
+}
+
+// treeOf returns the tree of id in a get_data content map {"o…": tree}.
+func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
+	var trees map[string]json.RawMessage
+	if err := json.Unmarshal(content, &trees); err != nil {
+		return nil, errBadReply("content: %v", err)
+	}
+	tree, ok := trees[id.String()]
+	if !ok {
+		return nil, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+	}
+	return tree, nil
+}
+
+// List returns the trees of objects whose typename matches pattern (a glob,
+// or a full-match regular expression when regex is set), at most limit of
+// them (0: no limit), as a JSON object {"o…": tree}.
+func (c *Client) List(pattern string, regex bool, limit uint64) (json.RawMessage, error) {
+	var reply protocol.GetDataReply
+	req := &protocol.ListDataRequest{Pattern: pattern, Regex: regex, Limit: limit}
+	if err := c.call(req, &reply); err != nil {
+		return nil, err
+	}
+	if len(reply.Content) == 0 || string(reply.Content) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	return reply.Content, nil
+}
+
+// Delete deletes objects, with upstream's rules: force also deletes every
+// object that uses them, deep deletes members no other object uses,
+// memoryTrim returns freed pages to the kernel. Missing ids are ignored.
+// Blobs another client still holds stay readable for it until its release.
+// It returns the ids of the blobs deleted.
+func (c *Client) Delete(idl []ids.ObjectID, force, deep, memoryTrim bool) ([]ids.ObjectID, error) {
+	var reply protocol.DelDataReply
+	if err := c.call(protocol.NewDelDataRequest(idl, force, deep, memoryTrim), &reply); err != nil {
+		return nil, err
+	}
+	return reply.DeletedBids, nil
+}
+
+// Exists reports whether an object (or blob) exists.
+func (c *Client) Exists(id ids.ObjectID) (bool, error) {
+	var reply protocol.ExistsReply
+	if err := c.call(&protocol.ExistsRequest{ID: id}, &reply); err != nil {
+		return false, err
+	}
+	return reply.Exists, nil
+}
+
+// Persist persists an object and its members, so names may point to it.
+func (c *Client) Persist(id ids.ObjectID) error {
+	var reply protocol.AckReply
+	return c.call(&protocol.PersistRequest{ID: id}, &reply)
+}
+
+// IfPersist reports whether an object is persisted.
+func (c *Client) IfPersist(id ids.ObjectID) (bool, error) {
+	var reply protocol.IfPersistReply
+	if err := c.call(&protocol.IfPersistRequest{ID: id}, &reply); err != nil {
+		return false, err
+	}
+	return reply.Persist, nil
+}
+
+// ShallowCopy makes a new object with the metadata and members of id, plus
+// the keys of extra (a JSON object of scalars, or nil), and returns its id.
+func (c *Client) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectID, error) {
+	if len(extra) > 0 && !json.Valid(extra) {
+		return 0, protocol.Errorf(protocol.Invalid, "extra is not valid JSON")
+	}
+	var reply protocol.ShallowCopyReply
+	if err := c.call(&protocol.ShallowCopyRequest{ID: id, Extra: extra}, &reply); err != nil {
+		return 0, err
+	}
+	return reply.TargetID, nil
+}
+
+// Label sets labels keys[i]=values[i] on an object.
+func (c *Client) Label(id ids.ObjectID, keys, values []string) error {
+	if len(keys) != len(values) {
+		return protocol.Errorf(protocol.Invalid, "%d label keys for %d values", len(keys), len(values))
+	}
+	var reply protocol.AckReply
+	return c.call(&protocol.LabelRequest{ID: id, Keys: keys, Values: values}, &reply)
+}

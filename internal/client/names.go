@@ -1,0 +1,95 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// PutName associates name with a persisted object; an existing name moves. A
+// transient object is Invalid, a blob Invalid, a missing one ObjectNotExists.
+func (c *Client) PutName(id ids.ObjectID, name string) error {
+	var reply protocol.AckReply
+	return c.call(&protocol.PutNameRequest{ObjectID: id, Name: name}, &reply)
+}
+
+// GetName resolves a name. Without wait a missing name is ObjectNotExists.
+// With wait the daemon answers once the name appears, or after timeout (a
+// negative timeout waits without limit) with a Timeout error; the client
+// stays usable. While it waits, other exchanges of this client wait too (the
+// protocol is strictly request/reply): callers that must stay responsive wait
+// in short slices.
+func (c *Client) GetName(name string, wait bool, timeout time.Duration) (ids.ObjectID, error) {
+	req := &protocol.GetNameRequest{Name: name, Wait: wait}
+	if wait && timeout >= 0 {
+		ms := timeout.Milliseconds()
+		req.TimeoutMs = &ms
+	}
+	var reply protocol.GetNameReply
+	if err := c.call(req, &reply); err != nil {
+		return 0, err
+	}
+	return reply.ObjectID, nil
+}
+
+// DropName removes a name; an unknown name is not an error.
+func (c *Client) DropName(name string) error {
+	var reply protocol.AckReply
+	return c.call(&protocol.DropNameRequest{Name: name}, &reply)
+}
+
+// ListNames returns the names matching pattern (a glob, or a full-match
+// regular expression when regex is set), at most limit of them (0: all).
+func (c *Client) ListNames(pattern string, regex bool, limit uint64) (map[string]ids.ObjectID, error) {
+	var reply protocol.ListNameReply
+	req := &protocol.ListNameRequest{Pattern: pattern, Regex: regex, Limit: limit}
+	if err := c.call(req, &reply); err != nil {
+		return nil, err
+	}
+	if reply.Names == nil {
+		reply.Names = map[string]ids.ObjectID{}
+	}
+	return reply.Names, nil
+}
+
+// Clear deletes every object the daemon holds (force, deep) and trims memory.
+// Blobs clients still hold stay readable for them until released.
+func (c *Client) Clear() error {
+	var reply protocol.AckReply
+	return c.call(&protocol.ClearRequest{}, &reply)
+}
+
+// MemoryTrim returns unused arena pages to the kernel and reports whether
+// anything was released.
+func (c *Client) MemoryTrim() (bool, error) {
+	var reply protocol.MemoryTrimReply
+	if err := c.call(&protocol.MemoryTrimRequest{}, &reply); err != nil {
+		return false, err
+	}
+	return reply.Trimmed, nil
+}
+
+// InstanceStatus returns the daemon's status: memory used and limit,
+// connections, deferred requests.
+func (c *Client) InstanceStatus() (protocol.InstanceStatus, error) {
+	var reply protocol.InstanceStatusReply
+	if err := c.call(&protocol.InstanceStatusRequest{}, &reply); err != nil {
+		return protocol.InstanceStatus{}, err
+	}
+	return reply.Meta, nil
+}
+
+// ClusterMeta returns the instances of the cluster as a JSON object
+// {"i<N>": {...}}.
+func (c *Client) ClusterMeta() (json.RawMessage, error) {
+	var reply protocol.ClusterMetaReply
+	if err := c.call(&protocol.ClusterMetaRequest{}, &reply); err != nil {
+		return nil, err
+	}
+	if len(reply.Meta) == 0 || string(reply.Meta) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	return reply.Meta, nil
+}
