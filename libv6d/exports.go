@@ -1,0 +1,496 @@
+// Package main is libv6d.so: //export shims for include/v6d.h over
+// internal/client. It holds no logic of its own.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+typedef struct v6d_error { int32_t code; char *message; } v6d_error;
+static const char v6d_version_string[] = "0.1.0";
+static const char *v6d_version_ptr(void) { return v6d_version_string; }
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/v6d-io/v6d-go/internal/client"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+const abiVersion = 1
+
+// with runs fn on the client of handle h, with panic and poison guards.
+func with(h C.uint64_t, err *C.v6d_error, fn func(c *client.Client) error) (st C.int32_t) {
+	defer guard(err, &st)
+	if st, ok := entry(err); !ok {
+		return st
+	}
+	c, e := lookup(h)
+	if e != nil {
+		return fail(err, e)
+	}
+	return status(err, fn(c))
+}
+
+func ptrOf(b []byte) *C.uint8_t {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+func idsOf(p *C.uint64_t, n C.size_t) []ids.ObjectID {
+	if n == 0 || p == nil {
+		return nil
+	}
+	src := unsafe.Slice((*uint64)(unsafe.Pointer(p)), int(n))
+	out := make([]ids.ObjectID, len(src))
+	for i, v := range src {
+		out[i] = ids.ObjectID(v)
+	}
+	return out
+}
+
+func nullArg(name string) error { return protocol.Errorf(protocol.Invalid, "%s must not be NULL", name) }
+
+//export v6d_abi_version
+func v6d_abi_version() C.int32_t { return abiVersion }
+
+//export v6d_version
+func v6d_version() *C.char { return C.v6d_version_ptr() }
+
+var (
+	namesMu sync.Mutex
+	names   = map[int32]*C.char{}
+)
+
+//export v6d_status_name
+func v6d_status_name(code C.int32_t) *C.char {
+	namesMu.Lock()
+	defer namesMu.Unlock()
+	if p, ok := names[int32(code)]; ok {
+		return p
+	}
+	p := C.CString(protocol.Code(code).String()) // kept for the life of the process
+	names[int32(code)] = p
+	return p
+}
+
+//export v6d_error_release
+func v6d_error_release(err *C.v6d_error) {
+	if err != nil && err.message != nil {
+		C.free(unsafe.Pointer(err.message))
+		err.message = nil
+	}
+}
+
+//export v6d_free
+func v6d_free(p unsafe.Pointer) { C.free(p) }
+
+//export v6d_open_handles
+func v6d_open_handles() C.int64_t {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	return C.int64_t(len(handles))
+}
+
+//export v6d_connect
+func v6d_connect(socket *C.char, out *C.uint64_t, err *C.v6d_error) (st C.int32_t) {
+	defer guard(err, &st)
+	if st, ok := entry(err); !ok {
+		return st
+	}
+	if out == nil {
+		return fail(err, nullArg("out"))
+	}
+	c, e := client.Connect(gostr(socket))
+	if e != nil {
+		return fail(err, e)
+	}
+	*out = C.uint64_t(addHandle(c))
+	return 0
+}
+
+//export v6d_disconnect
+func v6d_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
+	defer guard(err, &st)
+	c, e := removeHandle(h)
+	if e != nil {
+		return fail(err, e)
+	}
+	return status(err, c.Close())
+}
+
+//export v6d_instance_id
+func v6d_instance_id(h C.uint64_t, out *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if out == nil {
+			return nullArg("instance_id")
+		}
+		*out = C.uint64_t(c.InstanceID())
+		return nil
+	})
+}
+
+//export v6d_instance_status
+func v6d_instance_status(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		st, e := c.InstanceStatus()
+		if e != nil {
+			return e
+		}
+		b, e := json.Marshal(st)
+		if e != nil {
+			return e
+		}
+		cbytes(b, out, outLen)
+		return nil
+	})
+}
+
+//export v6d_cluster_meta
+func v6d_cluster_meta(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		b, e := c.ClusterMeta()
+		if e == nil {
+			cbytes(b, out, outLen)
+		}
+		return e
+	})
+}
+
+//export v6d_create_buffer
+func v6d_create_buffer(h C.uint64_t, size C.uint64_t, id *C.uint64_t, data **C.uint8_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if id == nil {
+			return nullArg("id")
+		}
+		bid, buf, e := c.CreateBuffer(uint64(size))
+		if e != nil {
+			return e
+		}
+		*id = C.uint64_t(bid)
+		if data != nil {
+			*data = ptrOf(buf)
+		}
+		return nil
+	})
+}
+
+//export v6d_create_buffers
+func v6d_create_buffers(h C.uint64_t, n C.size_t, sizes *C.uint64_t, outIDs *C.uint64_t, datas **C.uint8_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if n == 0 {
+			return nil
+		}
+		if sizes == nil || outIDs == nil {
+			return nullArg("sizes and ids")
+		}
+		sz := unsafe.Slice((*uint64)(unsafe.Pointer(sizes)), int(n))
+		bufs, e := c.CreateBuffers(append([]uint64(nil), sz...))
+		if e != nil {
+			return e
+		}
+		idOut := unsafe.Slice(outIDs, int(n))
+		var dataOut []*C.uint8_t
+		if datas != nil {
+			dataOut = unsafe.Slice(datas, int(n))
+		}
+		for i, b := range bufs {
+			idOut[i] = C.uint64_t(b.ID)
+			if dataOut != nil {
+				dataOut[i] = ptrOf(b.Data)
+			}
+		}
+		return nil
+	})
+}
+
+//export v6d_seal
+func v6d_seal(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Seal(ids.ObjectID(id)) })
+}
+
+//export v6d_abort
+func v6d_abort(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Abort(ids.ObjectID(id)) })
+}
+
+//export v6d_shrink
+func v6d_shrink(h C.uint64_t, id C.uint64_t, size C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Shrink(ids.ObjectID(id), uint64(size)) })
+}
+
+//export v6d_get
+func v6d_get(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		b, e := c.Get(ids.ObjectID(id))
+		if e != nil {
+			return e
+		}
+		if data != nil {
+			*data = ptrOf(b)
+		}
+		if size != nil {
+			*size = C.uint64_t(len(b))
+		}
+		return nil
+	})
+}
+
+//export v6d_get_buffers
+func v6d_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, datas **C.uint8_t, sizes *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if n == 0 {
+			return nil
+		}
+		if idp == nil {
+			return nullArg("ids")
+		}
+		bufs, e := c.GetBuffers(idsOf(idp, n), flags&1 != 0)
+		if e != nil {
+			return e
+		}
+		for i, b := range bufs {
+			if datas != nil {
+				unsafe.Slice(datas, int(n))[i] = ptrOf(b)
+			}
+			if sizes != nil {
+				unsafe.Slice(sizes, int(n))[i] = C.uint64_t(len(b))
+			}
+		}
+		return nil
+	})
+}
+
+//export v6d_release
+func v6d_release(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Release(ids.ObjectID(id)) })
+}
+
+func jsonArg(p *C.char, n C.size_t) []byte {
+	if p == nil {
+		return nil
+	}
+	if n == 0 {
+		return []byte(C.GoString(p))
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+}
+
+//export v6d_create_metadata
+func v6d_create_metadata(h C.uint64_t, js *C.char, n C.size_t, seal *C.uint64_t, nSeal C.size_t, id *C.uint64_t, metaOut **C.char, metaLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if js == nil || id == nil {
+			return nullArg("json and id")
+		}
+		oid, tree, e := c.CreateMetadata(jsonArg(js, n), idsOf(seal, nSeal))
+		if e != nil {
+			return e
+		}
+		*id = C.uint64_t(oid)
+		cbytes(tree, metaOut, metaLen)
+		return nil
+	})
+}
+
+//export v6d_get_metadata
+func v6d_get_metadata(h C.uint64_t, id C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		tree, e := c.GetMetadata(ids.ObjectID(id))
+		if e == nil {
+			cbytes(tree, out, outLen)
+		}
+		return e
+	})
+}
+
+//export v6d_get_object
+func v6d_get_object(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	_ = flags
+	return with(h, err, func(c *client.Client) error {
+		tree, e := c.GetObject(ids.ObjectID(id))
+		if e == nil {
+			cbytes(tree, out, outLen)
+		}
+		return e
+	})
+}
+
+//export v6d_blob_pointer
+func v6d_blob_pointer(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, writable *C.int32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		b, w, e := c.BlobPointer(ids.ObjectID(id))
+		if e != nil {
+			return e
+		}
+		if data != nil {
+			*data = ptrOf(b)
+		}
+		if size != nil {
+			*size = C.uint64_t(len(b))
+		}
+		if writable != nil {
+			*writable = 0
+			if w {
+				*writable = 1
+			}
+		}
+		return nil
+	})
+}
+
+//export v6d_list
+func v6d_list(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		b, e := c.List(gostr(pattern), regex != 0, uint64(limit))
+		if e == nil {
+			cbytes(b, out, outLen)
+		}
+		return e
+	})
+}
+
+//export v6d_delete
+func v6d_delete(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if n == 0 {
+			return nil
+		}
+		if idp == nil {
+			return nullArg("ids")
+		}
+		_, e := c.Delete(idsOf(idp, n), flags&1 != 0, flags&2 == 0, flags&4 != 0)
+		return e
+	})
+}
+
+func setBool(p *C.int32_t, v bool) {
+	if p == nil {
+		return
+	}
+	*p = 0
+	if v {
+		*p = 1
+	}
+}
+
+//export v6d_exists
+func v6d_exists(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		ok, e := c.Exists(ids.ObjectID(id))
+		setBool(out, ok)
+		return e
+	})
+}
+
+//export v6d_persist
+func v6d_persist(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Persist(ids.ObjectID(id)) })
+}
+
+//export v6d_if_persist
+func v6d_if_persist(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		ok, e := c.IfPersist(ids.ObjectID(id))
+		setBool(out, ok)
+		return e
+	})
+}
+
+//export v6d_shallow_copy
+func v6d_shallow_copy(h C.uint64_t, id C.uint64_t, extra *C.char, target *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		var raw json.RawMessage
+		if extra != nil {
+			raw = json.RawMessage(C.GoString(extra))
+		}
+		t, e := c.ShallowCopy(ids.ObjectID(id), raw)
+		if e == nil && target != nil {
+			*target = C.uint64_t(t)
+		}
+		return e
+	})
+}
+
+//export v6d_label
+func v6d_label(h C.uint64_t, id C.uint64_t, key, value *C.char, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if key == nil || value == nil {
+			return nullArg("key and value")
+		}
+		return c.Label(ids.ObjectID(id), []string{C.GoString(key)}, []string{C.GoString(value)})
+	})
+}
+
+//export v6d_put_name
+func v6d_put_name(h C.uint64_t, id C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if name == nil {
+			return nullArg("name")
+		}
+		return c.PutName(ids.ObjectID(id), C.GoString(name))
+	})
+}
+
+//export v6d_get_name
+func v6d_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if name == nil || id == nil {
+			return nullArg("name and id")
+		}
+		timeout := time.Duration(-1)
+		if timeoutMs >= 0 {
+			timeout = time.Duration(timeoutMs) * time.Millisecond
+		}
+		oid, e := c.GetName(C.GoString(name), wait != 0, timeout)
+		if e == nil {
+			*id = C.uint64_t(oid)
+		}
+		return e
+	})
+}
+
+//export v6d_drop_name
+func v6d_drop_name(h C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if name == nil {
+			return nullArg("name")
+		}
+		return c.DropName(C.GoString(name))
+	})
+}
+
+//export v6d_list_names
+func v6d_list_names(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		m, e := c.ListNames(gostr(pattern), regex != 0, uint64(limit))
+		if e != nil {
+			return e
+		}
+		b, e := json.Marshal(m)
+		if e == nil {
+			cbytes(b, out, outLen)
+		}
+		return e
+	})
+}
+
+//export v6d_clear
+func v6d_clear(h C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.Clear() })
+}
+
+//export v6d_memory_trim
+func v6d_memory_trim(h C.uint64_t, trimmed *C.int32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		ok, e := c.MemoryTrim()
+		setBool(trimmed, ok)
+		return e
+	})
+}

@@ -1,0 +1,61 @@
+"""Fixtures for the C ABI tests: a real daemon and the compiled C programs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+
+
+def _wait_for_socket(path: str, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vineyardd exited with {proc.returncode}")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"vineyardd did not listen on {path}")
+
+
+@pytest.fixture(scope="module")
+def c_daemon() -> Iterator[str]:
+    daemon = os.environ.get("VINEYARDD", str(BUILD / "vineyardd"))
+    tmp = tempfile.mkdtemp(prefix="v6d-c-", dir="/tmp")
+    sock = os.path.join(tmp, "v.sock")
+    proc = subprocess.Popen([daemon, "--socket", sock, "--size", "64Mi"])
+    try:
+        _wait_for_socket(sock, proc)
+        yield sock
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def c_programs() -> Path:
+    lib = Path(os.environ.get("V6D_LIBRARY", str(BUILD / "libv6d.so")))
+    out = BUILD / "tests"
+    out.mkdir(parents=True, exist_ok=True)
+    for src in sorted(Path(__file__).parent.glob("*.c")):
+        subprocess.run(
+            ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}",
+             str(src), "-o", str(out / src.stem), f"-L{lib.parent}", "-lv6d",
+             f"-Wl,-rpath,{lib.parent}"],
+            check=True,
+        )
+    return out
