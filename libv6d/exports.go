@@ -56,7 +56,9 @@ func idsOf(p *C.uint64_t, n C.size_t) []ids.ObjectID {
 	return out
 }
 
-func nullArg(name string) error { return protocol.Errorf(protocol.Invalid, "%s must not be NULL", name) }
+func nullArg(name string) error {
+	return protocol.Errorf(protocol.Invalid, "%s must not be NULL", name)
+}
 
 //export v6d_abi_version
 func v6d_abi_version() C.int32_t { return abiVersion }
