@@ -1,0 +1,205 @@
+# The developer loop of v6d-go. `make` (or `make help`) lists the targets;
+# `make test` is exactly what CI runs (.ci/run).
+#
+# Outputs go to build/: build/vineyardd, build/libv6d.so, build/tests/ (C test
+# programs, built by the pytest suite), build/cgocheck2/libv6d.so. Go's build
+# cache makes the Go targets incremental, so they are all .PHONY.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+GO        ?= go
+PYTHON    ?= python3
+ifeq ($(origin CC),default)
+CC        := gcc
+endif
+ifeq ($(origin CXX),default)
+CXX       := g++
+endif
+export CC CXX
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+VERSION   ?= 0.1.0
+FUZZTIME  ?= 20s
+BENCH_ARGS ?=
+PYTEST_ARGS ?=
+GOTEST_FLAGS ?=
+
+BUILD     := build
+LIB       := $(BUILD)/libv6d.so
+DAEMON    := $(BUILD)/vineyardd
+HEADER    := include/v6d.h
+
+# Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
+# the library by name. The quotes matter: -extldflags takes one word.
+LIB_LDFLAGS := -s -w '-extldflags=-Wl,--version-script=$(CURDIR)/libv6d/v6d.map -Wl,-soname,libv6d.so'
+
+# Pinned golangci-lint (tools/go.mod); built once into Go's cache.
+GOLANGCI_LINT := $(GO) tool -modfile=tools/go.mod golangci-lint
+
+# The environment every Python test and benchmark runs in.
+PY_ENV := V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) PYTHONPATH=$(CURDIR)/python
+
+# Targets that need the artifacts build them first, unless NO_BUILD=1 (make
+# test builds once, then runs its checks with NO_BUILD=1).
+BUILD_DEP := $(if $(NO_BUILD),,build)
+
+# run-all NAME, TARGETS: run every target even if one fails, then print a
+# summary and fail if any did.
+define run-all
+	@passed=0; failed=""; \
+	for t in $(2); do \
+	  printf '\n==> make %s\n' "$$t"; \
+	  if $(MAKE) --no-print-directory $$t NO_BUILD=1; then passed=$$((passed+1)); \
+	  else failed="$$failed $$t"; fi; \
+	done; \
+	echo; \
+	if [ -n "$$failed" ]; then echo "$(1) FAILED:$$failed"; fi; \
+	echo "$(1): $$passed passed, $$(echo $$failed | wc -w) failed"; \
+	[ -z "$$failed" ]
+endef
+
+.PHONY: help build lib daemon lib-cgocheck2 test test-go vet test-python \
+	test-cgocheck2 check-header check-symbols test-install lint lint-go \
+	lint-fmt lint-python fmt fuzz bench bench-go demo install uninstall clean
+
+help: ## Show this list of targets
+	@echo "Usage: make TARGET [VARIABLE=value ...]"
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } \
+	  /^##@ / { printf "\n%s:\n", substr($$0, 5); next } \
+	  /^[a-zA-Z0-9_-]+:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables: PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) VERSION=$(VERSION) PYTHON=$(PYTHON)"
+	@echo "           FUZZTIME=$(FUZZTIME) BENCH_ARGS=$(BENCH_ARGS) PYTEST_ARGS=$(PYTEST_ARGS) GOTEST_FLAGS=$(GOTEST_FLAGS)"
+
+##@ Build
+
+build: daemon lib ## Build build/vineyardd and build/libv6d.so
+
+daemon: ## Build the daemon, build/vineyardd
+	@mkdir -p $(BUILD)
+	$(GO) build -o $(DAEMON) ./cmd/vineyardd
+
+# Go decides whether to relink from the flags, not from the content of the
+# version script, so a changed v6d.map must remove the old library first.
+lib: ## Build the C library build/libv6d.so (c-shared, exports only v6d_*)
+	@mkdir -p $(BUILD)
+	@if [ libv6d/v6d.map -nt $(LIB) ]; then rm -f $(LIB); fi
+	status=0; CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags "$(LIB_LDFLAGS)" \
+	  -o $(LIB) ./libv6d || status=$$?; rm -f $(BUILD)/libv6d.h; exit $$status
+
+lib-cgocheck2: ## Build build/cgocheck2/libv6d.so with GOEXPERIMENT=cgocheck2
+	@mkdir -p $(BUILD)/cgocheck2
+	@if [ libv6d/v6d.map -nt $(BUILD)/cgocheck2/libv6d.so ]; then rm -f $(BUILD)/cgocheck2/libv6d.so; fi
+	status=0; GOEXPERIMENT=cgocheck2 CGO_ENABLED=1 $(GO) build -buildmode=c-shared \
+	  -ldflags "$(LIB_LDFLAGS)" -o $(BUILD)/cgocheck2/libv6d.so ./libv6d || status=$$?; \
+	  rm -f $(BUILD)/cgocheck2/libv6d.h; exit $$status
+
+##@ Test
+
+test: build ## Build, then vet, go test -race, header/symbol/install checks, pytest (what CI runs)
+	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python)
+
+vet: ## go vet ./...
+	$(GO) vet ./...
+
+test-go: ## Go tests with the race detector: go test -race ./...
+	CGO_ENABLED=1 $(GO) test -race $(GOTEST_FLAGS) ./...
+
+test-python: $(BUILD_DEP) ## pytest tests/ against build/libv6d.so and build/vineyardd
+	@test -d tests || { echo "test-python: no tests/ directory" >&2; exit 1; }
+	status=0; $(PY_ENV) $(PYTHON) -m pytest tests -q $(PYTEST_ARGS) || status=$$?; \
+	  if [ $$status -eq 5 ]; then echo "test-python: pytest collected no tests" >&2; fi; \
+	  exit $$status
+
+test-cgocheck2: lib-cgocheck2 $(BUILD_DEP) ## pytest against the cgocheck2 build (pointer-passing violations crash)
+	V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so VINEYARDD=$(CURDIR)/$(DAEMON) \
+	  PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest tests -q $(PYTEST_ARGS)
+
+check-header: ## Compile include/v6d.h as C11 -pedantic and C++17, -Wall -Wextra -Werror
+	scripts/check-header.sh $(HEADER)
+
+check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* functions of v6d.h
+	scripts/check-symbols.sh $(LIB) $(HEADER)
+
+test-install: $(BUILD_DEP) ## Install into a temp DESTDIR and build a C program with pkg-config
+	MAKE="$(MAKE)" scripts/test-install.sh
+
+##@ Lint
+
+lint: ## golangci-lint (pinned), gofmt -l, ruff and mypy
+	$(call run-all,make lint,lint-go lint-fmt lint-python)
+
+lint-go: ## golangci-lint run ./... (version pinned in tools/go.mod)
+	$(GOLANGCI_LINT) run ./...
+
+lint-fmt: ## Fail if gofmt would change any Go file
+	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './build/*' \
+	  -not -path '*/testdata/*' -not -path './python/*'); \
+	out=$$(gofmt -l $$files); \
+	if [ -n "$$out" ]; then echo "gofmt -l: not formatted (run 'make fmt'):"; echo "$$out"; exit 1; fi; \
+	echo "gofmt: ok"
+
+lint-python: ## ruff check and mypy on python/vineyard (tools from requirements-dev.txt)
+	@if [ ! -d python/vineyard ]; then echo "lint-python: python/vineyard does not exist"; exit 1; fi
+	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || \
+	  { echo "lint-python: ruff missing: $(PYTHON) -m pip install -r requirements-dev.txt" >&2; exit 1; }
+	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || \
+	  { echo "lint-python: mypy missing: $(PYTHON) -m pip install -r requirements-dev.txt" >&2; exit 1; }
+	$(PYTHON) -m ruff check python $(wildcard tests benchmarks setup.py)
+	$(PYTHON) -m mypy python/vineyard
+
+fmt: ## Format Go code (gofmt -s, goimports via golangci-lint fmt) and Python (ruff format)
+	$(GOLANGCI_LINT) fmt ./...
+	@if [ -d python ] && $(PYTHON) -m ruff --version >/dev/null 2>&1; then \
+	  echo "$(PYTHON) -m ruff format python $(wildcard tests benchmarks setup.py)"; \
+	  $(PYTHON) -m ruff format python $(wildcard tests benchmarks setup.py); fi
+
+##@ Fuzz and bench
+
+fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
+	@targets=$$($(GO) test -list 'Fuzz.*' ./... | awk ' \
+	  /^Fuzz/ { names[++n] = $$1; next } \
+	  /^ok[ \t]/ { for (i = 1; i <= n; i++) print $$2 " " names[i]; n = 0 }'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz* targets found"; exit 1; fi; \
+	count=$$(echo "$$targets" | wc -l); echo "fuzz: $$count targets, $(FUZZTIME) each"; \
+	echo "$$targets" | while read -r pkg name; do \
+	  echo "==> $$pkg $$name"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
+	done
+
+bench: ## Run the benchmarks: PYTHON benchmarks/run.py BENCH_ARGS
+	@test -f benchmarks/run.py || \
+	  { echo "bench: benchmarks/run.py is missing: there is nothing to run yet" >&2; exit 1; }
+	@$(MAKE) --no-print-directory build
+	$(PY_ENV) $(PYTHON) benchmarks/run.py $(BENCH_ARGS)
+
+bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+##@ Demo, install
+
+demo: build ## Start a daemon on a temp socket, put bytes from one process, get them in another
+	scripts/demo.sh
+
+install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PREFIX
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libv6d.so
+	install -m 0644 $(HEADER) $(DESTDIR)$(PREFIX)/include/v6d.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' libv6d/v6d.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
+	install -m 0755 $(DAEMON) $(DESTDIR)$(PREFIX)/bin/vineyardd
+
+uninstall: ## Remove what install put into DESTDIR/PREFIX
+	rm -f $(DESTDIR)$(PREFIX)/lib/libv6d.so $(DESTDIR)$(PREFIX)/include/v6d.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc $(DESTDIR)$(PREFIX)/bin/vineyardd
+
+clean: ## Remove build/ and the artifacts copied into python/vineyard
+	rm -rf $(BUILD) dist python/vineyard/libv6d.so python/vineyard/bin
+	find . -path ./.git -prune -o -type d \( -name '*.egg-info' -o -name __pycache__ \) -prune \
+	  -exec rm -rf {} +
