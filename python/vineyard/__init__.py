@@ -1,0 +1,34 @@
+"""vineyard: zero-copy sharing of immutable data between processes.
+
+>>> import vineyard  # importing never loads libv6d (fork safety)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ._types import ObjectID, ObjectMeta
+from .client import Blob, BlobBuilder, Client, InstanceStatus, connect
+from .data import register_builder, register_resolver
+from .deploy import init, shutdown
+from .errors import *  # noqa: F401,F403
+from .errors import ForkError, VineyardException
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "ObjectID", "ObjectMeta",
+    "VineyardException", "connect", "get", "init", "put", "register_builder", "register_resolver",
+    "shutdown",
+]
+
+
+def put(value: Any, persist: bool = False, name: Optional[str] = None, **kw: Any) -> ObjectID:
+    """Puts ``value`` through a fresh connection to VINEYARD_IPC_SOCKET."""
+    with connect() as client:
+        return client.put(value, persist=persist, name=name, **kw)
+
+
+def get(object_id: Any = None, name: Optional[str] = None, **kw: Any) -> Any:
+    """Gets a value through a connection to VINEYARD_IPC_SOCKET."""
+    return connect().get(object_id, name=name, **kw)

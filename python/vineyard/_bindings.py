@@ -1,0 +1,72 @@
+"""ctypes declarations (argtypes/restype) for every function of include/v6d.h."""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+
+ABI_VERSION = 1
+
+
+class V6DError(ctypes.Structure):
+    """``v6d_error``: the caller-owned error out-parameter."""
+
+    _fields_ = [("code", c_int32), ("message", c_void_p)]
+
+
+_client = c_uint64
+_err = POINTER(V6DError)
+_u8p = POINTER(c_uint8)
+_charpp = POINTER(c_void_p)  # char ** out-parameters, freed with v6d_free
+_sizep = POINTER(c_size_t)
+
+# name: (restype, argtypes)
+SIGNATURES = {
+    "v6d_abi_version": (c_int32, []),
+    "v6d_version": (c_char_p, []),
+    "v6d_status_name": (c_char_p, [c_int32]),
+    "v6d_error_release": (None, [_err]),
+    "v6d_free": (None, [c_void_p]),
+    "v6d_open_handles": (c_int64, []),
+    "v6d_connect": (c_int32, [c_char_p, POINTER(c_uint64), _err]),
+    "v6d_disconnect": (c_int32, [_client, _err]),
+    "v6d_instance_id": (c_int32, [_client, POINTER(c_uint64), _err]),
+    "v6d_instance_status": (c_int32, [_client, _charpp, _sizep, _err]),
+    "v6d_cluster_meta": (c_int32, [_client, _charpp, _sizep, _err]),
+    "v6d_create_buffer": (c_int32, [_client, c_uint64, POINTER(c_uint64), POINTER(_u8p), _err]),
+    "v6d_create_buffers": (c_int32, [_client, c_size_t, POINTER(c_uint64), POINTER(c_uint64), POINTER(_u8p), _err]),
+    "v6d_seal": (c_int32, [_client, c_uint64, _err]),
+    "v6d_abort": (c_int32, [_client, c_uint64, _err]),
+    "v6d_shrink": (c_int32, [_client, c_uint64, c_uint64, _err]),
+    "v6d_get": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
+    "v6d_get_buffers": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, POINTER(_u8p), POINTER(c_uint64), _err]),
+    "v6d_release": (c_int32, [_client, c_uint64, _err]),
+    "v6d_create_metadata": (
+        c_int32,
+        [_client, c_char_p, c_size_t, POINTER(c_uint64), c_size_t, POINTER(c_uint64), _charpp, _sizep, _err],
+    ),
+    "v6d_get_metadata": (c_int32, [_client, c_uint64, _charpp, _sizep, _err]),
+    "v6d_get_object": (c_int32, [_client, c_uint64, c_uint32, _charpp, _sizep, _err]),
+    "v6d_blob_pointer": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), POINTER(c_int32), _err]),
+    "v6d_list": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
+    "v6d_delete": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, _err]),
+    "v6d_exists": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),
+    "v6d_persist": (c_int32, [_client, c_uint64, _err]),
+    "v6d_if_persist": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),
+    "v6d_shallow_copy": (c_int32, [_client, c_uint64, c_char_p, POINTER(c_uint64), _err]),
+    "v6d_label": (c_int32, [_client, c_uint64, c_char_p, c_char_p, _err]),
+    "v6d_put_name": (c_int32, [_client, c_uint64, c_char_p, _err]),
+    "v6d_get_name": (c_int32, [_client, c_char_p, c_int32, c_int64, POINTER(c_uint64), _err]),
+    "v6d_drop_name": (c_int32, [_client, c_char_p, _err]),
+    "v6d_list_names": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
+    "v6d_clear": (c_int32, [_client, _err]),
+    "v6d_memory_trim": (c_int32, [_client, POINTER(c_int32), _err]),
+}
+
+
+def declare(lib: ctypes.CDLL) -> None:
+    """Sets restype/argtypes of every v6d.h function on ``lib``."""
+    for name, (restype, argtypes) in SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes

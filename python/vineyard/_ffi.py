@@ -1,0 +1,155 @@
+"""Finds and loads libv6d.so, lazily, and guards it against ``fork()``.
+
+The library is loaded on the first :func:`lib` call (the first ``connect``),
+never at ``import vineyard``: the Go runtime inside it starts threads as soon
+as it is loaded and does not survive ``fork()``, so a parent or forkserver
+that only imported vineyard stays safe to fork.
+
+The process id is recorded at load. Every entry point that calls into Go goes
+through :func:`lib` (or :func:`check_process`), which raises
+:class:`~vineyard.errors.ForkError` in a forked child instead of letting the
+call hang. ``os.register_at_fork`` also marks every live handle dead in the
+child (see :mod:`vineyard._handle`).
+
+Lookup order: the environment variable ``V6D_LIBRARY``; ``libv6d.so`` next to
+this file (installed packages, ``pip install -e``); ``build/libv6d.so`` of the
+source checkout this file lives in (running from a clone with
+``PYTHONPATH=python``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Callable, List, Optional
+
+from . import _bindings
+from .errors import ForkError, VineyardException
+
+__all__ = ["lib", "library_path", "loaded", "usable", "check_process", "on_fork"]
+
+LIBRARY_ENV = "V6D_LIBRARY"
+_LIBRARY_NAME = "libv6d.so"
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_pid: Optional[int] = None  # pid of the process that loaded the library
+_forked = False  # set in a child forked after loading
+_fork_hooks: List[Callable[[], None]] = []
+
+
+def _candidates() -> List[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    env = os.environ.get(LIBRARY_ENV)
+    if env:
+        return [env]
+    found.append(os.path.join(here, _LIBRARY_NAME))
+    # A source checkout: <repo>/python/vineyard/_ffi.py -> <repo>/build/libv6d.so
+    repo = os.path.dirname(os.path.dirname(here))
+    if os.path.isfile(os.path.join(repo, "include", "v6d.h")):
+        found.append(os.path.join(repo, "build", _LIBRARY_NAME))
+    return found
+
+
+def library_path() -> str:
+    """Returns the path of the libv6d.so that :func:`lib` loads.
+
+    Raises FileNotFoundError naming every place looked at.
+    """
+    tried = _candidates()
+    for path in tried:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(
+        "vineyard: libv6d.so not found (tried %s); set %s, or build it with "
+        "'make build' / 'pip install .'" % (", ".join(tried), LIBRARY_ENV)
+    )
+
+
+def _fork_message() -> str:
+    return (
+        "vineyard: libv6d was loaded in process %d and this process (%d) is a "
+        "fork() of it; the Go runtime inside libv6d does not survive fork(), "
+        "so a client cannot be used (or created) here. Start worker processes "
+        "with the 'spawn' or 'forkserver' multiprocessing start method "
+        "(multiprocessing.get_context('spawn')), or connect only in the child "
+        "without connecting in the parent before forking; pass objects "
+        "between processes by ObjectID." % (_pid or -1, os.getpid())
+    )
+
+
+def check_process() -> None:
+    """Raises ForkError if the library was loaded by another (parent) process."""
+    if _lib is not None and (_forked or os.getpid() != _pid):
+        raise ForkError(_fork_message())
+
+
+def loaded() -> bool:
+    """Reports whether libv6d has been loaded (in this or a parent process)."""
+    return _lib is not None
+
+
+def usable() -> bool:
+    """Reports whether calls into libv6d are safe here (loaded, same process)."""
+    return _lib is not None and not _forked and os.getpid() == _pid
+
+
+def lib() -> ctypes.CDLL:
+    """Returns the loaded library, loading it on first use.
+
+    Raises ForkError in a child forked after the library was loaded, and
+    FileNotFoundError / VineyardException if it cannot be loaded.
+    """
+    loaded_lib = _lib
+    if loaded_lib is not None:
+        if _forked or os.getpid() != _pid:
+            raise ForkError(_fork_message())
+        return loaded_lib
+    return _load()
+
+
+def _load() -> ctypes.CDLL:
+    global _lib, _pid
+    with _lock:
+        if _lib is not None:
+            return lib()
+        path = library_path()
+        try:
+            # CDLL (not PyDLL): every call releases the GIL, so a call that
+            # blocks on the daemon never stalls the other Python threads.
+            handle = ctypes.CDLL(path)
+        except OSError as e:
+            raise VineyardException("vineyard: cannot load %s: %s" % (path, e)) from e
+        _bindings.declare(handle)
+        version = handle.v6d_abi_version()
+        if version != _bindings.ABI_VERSION:
+            raise VineyardException(
+                "vineyard: %s implements C ABI version %d, this package needs %d"
+                % (path, version, _bindings.ABI_VERSION)
+            )
+        _pid = os.getpid()
+        _lib = handle
+        return handle
+
+
+def on_fork(hook: Callable[[], None]) -> None:
+    """Registers ``hook`` to run in a child forked after the library loaded."""
+    _fork_hooks.append(hook)
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    if _lib is None:
+        return  # nothing Go ever ran in the parent: the child may load afresh
+    _forked = True
+    for hook in list(_fork_hooks):
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - a hook must never break fork()
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,149 @@
+"""ObjectID and ObjectMeta, with upstream Vineyard's shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterator, Optional, Union
+
+__all__ = ["ObjectID", "ObjectMeta", "BLOB_TYPENAME"]
+
+BLOB_TYPENAME = "vineyard::Blob"
+
+
+class ObjectID(int):
+    """A 64-bit object id; bit 63 marks a blob. ``repr`` is ``o%016x``.
+
+    >>> ObjectID("o000000000000002a") == 42
+    True
+    >>> repr(ObjectID(42))
+    'o000000000000002a'
+    """
+
+    def __new__(cls, value: Union[int, str, "ObjectID"] = 0xFFFFFFFFFFFFFFFF) -> "ObjectID":
+        if isinstance(value, str):
+            if not value:
+                raise ValueError("empty object id")
+            value = int(value[1:], 16) if not value[0].isdigit() else int(value)
+        value = int(value)
+        if not 0 <= value < 1 << 64:
+            raise ValueError(f"object id {value} is out of range")
+        return super().__new__(cls, value)
+
+    def __repr__(self) -> str:
+        return "o%016x" % int(self)
+
+    def __str__(self) -> str:
+        return 'ObjectID <"%r">' % self
+
+    def __reduce__(self) -> tuple:
+        return (ObjectID, (int(self),))
+
+    @property
+    def is_blob(self) -> bool:
+        """True for blob ids (bit 63 set)."""
+        return bool(int(self) >> 63) and int(self) != 0xFFFFFFFFFFFFFFFF
+
+    @property
+    def uri(self) -> str:
+        return "vineyard://%r" % self
+
+
+class ObjectMeta:
+    """A metadata tree: a dict-like view with ``typename``, ``id``, members.
+
+    Lists and dicts assigned into it are stored as JSON strings, as upstream
+    does; members are nested ObjectMeta.
+    """
+
+    def __init__(self, tree: Optional[Dict[str, Any]] = None, global_: bool = False) -> None:
+        self._tree: Dict[str, Any] = dict(tree or {})
+        if global_:
+            self._tree["global"] = True
+
+    @property
+    def id(self) -> ObjectID:
+        return ObjectID(self._tree.get("id", 0xFFFFFFFFFFFFFFFF))
+
+    @property
+    def typename(self) -> str:
+        return str(self._tree.get("typename", ""))
+
+    @typename.setter
+    def typename(self, value: str) -> None:
+        self._tree["typename"] = value
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._tree.get("nbytes") or 0)
+
+    @nbytes.setter
+    def nbytes(self, value: int) -> None:
+        self._tree["nbytes"] = int(value)
+
+    @property
+    def instance_id(self) -> int:
+        return int(self._tree.get("instance_id", 0))
+
+    @property
+    def signature(self) -> int:
+        return int(self._tree.get("signature", 0))
+
+    @property
+    def isglobal(self) -> bool:
+        return bool(self._tree.get("global", False))
+
+    @property
+    def transient(self) -> bool:
+        return bool(self._tree.get("transient", True))
+
+    def set_global(self, global_: bool = True) -> None:
+        self._tree["global"] = bool(global_)
+
+    def add_member(self, key: str, value: Union["ObjectMeta", ObjectID, int]) -> None:
+        if key in self._tree:
+            raise KeyError(f"member {key!r} exists already")
+        if isinstance(value, ObjectMeta):
+            self._tree[key] = value._tree
+        else:
+            self._tree[key] = {"id": repr(ObjectID(value))}
+
+    def member(self, key: str) -> "ObjectMeta":
+        value = self._tree[key]
+        if not isinstance(value, dict):
+            raise KeyError(f"{key!r} is not a member")
+        return ObjectMeta(value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._tree
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._tree[key]
+        return ObjectMeta(value) if isinstance(value, dict) else value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._tree else default
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if isinstance(value, ObjectMeta):
+            self._tree[key] = value._tree
+        elif isinstance(value, (list, tuple, dict)):
+            self._tree[key] = json.dumps(value)
+        elif value is None or isinstance(value, (str, bool, int, float)):
+            self._tree[key] = value
+        else:
+            raise TypeError(f"cannot store {type(value).__name__} in ObjectMeta")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tree)
+
+    def items(self) -> Any:
+        return [(k, self[k]) for k in self._tree]
+
+    def to_json(self) -> str:
+        return json.dumps(self._tree)
+
+    def __repr__(self) -> str:
+        return "ObjectMeta " + json.dumps(self._tree, indent=4)
+
+    def __reduce__(self) -> tuple:
+        return (ObjectMeta, (self._tree,))

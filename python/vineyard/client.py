@@ -1,0 +1,445 @@
+"""The client: one connection to a vineyardd, with upstream Vineyard's API."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _ffi
+from ._bindings import V6DError
+from ._types import ObjectID, ObjectMeta
+from .errors import Status, TimeoutException, exception_for
+
+__all__ = ["Client", "InstanceStatus", "BlobBuilder", "Blob", "connect"]
+
+IdLike = Union[ObjectID, int, str, ObjectMeta]
+
+
+def _id(value: IdLike) -> int:
+    if isinstance(value, ObjectMeta):
+        return int(value.id)
+    return int(ObjectID(value))
+
+
+def _call(name: str, *args: Any) -> None:
+    """Calls a v6d function and raises its status as an exception."""
+    err = V6DError()
+    status = getattr(_ffi.lib(), name)(*args, ctypes.byref(err))
+    if status != 0:
+        message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
+        _ffi.lib().v6d_error_release(ctypes.byref(err))
+        raise exception_for(status, message)
+
+
+def _take_string(p: ctypes.c_void_p, n: ctypes.c_size_t) -> bytes:
+    """Copies and frees a library-allocated string."""
+    try:
+        return ctypes.string_at(p.value, n.value) if p.value else b""
+    finally:
+        if p.value:
+            _ffi.lib().v6d_free(p)
+
+
+def _disconnect(handle: int) -> None:
+    if _ffi.usable():
+        try:
+            _call("v6d_disconnect", handle)
+        except Exception:  # noqa: BLE001 - best effort at teardown
+            pass
+
+
+class _Conn:
+    """Owns a C handle. It disconnects once nothing references it: the client
+    and every live view hold it, so closing a client never dangles a view."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+        self._finalizer = weakref.finalize(self, _disconnect, handle)
+
+
+def _release(conn: _Conn, oid: int) -> None:
+    if _ffi.usable():
+        try:
+            _call("v6d_release", conn.handle, oid)
+        except Exception:  # noqa: BLE001 - the connection may be gone
+            pass
+
+
+class _Pin:
+    """Keeps what one get pinned alive; releases it when garbage collected."""
+
+    def __init__(self, conn: _Conn, oid: int) -> None:
+        self.conn = conn
+        self.oid = oid
+        self._finalizer = weakref.finalize(self, _release, conn, oid)
+
+
+class _ArrayHolder:
+    """Exposes a read-only region through ``__array_interface__``; it is the
+    ``.base`` of every array built over shared memory and keeps its pin."""
+
+    def __init__(self, pin: Optional[_Pin], address: int, shape: Tuple[int, ...], typestr: str,
+                 strides: Optional[Tuple[int, ...]] = None, readonly: bool = True) -> None:
+        self.pin = pin
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (address, readonly),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+class Blob:
+    """A sealed blob: a read-only buffer over shared memory."""
+
+    def __init__(self, oid: int, address: int, size: int, pin: Optional[_Pin]) -> None:
+        import numpy as np
+
+        self.id = ObjectID(oid)
+        self.address = address
+        self.size = size
+        if size:
+            self._array = np.asarray(_ArrayHolder(pin, address, (size,), "|u1"))
+        else:
+            self._array = np.zeros(0, dtype=np.uint8)
+            self._array.flags.writeable = False
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __buffer__(self, flags: int) -> memoryview:
+        return memoryview(self._array)
+
+    def memoryview(self) -> memoryview:
+        """A read-only memoryview of the bytes."""
+        return memoryview(self._array)
+
+    def __repr__(self) -> str:
+        return f"Blob <{self.id!r}: {self.size} bytes>"
+
+
+class BlobBuilder:
+    """An unsealed blob this client created: a writable buffer until sealed."""
+
+    def __init__(self, client: "Client", oid: int, address: int, size: int) -> None:
+        import numpy as np
+
+        self._client = client
+        self.id = ObjectID(oid)
+        self.address = address
+        self.size = size
+        self.issealed = False
+        if size:
+            self._array = np.asarray(_ArrayHolder(None, address, (size,), "|u1", readonly=False))
+        else:
+            self._array = np.zeros(0, dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def memoryview(self) -> memoryview:
+        """A writable memoryview of the bytes (do not use after seal)."""
+        return memoryview(self._array)
+
+    def copy(self, offset: int, data: Any) -> None:
+        """Copies bytes-like ``data`` into the blob at ``offset``."""
+        src = memoryview(data).cast("B")
+        if offset < 0 or offset + src.nbytes > self.size:
+            raise ValueError(f"copy of {src.nbytes} bytes at {offset} exceeds blob of {self.size}")
+        self._array[offset:offset + src.nbytes] = src
+
+    def seal(self, client: Optional["Client"] = None) -> ObjectID:
+        """Seals the blob; it becomes immutable and readable by others."""
+        _call("v6d_seal", self._client._handle(), int(self.id))
+        self.issealed = True
+        return self.id
+
+    def abort(self, client: Optional["Client"] = None) -> None:
+        """Drops the unsealed blob and frees its memory."""
+        _call("v6d_abort", self._client._handle(), int(self.id))
+
+    def shrink(self, client: Optional["Client"], size: int) -> None:
+        """Shrinks the unsealed blob to ``size`` bytes."""
+        _call("v6d_shrink", self._client._handle(), int(self.id), int(size))
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"BlobBuilder <{self.id!r}: {self.size} bytes>"
+
+
+class InstanceStatus:
+    """The daemon's status (memory usage and limit, connections)."""
+
+    def __init__(self, fields: Dict[str, Any]) -> None:
+        self.instance_id = int(fields.get("instance_id", 0))
+        self.deployment = str(fields.get("deployment", ""))
+        self.memory_usage = int(fields.get("memory_usage", 0))
+        self.memory_limit = int(fields.get("memory_limit", 0))
+        self.deferred_requests = int(fields.get("deferred_requests", 0))
+        self.ipc_connections = int(fields.get("ipc_connections", 0))
+        self.rpc_connections = int(fields.get("rpc_connections", 0))
+
+    def __repr__(self) -> str:
+        return "InstanceStatus " + json.dumps(vars(self))
+
+
+class Client:
+    """A connection to one vineyardd. Safe to share between threads.
+
+    Use :func:`vineyard.connect` to make one.
+    """
+
+    def __init__(self, socket: Optional[str] = None) -> None:
+        path = socket or os.environ.get("VINEYARD_IPC_SOCKET", "")
+        if not path:
+            raise ConnectionError("vineyard: no socket given and VINEYARD_IPC_SOCKET is not set")
+        out = ctypes.c_uint64()
+        try:
+            _call("v6d_connect", path.encode(), ctypes.byref(out))
+        except Exception as e:
+            if isinstance(e, ConnectionError):
+                raise
+            raise ConnectionError(f"vineyard: cannot connect to {path}: {e}") from e
+        self._conn: Optional[_Conn] = _Conn(out.value)
+        self.ipc_socket = path
+        iid = ctypes.c_uint64()
+        _call("v6d_instance_id", out.value, ctypes.byref(iid))
+        self.instance_id = iid.value
+        self._lock = threading.Lock()
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _handle(self) -> int:
+        conn = self._conn
+        if conn is None:
+            raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
+        _ffi.check_process()
+        return conn.handle
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    def close(self) -> None:
+        """Closes the client. Views got from it stay valid: the connection is
+        released when the last of them is gone. Idempotent."""
+        self._conn = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "closed"
+        return f"Client <{self.ipc_socket}, instance {self.instance_id}, {state}>"
+
+    def _json_out(self, name: str, *args: Any) -> Any:
+        p, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _call(name, self._handle(), *args, ctypes.byref(p), ctypes.byref(n))
+        return json.loads(_take_string(p, n) or b"null")
+
+    # -- blobs ------------------------------------------------------------
+
+    def create_blob(self, size: Union[int, Sequence[int]]) -> Any:
+        """Creates unsealed blob(s): a BlobBuilder, or a list for a list of sizes."""
+        if not isinstance(size, int):
+            sizes = list(size)
+            n = len(sizes)
+            c_sizes = (ctypes.c_uint64 * n)(*sizes)
+            c_ids = (ctypes.c_uint64 * n)()
+            c_ptrs = (ctypes.POINTER(ctypes.c_uint8) * n)()
+            _call("v6d_create_buffers", self._handle(), n, c_sizes, c_ids, c_ptrs)
+            return [BlobBuilder(self, c_ids[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, sizes[i])
+                    for i in range(n)]
+        if size < 0:
+            raise ValueError("blob size must not be negative")
+        oid = ctypes.c_uint64()
+        ptr = ctypes.POINTER(ctypes.c_uint8)()
+        _call("v6d_create_buffer", self._handle(), size, ctypes.byref(oid), ctypes.byref(ptr))
+        return BlobBuilder(self, oid.value, ctypes.cast(ptr, ctypes.c_void_p).value or 0, size)
+
+    def create_empty_blob(self) -> Blob:
+        return Blob(1 << 63, 0, 0, None)
+
+    def get_blob(self, object_id: IdLike, unsafe: bool = False) -> Blob:
+        return self.get_blobs([object_id], unsafe)[0]
+
+    def get_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> List[Blob]:
+        idl = [_id(i) for i in object_ids]
+        n = len(idl)
+        c_ids = (ctypes.c_uint64 * n)(*idl)
+        c_ptrs = (ctypes.POINTER(ctypes.c_uint8) * n)()
+        c_sizes = (ctypes.c_uint64 * n)()
+        conn = self._conn
+        _call("v6d_get_buffers", self._handle(), n, c_ids, 1 if unsafe else 0, c_ptrs, c_sizes)
+        assert conn is not None
+        return [Blob(idl[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, c_sizes[i], _Pin(conn, idl[i]))
+                for i in range(n)]
+
+    def _blob_pointer(self, blob_id: int) -> Tuple[int, int]:
+        ptr = ctypes.POINTER(ctypes.c_uint8)()
+        size = ctypes.c_uint64()
+        _call("v6d_blob_pointer", self._handle(), blob_id, ctypes.byref(ptr), ctypes.byref(size), None)
+        return ctypes.cast(ptr, ctypes.c_void_p).value or 0, size.value
+
+    # -- metadata ---------------------------------------------------------
+
+    def create_metadata(self, meta: ObjectMeta, seal: Sequence[int] = ()) -> ObjectMeta:
+        """Creates an object from ``meta``; blobs in ``seal`` are sealed in the
+        same round trip. Returns the stored metadata (with id)."""
+        body = meta.to_json().encode()
+        n = len(seal)
+        c_seal = (ctypes.c_uint64 * n)(*[int(s) for s in seal]) if n else None
+        oid = ctypes.c_uint64()
+        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
+        _call("v6d_create_metadata", self._handle(), body, len(body), c_seal, n, ctypes.byref(oid),
+              ctypes.byref(p), ctypes.byref(ln))
+        return ObjectMeta(json.loads(_take_string(p, ln)))
+
+    def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
+        """Returns the metadata tree of an object."""
+        tree = self._json_out("v6d_get_metadata", _id(object_id))
+        return ObjectMeta(tree)
+
+    def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> List[ObjectMeta]:
+        return [self.get_meta(i) for i in object_ids]
+
+    def list_metadatas(self, pattern: str = "*", regex: bool = False, limit: int = 5,
+                       nobuffer: bool = False) -> List[ObjectMeta]:
+        content = self._json_out("v6d_list", pattern.encode(), 1 if regex else 0, limit)
+        return [ObjectMeta(t) for t in (content or {}).values()]
+
+    def list_objects(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> List[ObjectID]:
+        return [m.id for m in self.list_metadatas(pattern, regex, limit)]
+
+    def delete(self, object_id: Union[IdLike, Sequence[IdLike]], force: bool = False, deep: bool = True,
+               memory_trim: bool = False) -> None:
+        """Deletes objects. Views other processes hold stay intact until released."""
+        idl = [_id(i) for i in object_id] if isinstance(object_id, (list, tuple)) else [_id(object_id)]
+        flags = (1 if force else 0) | (0 if deep else 2) | (4 if memory_trim else 0)
+        c_ids = (ctypes.c_uint64 * len(idl))(*idl)
+        _call("v6d_delete", self._handle(), len(idl), c_ids, flags)
+
+    def exists(self, object_id: IdLike) -> bool:
+        out = ctypes.c_int32()
+        _call("v6d_exists", self._handle(), _id(object_id), ctypes.byref(out))
+        return bool(out.value)
+
+    def persist(self, object_id: IdLike) -> None:
+        _call("v6d_persist", self._handle(), _id(object_id))
+
+    def if_persist(self, object_id: IdLike) -> bool:
+        out = ctypes.c_int32()
+        _call("v6d_if_persist", self._handle(), _id(object_id), ctypes.byref(out))
+        return bool(out.value)
+
+    def shallow_copy(self, object_id: IdLike, extra_metadata: Optional[Dict[str, Any]] = None) -> ObjectID:
+        out = ctypes.c_uint64()
+        extra = json.dumps(extra_metadata).encode() if extra_metadata else None
+        _call("v6d_shallow_copy", self._handle(), _id(object_id), extra, ctypes.byref(out))
+        return ObjectID(out.value)
+
+    def label(self, object_id: IdLike, key: Union[str, Dict[str, str]], value: Optional[str] = None) -> None:
+        labels = key if isinstance(key, dict) else {key: value}
+        for k, v in labels.items():
+            _call("v6d_label", self._handle(), _id(object_id), str(k).encode(), str(v).encode())
+
+    # -- names ------------------------------------------------------------
+
+    def put_name(self, object_id: IdLike, name: str) -> None:
+        _call("v6d_put_name", self._handle(), _id(object_id), str(name).encode())
+
+    def get_name(self, name: str, wait: bool = False) -> ObjectID:
+        """Resolves a name; with ``wait`` blocks until it exists (Ctrl-C works)."""
+        out = ctypes.c_uint64()
+        if not wait:
+            _call("v6d_get_name", self._handle(), name.encode(), 0, 0, ctypes.byref(out))
+            return ObjectID(out.value)
+        while True:
+            try:
+                _call("v6d_get_name", self._handle(), name.encode(), 1, 200, ctypes.byref(out))
+                return ObjectID(out.value)
+            except TimeoutException:
+                continue
+
+    def drop_name(self, name: str) -> None:
+        _call("v6d_drop_name", self._handle(), name.encode())
+
+    def list_names(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> Dict[str, ObjectID]:
+        names = self._json_out("v6d_list_names", pattern.encode(), 1 if regex else 0, limit) or {}
+        return {k: ObjectID(v) for k, v in names.items()}
+
+    # -- housekeeping -----------------------------------------------------
+
+    @property
+    def status(self) -> InstanceStatus:
+        return InstanceStatus(self._json_out("v6d_instance_status"))
+
+    @property
+    def meta(self) -> Dict[str, Any]:
+        return self._json_out("v6d_cluster_meta")
+
+    def clear(self) -> None:
+        _call("v6d_clear", self._handle())
+
+    reset = clear
+
+    def memory_trim(self) -> bool:
+        out = ctypes.c_int32()
+        _call("v6d_memory_trim", self._handle(), ctypes.byref(out))
+        return bool(out.value)
+
+    # -- objects ----------------------------------------------------------
+
+    def _get_tree(self, object_id: int) -> Tuple[Dict[str, Any], _Pin]:
+        """One round trip: the tree, with every blob in it pinned."""
+        conn = self._conn
+        tree = self._json_out("v6d_get_object", object_id, 0)
+        assert conn is not None
+        return tree, _Pin(conn, object_id)
+
+    def put(self, value: Any, persist: bool = False, name: Optional[str] = None, **kwargs: Any) -> ObjectID:
+        """Stores ``value`` and returns its id (see vineyard.data for types)."""
+        from . import data
+
+        oid = data.build(self, value, **kwargs)
+        if persist:
+            self.persist(oid)
+            if name is not None:
+                self.put_name(oid, name)
+        elif name is not None:
+            import warnings
+
+            warnings.warn("The object is not persisted, the name won't be associated.", UserWarning, stacklevel=2)
+        return oid
+
+    def get(self, object_id: Optional[IdLike] = None, name: Optional[str] = None, **kwargs: Any) -> Any:
+        """Returns the value stored as ``object_id`` (or ``name``), as a
+        zero-copy read-only view where the type allows."""
+        from . import data
+
+        if object_id is None:
+            if name is None:
+                raise ValueError("get needs an object_id or a name")
+            object_id = self.get_name(name)
+        tree, pin = self._get_tree(_id(object_id))
+        return data.resolve(self, tree, pin)
+
+    def get_object(self, object_id: IdLike) -> ObjectMeta:
+        tree, _pin = self._get_tree(_id(object_id))
+        return ObjectMeta(tree)
+
+
+def connect(socket: Optional[str] = None) -> Client:
+    """Connects to the daemon at ``socket`` (default: env VINEYARD_IPC_SOCKET).
+
+    Raises ConnectionError naming the path tried.
+    """
+    return Client(socket)

@@ -1,0 +1,211 @@
+"""The Python package against the real daemon and libv6d.so."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import vineyard
+from vineyard import ObjectID
+
+DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+          "float32", "float64", "complex64", "complex128", "bool", "datetime64[ns]", "timedelta64[us]"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_roundtrip_every_dtype(client, dtype):
+    a = (np.arange(24) % 7).astype(dtype).reshape(2, 3, 4)
+    b = client.get(client.put(a))
+    assert b.dtype == a.dtype and b.shape == a.shape
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("make", [lambda: np.array(3.5), lambda: np.zeros((0, 3)),
+                                  lambda: np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+                                  lambda: np.arange(20)[::3]])
+def test_numpy_shapes_and_orders(client, make):
+    a = make()
+    b = client.get(client.put(a))
+    np.testing.assert_array_equal(a, b)
+    assert b.shape == a.shape
+    if a.flags.f_contiguous and not a.flags.c_contiguous:
+        assert b.flags.f_contiguous
+
+
+def test_numpy_get_is_zero_copy_and_read_only(client):
+    a = np.arange(1 << 16, dtype=np.int64)
+    oid = client.put(a)
+    b = client.get(oid)
+    meta = client.get_meta(oid)
+    blob = client.get_blob(meta["buffer_"].id)
+    assert b.ctypes.data == blob.address
+    assert not b.flags.writeable
+    with pytest.raises(ValueError):
+        b[0] = 1
+
+
+@pytest.mark.parametrize("value", [0, -5, 1 << 40, 2.5, "text", True, False, None, [1, [2, 3]], (1, "a"),
+                                   {"k": [1, 2]}, b"raw bytes", bytearray(b"xy")])
+def test_python_values_roundtrip(client, value):
+    got = client.get(client.put(value))
+    if isinstance(value, (bytes, bytearray)):
+        assert bytes(got) == bytes(value)
+    else:
+        assert got == value and type(got) is type(value)
+
+
+def test_nested_arrays_in_dicts_stay_zero_copy(client):
+    d = {"x": np.arange(1000.0), "y": {"z": np.ones((10, 10))}}
+    got = client.get(client.put(d))
+    np.testing.assert_array_equal(got["x"], d["x"])
+    assert not got["x"].flags.writeable
+
+
+def test_object_id_api():
+    oid = ObjectID("o000000000000002a")
+    assert int(oid) == 42 and repr(oid) == "o000000000000002a" and hash(oid) == 42
+    assert pickle.loads(pickle.dumps(oid)) == oid
+    assert ObjectID(1 << 63).is_blob
+
+
+def test_names_and_errors(client):
+    oid = client.put(np.arange(3))
+    with pytest.raises(vineyard.InvalidException):
+        client.put_name(oid, "py-name")
+    client.persist(oid)
+    client.put_name(oid, "py-name")
+    assert client.get_name("py-name") == oid
+    np.testing.assert_array_equal(client.get(name="py-name"), np.arange(3))
+    assert client.list_names("py-*")["py-name"] == oid
+    client.drop_name("py-name")
+    with pytest.raises(vineyard.ObjectNotExistsException):
+        client.get_name("py-name")
+    with pytest.raises(vineyard.ObjectNotExistsException):
+        client.get(ObjectID(12345))
+    with pytest.raises(vineyard.NotEnoughMemoryException):
+        client.create_blob(1 << 40)
+    with pytest.raises(ConnectionError, match="/nonexistent"):
+        vineyard.connect("/nonexistent/v.sock")
+
+
+def test_delete_while_viewed_keeps_view_intact(client, vineyard_socket):
+    a = np.full(1 << 20, 7, dtype=np.uint8)
+    oid = client.put(a)
+    view = client.get(oid)
+    other = vineyard.connect(vineyard_socket)
+    other.delete(oid)
+    assert not other.exists(oid)
+    for _ in range(4):
+        other.put(np.full(1 << 20, 9, dtype=np.uint8))
+    assert (view == 7).all()
+
+
+def _worker(sock: str, oid: int, q) -> None:
+    import vineyard as v
+
+    arr = v.connect(sock).get(oid)
+    q.put(int(arr.sum(dtype=np.uint64)))
+
+
+def test_spawn_workers_get_large_array(client, vineyard_socket):
+    a = np.arange(256 << 20, dtype=np.uint8)  # 256 MiB
+    oid = client.put(a)
+    want = int(a.sum(dtype=np.uint64))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(vineyard_socket, int(oid), q)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert got == [want] * 4
+    client.delete(oid)
+
+
+def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_forked_child_gets_clear_error_fast(vineyard_socket):
+    r = _run(f"""
+        import os, sys, numpy as np, vineyard
+        c = vineyard.connect({vineyard_socket!r})
+        oid = c.put(np.arange(3))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                c.get(oid)
+            except vineyard.ForkError as e:
+                os._exit(0 if "spawn" in str(e) else 3)
+            os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+    """, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def test_killed_client_releases_memory(client, vineyard_socket):
+    base = client.status.memory_usage
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time, vineyard
+        c = vineyard.connect({vineyard_socket!r})
+        b = c.create_blob(8 << 20)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    assert client.status.memory_usage >= base + (8 << 20)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while client.status.memory_usage != base:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_exit_with_live_views_does_not_crash(vineyard_socket):
+    r = _run(f"""
+        import numpy as np, vineyard
+        c = vineyard.connect({vineyard_socket!r})
+        views = [c.get(c.put(np.arange(100))) for _ in range(10)]
+        c.close()
+        assert views[0][5] == 5
+    """)
+    assert r.returncode == 0, r.stderr
+
+
+def test_threads_share_one_client(client):
+    import threading
+
+    errors = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(30):
+                a = np.full(100, k * 1000 + i)
+                assert (client.get(client.put(a)) == a).all()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_python_m_vineyard_help():
+    r = subprocess.run([sys.executable, "-m", "vineyard", "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "-socket" in r.stderr + r.stdout
