@@ -234,6 +234,9 @@ func TestDisconnectReclaims(t *testing.T) {
 	if _, _, err := c.CreateBuffer(1 << 20); err != nil {
 		t.Fatal(err)
 	}
+	if mappedArenas() < 1 {
+		t.Fatal("no arena mapped after a create")
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +282,7 @@ func TestConcurrentUse(t *testing.T) {
 				}
 				got, err := c.Get(bid)
 				if err != nil || !bytes.Equal(got, payload) {
-					errs <- fmt.Errorf("get %v: %q %v", bid, got, err)
+					errs <- fmt.Errorf("get %v: %q: %w", bid, got, err)
 					return
 				}
 				_ = c.Release(bid)

@@ -389,34 +389,89 @@ func EncodeRequest(wireType string, req Request) ([]byte, error) {
 
 // Each request type names its wire type.
 
-func (*RegisterRequest) RequestType() string               { return "register_request" }
-func (*ExitRequest) RequestType() string                   { return "exit_request" }
-func (*CreateBufferRequest) RequestType() string           { return "create_buffer_request" }
-func (*CreateBuffersRequest) RequestType() string          { return "create_buffers_request" }
-func (*SealRequest) RequestType() string                   { return "seal_request" }
-func (*GetBuffersRequest) RequestType() string             { return "get_buffers_request" }
-func (*DropBufferRequest) RequestType() string             { return "drop_buffer_request" }
-func (*ShrinkBufferRequest) RequestType() string           { return "shrink_buffer_request" }
-func (*ReleaseRequest) RequestType() string                { return "release_request" }
+// RequestType returns "register_request".
+func (*RegisterRequest) RequestType() string { return "register_request" }
+
+// RequestType returns "exit_request".
+func (*ExitRequest) RequestType() string { return "exit_request" }
+
+// RequestType returns "create_buffer_request".
+func (*CreateBufferRequest) RequestType() string { return "create_buffer_request" }
+
+// RequestType returns "create_buffers_request".
+func (*CreateBuffersRequest) RequestType() string { return "create_buffers_request" }
+
+// RequestType returns "seal_request".
+func (*SealRequest) RequestType() string { return "seal_request" }
+
+// RequestType returns "get_buffers_request".
+func (*GetBuffersRequest) RequestType() string { return "get_buffers_request" }
+
+// RequestType returns "drop_buffer_request".
+func (*DropBufferRequest) RequestType() string { return "drop_buffer_request" }
+
+// RequestType returns "shrink_buffer_request".
+func (*ShrinkBufferRequest) RequestType() string { return "shrink_buffer_request" }
+
+// RequestType returns "release_request".
+func (*ReleaseRequest) RequestType() string { return "release_request" }
+
+// RequestType returns "increase_reference_count_request".
 func (*IncreaseReferenceCountRequest) RequestType() string { return "increase_reference_count_request" }
-func (*CreateDataRequest) RequestType() string             { return "create_data_request" }
-func (*CreateDatasRequest) RequestType() string            { return "create_datas_request" }
-func (*GetDataRequest) RequestType() string                { return "get_data_request" }
-func (*ListDataRequest) RequestType() string               { return "list_data_request" }
-func (*ExistsRequest) RequestType() string                 { return "exists_request" }
-func (*PersistRequest) RequestType() string                { return "persist_request" }
-func (*IfPersistRequest) RequestType() string              { return "if_persist_request" }
-func (*LabelRequest) RequestType() string                  { return "label_request" }
-func (*ShallowCopyRequest) RequestType() string            { return "shallow_copy_request" }
-func (*PutNameRequest) RequestType() string                { return "put_name_request" }
-func (*GetNameRequest) RequestType() string                { return "get_name_request" }
-func (*ListNameRequest) RequestType() string               { return "list_name_request" }
-func (*DropNameRequest) RequestType() string               { return "drop_name_request" }
-func (*ClearRequest) RequestType() string                  { return "clear_request" }
-func (*MemoryTrimRequest) RequestType() string             { return "memory_trim_request" }
-func (*InstanceStatusRequest) RequestType() string         { return "instance_status_request" }
-func (*ClusterMetaRequest) RequestType() string            { return "cluster_meta" }
-func (*DebugRequest) RequestType() string                  { return "debug_command" }
+
+// RequestType returns "create_data_request".
+func (*CreateDataRequest) RequestType() string { return "create_data_request" }
+
+// RequestType returns "create_datas_request".
+func (*CreateDatasRequest) RequestType() string { return "create_datas_request" }
+
+// RequestType returns "get_data_request".
+func (*GetDataRequest) RequestType() string { return "get_data_request" }
+
+// RequestType returns "list_data_request".
+func (*ListDataRequest) RequestType() string { return "list_data_request" }
+
+// RequestType returns "exists_request".
+func (*ExistsRequest) RequestType() string { return "exists_request" }
+
+// RequestType returns "persist_request".
+func (*PersistRequest) RequestType() string { return "persist_request" }
+
+// RequestType returns "if_persist_request".
+func (*IfPersistRequest) RequestType() string { return "if_persist_request" }
+
+// RequestType returns "label_request".
+func (*LabelRequest) RequestType() string { return "label_request" }
+
+// RequestType returns "shallow_copy_request".
+func (*ShallowCopyRequest) RequestType() string { return "shallow_copy_request" }
+
+// RequestType returns "put_name_request".
+func (*PutNameRequest) RequestType() string { return "put_name_request" }
+
+// RequestType returns "get_name_request".
+func (*GetNameRequest) RequestType() string { return "get_name_request" }
+
+// RequestType returns "list_name_request".
+func (*ListNameRequest) RequestType() string { return "list_name_request" }
+
+// RequestType returns "drop_name_request".
+func (*DropNameRequest) RequestType() string { return "drop_name_request" }
+
+// RequestType returns "clear_request".
+func (*ClearRequest) RequestType() string { return "clear_request" }
+
+// RequestType returns "memory_trim_request".
+func (*MemoryTrimRequest) RequestType() string { return "memory_trim_request" }
+
+// RequestType returns "instance_status_request".
+func (*InstanceStatusRequest) RequestType() string { return "instance_status_request" }
+
+// RequestType returns "cluster_meta".
+func (*ClusterMetaRequest) RequestType() string { return "cluster_meta" }
+
+// RequestType returns "debug_command".
+func (*DebugRequest) RequestType() string { return "debug_command" }
 
 // RequestType is del_data_with_feedbacks_request or del_data_request.
 func (r *DelDataRequest) RequestType() string {

@@ -137,7 +137,7 @@ func AsError(err error) *Error {
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		if e == err {
+		if e == err { //nolint:errorlint // identity: err is itself the *Error
 			return e
 		}
 		return &Error{Code: e.Code, Message: err.Error()}
