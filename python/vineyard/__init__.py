@@ -11,7 +11,7 @@ from ._types import ObjectID, ObjectMeta
 from .client import Blob, BlobBuilder, Client, InstanceStatus, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
-from .errors import *  # noqa: F401,F403
+from .errors import *
 from .errors import ForkError, VineyardException
 
 __version__ = "0.1.0"

@@ -27,7 +27,7 @@ from typing import Callable, List, Optional
 from . import _bindings
 from .errors import ForkError, VineyardException
 
-__all__ = ["lib", "library_path", "loaded", "usable", "check_process", "on_fork"]
+__all__ = ["check_process", "lib", "library_path", "loaded", "on_fork", "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
@@ -144,7 +144,7 @@ def _after_fork_in_child() -> None:
     if _lib is None:
         return  # nothing Go ever ran in the parent: the child may load afresh
     _forked = True
-    for hook in list(_fork_hooks):
+    for hook in _fork_hooks:
         try:
             hook()
         except Exception:  # noqa: BLE001 - a hook must never break fork()

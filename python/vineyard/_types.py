@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any, Dict, Optional, Union
 
-__all__ = ["ObjectID", "ObjectMeta", "BLOB_TYPENAME"]
+__all__ = ["BLOB_TYPENAME", "ObjectID", "ObjectMeta"]
 
 BLOB_TYPENAME = "vineyard::Blob"
 
@@ -19,7 +20,7 @@ class ObjectID(int):
     'o000000000000002a'
     """
 
-    def __new__(cls, value: Union[int, str, "ObjectID"] = 0xFFFFFFFFFFFFFFFF) -> "ObjectID":
+    def __new__(cls, value: Union[int, str, ObjectID] = 0xFFFFFFFFFFFFFFFF) -> ObjectID:
         if isinstance(value, str):
             if not value:
                 raise ValueError("empty object id")
@@ -99,7 +100,7 @@ class ObjectMeta:
     def set_global(self, global_: bool = True) -> None:
         self._tree["global"] = bool(global_)
 
-    def add_member(self, key: str, value: Union["ObjectMeta", ObjectID, int]) -> None:
+    def add_member(self, key: str, value: Union[ObjectMeta, ObjectID, int]) -> None:
         if key in self._tree:
             raise KeyError(f"member {key!r} exists already")
         if isinstance(value, ObjectMeta):
@@ -107,7 +108,7 @@ class ObjectMeta:
         else:
             self._tree[key] = {"id": repr(ObjectID(value))}
 
-    def member(self, key: str) -> "ObjectMeta":
+    def member(self, key: str) -> ObjectMeta:
         value = self._tree[key]
         if not isinstance(value, dict):
             raise KeyError(f"{key!r} is not a member")

@@ -7,14 +7,15 @@ import json
 import os
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _ffi
 from ._bindings import V6DError
 from ._types import ObjectID, ObjectMeta
 from .errors import Status, TimeoutException, exception_for
 
-__all__ = ["Client", "InstanceStatus", "BlobBuilder", "Blob", "connect"]
+__all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "connect"]
 
 IdLike = Union[ObjectID, int, str, ObjectMeta]
 
@@ -126,7 +127,7 @@ class Blob:
 class BlobBuilder:
     """An unsealed blob this client created: a writable buffer until sealed."""
 
-    def __init__(self, client: "Client", oid: int, address: int, size: int) -> None:
+    def __init__(self, client: Client, oid: int, address: int, size: int) -> None:
         import numpy as np
 
         self._client = client
@@ -153,17 +154,17 @@ class BlobBuilder:
             raise ValueError(f"copy of {src.nbytes} bytes at {offset} exceeds blob of {self.size}")
         self._array[offset:offset + src.nbytes] = src
 
-    def seal(self, client: Optional["Client"] = None) -> ObjectID:
+    def seal(self, client: Optional[Client] = None) -> ObjectID:
         """Seals the blob; it becomes immutable and readable by others."""
         _call("v6d_seal", self._client._handle(), int(self.id))
         self.issealed = True
         return self.id
 
-    def abort(self, client: Optional["Client"] = None) -> None:
+    def abort(self, client: Optional[Client] = None) -> None:
         """Drops the unsealed blob and frees its memory."""
         _call("v6d_abort", self._client._handle(), int(self.id))
 
-    def shrink(self, client: Optional["Client"], size: int) -> None:
+    def shrink(self, client: Optional[Client], size: int) -> None:
         """Shrinks the unsealed blob to ``size`` bytes."""
         _call("v6d_shrink", self._client._handle(), int(self.id), int(size))
         self.size = size
@@ -230,10 +231,10 @@ class Client:
         released when the last of them is gone. Idempotent."""
         self._conn = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

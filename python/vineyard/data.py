@@ -11,11 +11,11 @@ from __future__ import annotations
 import ctypes
 import json
 import pickle
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 from ._types import BLOB_TYPENAME, ObjectID, ObjectMeta
 
-__all__ = ["register_builder", "register_resolver", "build", "resolve"]
+__all__ = ["build", "register_builder", "register_resolver", "resolve"]
 
 Builder = Callable[..., ObjectID]
 Resolver = Callable[[Any, Dict[str, Any], Any], Any]

@@ -6,10 +6,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-
 from vineyard.deploy import _wait, daemon_path
 
 

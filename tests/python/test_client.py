@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-
 import vineyard
 from vineyard import ObjectID
 
