@@ -1,0 +1,138 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+func start(t *testing.T) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "v6d-srv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, MaxFrame: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	<-s.Ready()
+	return s
+}
+
+type raw struct {
+	t *testing.T
+	c net.Conn
+}
+
+func dial(t *testing.T, s *Server) *raw {
+	c, err := net.Dial("unix", s.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &raw{t, c}
+}
+
+func (r *raw) send(body string) {
+	if _, err := r.c.Write(protocol.AppendFrame(nil, []byte(body))); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *raw) recv() map[string]any {
+	body, err := protocol.ReadFrame(r.c, nil, 1<<20)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+func (r *raw) rpc(body string) map[string]any { r.send(body); return r.recv() }
+
+func TestProtocolErrorsKeepServing(t *testing.T) {
+	s := start(t)
+	r := dial(t, s)
+	if m := r.rpc(`{"type":"exists_request","id":1}`); m["code"] != float64(protocol.Invalid) {
+		t.Fatalf("unregistered: %v", m)
+	}
+	if m := r.rpc(`{"type":"register_request","version":"0.24.0"}`); m["type"] != "register_reply" {
+		t.Fatalf("register: %v", m)
+	}
+	for _, bad := range []string{`not json`, `{"type":"nope"}`, `{"size":1}`, `{"type":"create_buffer_request","size":"x"}`} {
+		if m := r.rpc(bad); m["code"] != float64(protocol.Invalid) {
+			t.Fatalf("%s: %v", bad, m)
+		}
+	}
+	if m := r.rpc(`{"type":"exists_request","id":1}`); m["type"] != "exists_reply" {
+		t.Fatalf("after errors: %v", m)
+	}
+	// A frame over the limit closes only that connection.
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], 1<<40)
+	_, _ = r.c.Write(hdr[:])
+	if _, err := protocol.ReadFrame(r.c, nil, 1<<20); !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("oversized frame: %v", err)
+	}
+	other := dial(t, s)
+	if m := other.rpc(`{"type":"register_request"}`); m["type"] != "register_reply" {
+		t.Fatalf("other connection: %v", m)
+	}
+}
+
+func TestSocketRules(t *testing.T) {
+	s := start(t)
+	if _, err := Start(Config{Socket: s.Socket(), Size: 1 << 20}); err == nil || !strings.Contains(err.Error(), "another daemon") {
+		t.Fatalf("second daemon on a served socket: %v", err)
+	}
+	fi, err := os.Stat(s.Socket())
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi, err)
+	}
+	path := s.Socket()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal("second close:", err)
+	}
+	// A stale socket file is replaced.
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = ln.Close()
+	s2, err := Start(Config{Socket: path, Size: 1 << 20})
+	if err != nil {
+		t.Fatalf("stale socket: %v", err)
+	}
+	_ = s2.Close()
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []Config{
+		{Socket: "/tmp/x.sock"},
+		{Socket: "/tmp/" + strings.Repeat("x", 120), Size: 1},
+		{Socket: "/tmp/x.sock", Size: 1, Meta: "etcd"},
+		{Socket: "/tmp/x.sock", Size: 1, SocketMode: 0o10000},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

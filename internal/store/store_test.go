@@ -1,0 +1,168 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := New(Config{Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func blobOf(t *testing.T, ss *Session, n uint64) ids.ObjectID {
+	t.Helper()
+	p, err := ss.CreateBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.ObjectID
+}
+
+func create(t *testing.T, ss *Session, tree string, seal ...ids.ObjectID) ids.ObjectID {
+	t.Helper()
+	c, err := ss.CreateData(json.RawMessage(tree), seal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+func TestDeleteRules(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	b1, b2 := blobOf(t, ss, 64), blobOf(t, ss, 64)
+	child := create(t, ss, fmt.Sprintf(`{"typename":"c","b":{"id":"%v"}}`, b1), b1)
+	parent := create(t, ss, fmt.Sprintf(`{"typename":"p","c":{"id":"%v"},"b":{"id":"%v"}}`, child, b2), b2)
+
+	// A member still used by another object is kept without force.
+	s.Delete([]ids.ObjectID{child}, DeleteOptions{Deep: true})
+	if !s.Exists(child) {
+		t.Fatal("used child deleted without force")
+	}
+	// Shallow delete of the parent drops its direct blob but keeps the child.
+	deleted := s.Delete([]ids.ObjectID{parent}, DeleteOptions{})
+	if s.Exists(parent) || s.Exists(b2) || !s.Exists(child) || !s.Exists(b1) || len(deleted) != 1 {
+		t.Fatalf("shallow delete: %v", deleted)
+	}
+	// Force upward: deleting the blob deletes what uses it.
+	other := create(t, ss, fmt.Sprintf(`{"typename":"p","c":{"id":"%v"}}`, child))
+	s.Delete([]ids.ObjectID{b1}, DeleteOptions{Force: true, Deep: true})
+	if s.Exists(b1) || s.Exists(child) || s.Exists(other) {
+		t.Fatal("force delete left users")
+	}
+	s.Delete([]ids.ObjectID{12345}, DeleteOptions{}) // missing ids are ignored
+}
+
+func TestTreesAndNames(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	b := blobOf(t, ss, 10)
+	if _, err := ss.CreateData(json.RawMessage(fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, b)), nil); protocol.CodeOf(err) != protocol.ObjectNotSealed {
+		t.Fatalf("unsealed member: %v", err)
+	}
+	for _, bad := range []string{`[]`, `{"typename":""}`, `{"typename":"vineyard::Blob"}`, `{"typename":"t","m":{"x":1}}`} {
+		if _, err := ss.CreateData(json.RawMessage(bad), nil); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	id := create(t, ss, fmt.Sprintf(`{"typename":"t","x":[1,2],"b":{"id":"%v"}}`, b), b)
+	content, all := s.GetData([]ids.ObjectID{id, 99})
+	if all {
+		t.Fatal("missing id reported present")
+	}
+	var m map[string]map[string]any
+	if err := json.Unmarshal(content, &m); err != nil {
+		t.Fatalf("%s: %v", content, err)
+	}
+	tree := m[id.String()]
+	member, _ := tree["b"].(map[string]any)
+	if tree["typename"] != "t" || member["length"] != float64(10) || tree["transient"] != true {
+		t.Fatalf("tree %v", tree)
+	}
+	if err := s.PutName("n", id); protocol.CodeOf(err) != protocol.Invalid {
+		t.Fatalf("transient name: %v", err)
+	}
+	if err := s.Persist(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutName("n", id); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetName("n"); got != id {
+		t.Fatal("GetName")
+	}
+	if err := s.Label(id, []string{"k"}, []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.ShallowCopy(id, json.RawMessage(`{"extra":1}`))
+	if err != nil || !s.Exists(cp) {
+		t.Fatal(err)
+	}
+	s.Delete([]ids.ObjectID{id}, DeleteOptions{Force: true, Deep: true})
+	if _, err := s.GetName("n"); err == nil {
+		t.Fatal("name of a deleted object survives")
+	}
+	if out, err := s.List("*", false, 0); err != nil || len(out) < 2 {
+		t.Fatal(err)
+	}
+	if _, err := s.List("(", true, 0); protocol.CodeOf(err) != protocol.Invalid {
+		t.Fatalf("bad regex: %v", err)
+	}
+}
+
+func TestSessionCloseFreesEverything(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	blobOf(t, ss, 4096)
+	sealed := blobOf(t, ss, 4096)
+	if err := ss.Seal(sealed); err != nil {
+		t.Fatal(err)
+	}
+	reader := s.NewSession()
+	if _, err := reader.GetBuffers([]ids.ObjectID{sealed}, false); err != nil {
+		t.Fatal(err)
+	}
+	ss.Close()
+	s.Delete([]ids.ObjectID{sealed}, DeleteOptions{})
+	if used, _ := s.Usage(); used != 4096 {
+		t.Fatalf("held blob freed early or unsealed one leaked: used %d", used)
+	}
+	reader.Close()
+	if used, _ := s.Usage(); used != 0 {
+		t.Fatalf("used %d after all sessions closed", used)
+	}
+}
+
+func FuzzCreateData(f *testing.F) {
+	f.Add([]byte(`{"typename":"t","a":1,"m":{"id":"o8000000000000000"}}`))
+	f.Add([]byte(`{"typename":"t","m":{"id":12}}`))
+	f.Add([]byte(`{"typename":5}`))
+	s, err := New(Config{Size: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tree []byte) {
+		ss := s.NewSession()
+		defer ss.Close()
+		c, err := ss.CreateData(tree, nil)
+		if err != nil {
+			return
+		}
+		if !json.Valid(c.Tree) {
+			t.Fatalf("stored tree is not JSON: %s", c.Tree)
+		}
+		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Force: true})
+	})
+}
