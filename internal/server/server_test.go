@@ -2,8 +2,8 @@ package server
 
 import (
 	"encoding/binary"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
