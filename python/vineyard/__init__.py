@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ._types import ObjectID, ObjectMeta
-from .client import Blob, BlobBuilder, Client, InstanceStatus, connect
+from .client import Blob, BlobBuilder, Client, InstanceStatus, Object, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
 from .errors import *
@@ -17,7 +17,7 @@ from .errors import ForkError, VineyardException
 __version__ = "0.1.0"
 
 __all__ = [
-    "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "ObjectID", "ObjectMeta",
+    "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
     "VineyardException", "connect", "get", "init", "put", "register_builder", "register_resolver",
     "shutdown",
 ]

@@ -95,33 +95,73 @@ class _ArrayHolder:
         }
 
 
-class Blob:
-    """A sealed blob: a read-only buffer over shared memory."""
+def _blob_base() -> type:
+    import numpy as np
 
-    def __init__(self, oid: int, address: int, size: int, pin: Optional[_Pin]) -> None:
+    return np.ndarray
+
+
+class Blob(_blob_base()):  # type: ignore[misc]
+    """A sealed blob: a read-only uint8 buffer over shared memory (supports the
+    buffer protocol: ``memoryview(blob)``, ``bytes(blob)``); ``id``, ``size``,
+    ``address`` as upstream. It keeps its blob pinned while it lives."""
+
+    def __new__(cls, oid: int, address: int, size: int, pin: Optional[_Pin]) -> "Blob":
         import numpy as np
 
+        if size:
+            base = np.asarray(_ArrayHolder(pin, address, (size,), "|u1"))
+        else:
+            base = np.zeros(0, dtype=np.uint8)
+            base.flags.writeable = False
+        self = base.view(cls)
         self.id = ObjectID(oid)
         self.address = address
-        self.size = size
-        if size:
-            self._array = np.asarray(_ArrayHolder(pin, address, (size,), "|u1"))
-        else:
-            self._array = np.zeros(0, dtype=np.uint8)
-            self._array.flags.writeable = False
+        return self
 
-    def __len__(self) -> int:
-        return self.size
-
-    def __buffer__(self, flags: int) -> memoryview:
-        return memoryview(self._array)
+    def __array_finalize__(self, obj: Any) -> None:
+        self.id = getattr(obj, "id", ObjectID())
+        self.address = getattr(obj, "address", 0)
 
     def memoryview(self) -> memoryview:
         """A read-only memoryview of the bytes."""
-        return memoryview(self._array)
+        return memoryview(self)
 
     def __repr__(self) -> str:
         return f"Blob <{self.id!r}: {self.size} bytes>"
+
+
+class Object:
+    """An object got from the store: its metadata, with ``id``, ``typename``,
+    ``nbytes`` and ``member(name)``."""
+
+    def __init__(self, meta: ObjectMeta) -> None:
+        self.meta = meta
+
+    @property
+    def id(self) -> ObjectID:
+        return self.meta.id
+
+    @property
+    def typename(self) -> str:
+        return self.meta.typename
+
+    @property
+    def nbytes(self) -> int:
+        return self.meta.nbytes
+
+    @property
+    def signature(self) -> int:
+        return self.meta.signature
+
+    def member(self, name: str) -> "Object":
+        return Object(self.meta.member(name))
+
+    def __getitem__(self, name: str) -> "Object":
+        return self.member(name)
+
+    def __repr__(self) -> str:
+        return f'Object <"{self.id!r}": {self.typename}>'
 
 
 class BlobBuilder:
@@ -433,9 +473,9 @@ class Client:
         tree, pin = self._get_tree(_id(object_id))
         return data.resolve(self, tree, pin)
 
-    def get_object(self, object_id: IdLike) -> ObjectMeta:
-        tree, _pin = self._get_tree(_id(object_id))
-        return ObjectMeta(tree)
+    def get_object(self, object_id: IdLike) -> "Object":
+        """Returns the object (its metadata) without resolving it to a value."""
+        return Object(self.get_meta(object_id))
 
 
 def connect(socket: Optional[str] = None) -> Client:

@@ -76,7 +76,7 @@ def _resolve_blob(client: Any, tree: Dict[str, Any], pin: Any) -> memoryview:
 
     bid = int(ObjectID(tree["id"]))
     address, size = client._blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
-    return Blob(bid, address, size, pin).memoryview()
+    return memoryview(Blob(bid, address, size, pin))
 
 
 # ---- numpy -----------------------------------------------------------------

@@ -95,6 +95,9 @@ def test_blob_api(client):
     bid = b.seal()
     blob = client.get_blob(bid)
     assert bytes(blob.memoryview()) == b"abcd" and blob.memoryview().readonly
+    assert bytes(memoryview(blob)) == b"abcd" and memoryview(blob).readonly and blob.size == 4
+    obj = client.get_object(client.put(np.arange(3)))
+    assert obj.typename.startswith("vineyard::Tensor") and obj.member("buffer_").typename == "vineyard::Blob"
     empty = client.create_blob(0)
     assert empty.id == 1 << 63
 
