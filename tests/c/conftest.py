@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from vineyard.deploy import _wait  # the one readiness wait, shared with vineyard.init
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-
-
-def _wait_for_socket(path: str, proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vineyardd exited with {proc.returncode}")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(path)
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"vineyardd did not listen on {path}")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +24,7 @@ def c_daemon() -> Iterator[str]:
     sock = os.path.join(tmp, "v.sock")
     proc = subprocess.Popen([daemon, "--socket", sock, "--size", "64Mi"])
     try:
-        _wait_for_socket(sock, proc)
+        _wait(sock, proc)
         yield sock
     finally:
         proc.terminate()
