@@ -319,6 +319,21 @@ var requestTable = map[string]func() Request{
 	"debug_command":                    func() Request { return &DebugRequest{} },
 }
 
+// unimplemented lists upstream request types this daemon knows of but does
+// not serve yet; they get NotImplemented instead of Invalid.
+var unimplemented = map[string]bool{
+	"create_stream_request": true, "open_stream_request": true, "get_next_stream_chunk_request": true,
+	"push_next_stream_chunk_request": true, "pull_next_stream_chunk_request": true, "stop_stream_request": true,
+	"drop_stream_request": true, "evict_request": true, "load_request": true, "unpin_request": true,
+	"migrate_object_request": true, "create_remote_buffer_request": true, "create_remote_buffers_request": true,
+	"get_remote_buffers_request": true, "new_session_request": true, "delete_session_request": true,
+	"make_arena_request": true, "finalize_arena_request": true, "create_gpu_buffer_request": true,
+	"get_gpu_buffers_request": true, "create_disk_buffer_request": true, "create_buffer_by_plasma_request": true,
+	"get_buffers_by_plasma_request": true, "plasma_seal_request": true, "plasma_release_request": true,
+	"plasma_del_data_request": true, "move_buffers_ownership_request": true, "acquire_lock_request": true,
+	"release_lock_request": true, "is_spilled_request": true, "is_in_use_request": true,
+}
+
 // RequestTypes returns every request type the daemon understands, sorted.
 func RequestTypes() []string {
 	out := make([]string, 0, len(requestTable))
@@ -359,6 +374,9 @@ func DecodeRequest(body []byte) (string, Request, error) {
 	if !ok {
 		if head.Type == "" {
 			return "", nil, Errorf(Invalid, "message has no \"type\"")
+		}
+		if unimplemented[head.Type] {
+			return head.Type, nil, Errorf(NotImplemented, "%s is not implemented by this daemon", head.Type)
 		}
 		return head.Type, nil, Errorf(Invalid, "unknown message type %q", head.Type)
 	}
