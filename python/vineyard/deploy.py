@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
-__all__ = ["daemon_path", "init", "shutdown"]
-
-_proc: Optional[subprocess.Popen] = None
-_dir: Optional[str] = None
-
+__all__ = ["daemon_path", "init", "shutdown", "start_vineyardd"]
 
 def daemon_path() -> str:
     """The daemon binary: env VINEYARDD, the package's bin/vineyardd, or the
@@ -45,33 +42,54 @@ def _wait(path: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     raise TimeoutError(f"vineyard: vineyardd did not listen on {path}")
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def start_vineyardd(size: str = "1Gi", socket: Optional[str] = None) -> Iterator[str]:
+    """Runs a daemon until the block ends and yields its socket path (a fresh
+    temp directory under /tmp when ``socket`` is None), as upstream's
+    ``vineyard.deploy.local.start_vineyardd`` does."""
+    tmp = None
+    if socket is None:
+        tmp = tempfile.mkdtemp(prefix="vineyard-", dir="/tmp")
+        socket = os.path.join(tmp, "vineyard.sock")
+    proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size)])
+    try:
+        _wait(socket, proc)
+        yield socket
+    finally:
+        _stop(proc)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+_running: Optional[contextlib.ExitStack] = None
+
+
 def init(size: str = "1Gi", socket: Optional[str] = None, **kw: Any) -> Any:
     """Starts a private daemon for this process (stopped at exit) and returns
     a client connected to it; sets VINEYARD_IPC_SOCKET."""
-    global _proc, _dir
+    global _running
     from .client import connect
 
-    if _proc is None:
-        if socket is None:
-            _dir = tempfile.mkdtemp(prefix="vineyard-", dir="/tmp")
-            socket = os.path.join(_dir, "vineyard.sock")
-        _proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size)])
-        _wait(socket, _proc)
-        os.environ["VINEYARD_IPC_SOCKET"] = socket
+    if _running is None:
+        stack = contextlib.ExitStack()
+        os.environ["VINEYARD_IPC_SOCKET"] = stack.enter_context(start_vineyardd(size, socket))
+        _running = stack
         atexit.register(shutdown)
     return connect(os.environ["VINEYARD_IPC_SOCKET"])
 
 
 def shutdown() -> None:
     """Stops the daemon ``init`` started (no-op otherwise)."""
-    global _proc, _dir
-    if _proc is not None:
-        _proc.terminate()
-        try:
-            _proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _proc.kill()
-        _proc = None
-    if _dir is not None:
-        shutil.rmtree(_dir, ignore_errors=True)
-        _dir = None
+    global _running
+    if _running is not None:
+        stack, _running = _running, None
+        stack.close()

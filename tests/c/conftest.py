@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from vineyard.deploy import _wait  # the one readiness wait, shared with vineyard.init
+from vineyard.deploy import start_vineyardd
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -19,17 +17,8 @@ BUILD = ROOT / "build"
 
 @pytest.fixture(scope="module")
 def c_daemon() -> Iterator[str]:
-    daemon = os.environ.get("VINEYARDD", str(BUILD / "vineyardd"))
-    tmp = tempfile.mkdtemp(prefix="v6d-c-", dir="/tmp")
-    sock = os.path.join(tmp, "v.sock")
-    proc = subprocess.Popen([daemon, "--socket", sock, "--size", "64Mi"])
-    try:
-        _wait(sock, proc)
+    with start_vineyardd(size="64Mi") as sock:
         yield sock
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

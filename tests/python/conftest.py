@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 
 import pytest
-from vineyard.deploy import _wait, daemon_path
+from vineyard.deploy import start_vineyardd
 
 
 @pytest.fixture(scope="module")
 def vineyard_socket() -> Iterator[str]:
-    tmp = tempfile.mkdtemp(prefix="v6d-py-", dir="/tmp")
-    sock = os.path.join(tmp, "v.sock")
-    proc = subprocess.Popen([daemon_path(), "--socket", sock, "--size", "1Gi"])
-    try:
-        _wait(sock, proc)
+    with start_vineyardd(size="1Gi") as sock:
         yield sock
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
