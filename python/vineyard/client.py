@@ -167,18 +167,24 @@ class Object:
 class BlobBuilder:
     """An unsealed blob this client created: a writable buffer until sealed."""
 
-    def __init__(self, client: Client, oid: int, address: int, size: int) -> None:
-        import numpy as np
-
+    def __init__(self, client: "Client", oid: int, address: int, size: int) -> None:
         self._client = client
         self.id = ObjectID(oid)
         self.address = address
         self.size = size
         self.issealed = False
-        if size:
-            self._array = np.asarray(_ArrayHolder(None, address, (size,), "|u1", readonly=False))
-        else:
-            self._array = np.zeros(0, dtype=np.uint8)
+        self._view: Any = None  # made on first use: put's memmove path never needs it
+
+    @property
+    def _array(self) -> Any:
+        if self._view is None:
+            import numpy as np
+
+            if self.size:
+                self._view = np.asarray(_ArrayHolder(None, self.address, (self.size,), "|u1", readonly=False))
+            else:
+                self._view = np.zeros(0, dtype=np.uint8)
+        return self._view
 
     def __len__(self) -> int:
         return self.size
