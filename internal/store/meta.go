@@ -125,8 +125,10 @@ type Created struct {
 }
 
 // CreateData stores a metadata tree. The blobs in seal, created by this
-// session, are sealed first. Members are nested objects with an "id" and must
-// exist.
+// session, are sealed first. Members are nested trees: one with an "id" links
+// an existing object; one without an "id" (but with a "typename") is a new
+// object, created in the same call. Either the whole tree is stored or, on
+// error, nothing of it.
 func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Created, error) {
 	s := ss.s
 	s.mu.Lock()
@@ -136,11 +138,11 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 			return Created{}, err
 		}
 	}
-	o, err := s.buildObjectLocked(content)
+	objs, err := s.buildTreeLocked(content)
 	if err != nil {
 		return Created{}, err
 	}
-	s.insertLocked(o)
+	o := s.insertAllLocked(objs)
 	sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
 	return Created{ID: o.id, Signature: sig, Tree: s.appendTreeLocked(nil, o.id)}, nil
 }
@@ -158,20 +160,45 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	}
 	out := make([]Created, 0, len(contents))
 	for _, c := range contents {
-		o, err := s.buildObjectLocked(c)
+		objs, err := s.buildTreeLocked(c)
 		if err != nil {
 			return out, err
 		}
-		s.insertLocked(o)
+		o := s.insertAllLocked(objs)
 		sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
 		out = append(out, Created{ID: o.id, Signature: sig})
 	}
 	return out, nil
 }
 
-// buildObjectLocked validates a tree and makes an object of it (not yet
-// inserted).
-func (s *Store) buildObjectLocked(content json.RawMessage) (*object, error) {
+// maxTreeDepth bounds the nesting of new member trees in one create_data.
+const maxTreeDepth = 128
+
+// buildTreeLocked validates a tree and makes objects of it, not yet inserted:
+// the new members first (depth-first), the root last.
+func (s *Store) buildTreeLocked(content json.RawMessage) ([]*object, error) {
+	var objs []*object
+	if _, err := s.buildObjectLocked(content, 0, &objs); err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// insertAllLocked inserts objects built by buildTreeLocked and returns the
+// root.
+func (s *Store) insertAllLocked(objs []*object) *object {
+	for _, o := range objs {
+		s.insertLocked(o)
+	}
+	return objs[len(objs)-1]
+}
+
+// buildObjectLocked validates the tree content at nesting depth and makes an
+// object of it, appending it (after its new members) to objs.
+func (s *Store) buildObjectLocked(content json.RawMessage, depth int, objs *[]*object) (*object, error) {
+	if depth > maxTreeDepth {
+		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(content, &top); err != nil || top == nil {
 		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
@@ -195,23 +222,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage) (*object, error) {
 			o.fields[key] = raw
 			continue
 		}
-		var link struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if err := json.Unmarshal(raw, &link); err != nil || link.ID == nil {
-			return nil, protocol.Errorf(protocol.MetaTreeInvalid, "member %q has no \"id\"", key)
-		}
-		mid, err := parseTreeID(link.ID)
+		mid, err := s.memberLocked(key, raw, depth, objs)
 		if err != nil {
-			return nil, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
-		}
-		if !s.existsLocked(mid) {
-			return nil, protocol.Errorf(protocol.ObjectNotExists, "member %q (%v) does not exist", key, mid)
-		}
-		if mid.IsBlob() {
-			if b, _ := s.lookupBlobLocked(mid); !b.sealed {
-				return nil, protocol.Errorf(protocol.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
-			}
+			return nil, err
 		}
 		o.members = append(o.members, member{key: key, id: mid})
 	}
@@ -226,7 +239,44 @@ func (s *Store) buildObjectLocked(content json.RawMessage) (*object, error) {
 		o.setField("nbytes", 0)
 	}
 	o.encodeFields()
+	*objs = append(*objs, o)
 	return o, nil
+}
+
+// memberLocked resolves the member tree raw under key: the id of an existing
+// object it links, or of a new object built from it (appended to objs).
+func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, objs *[]*object) (ids.ObjectID, error) {
+	var link struct {
+		ID       json.RawMessage `json:"id"`
+		Typename json.RawMessage `json:"typename"`
+	}
+	if err := json.Unmarshal(raw, &link); err != nil {
+		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+	}
+	if link.ID == nil {
+		if link.Typename == nil {
+			return 0, protocol.Errorf(protocol.MetaTreeInvalid,
+				"member %q has neither an \"id\" (an existing object) nor a \"typename\" (a new one)", key)
+		}
+		o, err := s.buildObjectLocked(raw, depth+1, objs)
+		if err != nil {
+			return 0, err
+		}
+		return o.id, nil
+	}
+	mid, err := parseTreeID(link.ID)
+	if err != nil {
+		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+	}
+	if !s.existsLocked(mid) {
+		return 0, protocol.Errorf(protocol.ObjectNotExists, "member %q (%v) does not exist", key, mid)
+	}
+	if mid.IsBlob() {
+		if b, _ := s.lookupBlobLocked(mid); !b.sealed {
+			return 0, protocol.Errorf(protocol.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
+		}
+	}
+	return mid, nil
 }
 
 // parseTreeID reads an id written in a tree: "o…" text or a number.

@@ -166,3 +166,79 @@ func FuzzCreateData(f *testing.F) {
 		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Force: true})
 	})
 }
+
+func TestCreateNestedMembers(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	b1, b2 := blobOf(t, ss, 64), blobOf(t, ss, 64)
+	tree := fmt.Sprintf(`{"typename":"table","n":2,
+		"c0":{"typename":"col","buffer_":{"id":"%v"}},
+		"c1":{"typename":"col","inner":{"typename":"leaf","buffer_":{"id":"%v"}}}}`, b1, b2)
+	c, err := ss.CreateData(json.RawMessage(tree), []ids.ObjectID{b1, b2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		C0 struct {
+			ID     string `json:"id"`
+			Buffer struct {
+				ID string `json:"id"`
+			} `json:"buffer_"`
+		} `json:"c0"`
+		C1 struct {
+			ID    string `json:"id"`
+			Inner struct {
+				ID string `json:"id"`
+			} `json:"inner"`
+		} `json:"c1"`
+	}
+	if err := json.Unmarshal(c.Tree, &got); err != nil {
+		t.Fatalf("%v: %s", err, c.Tree)
+	}
+	for _, text := range []string{got.C0.ID, got.C1.ID, got.C1.Inner.ID} {
+		id, err := ids.Parse(text)
+		if err != nil || !s.Exists(id) || id.IsBlob() {
+			t.Fatalf("nested member %q was not created: %s", text, c.Tree)
+		}
+	}
+	if got.C0.Buffer.ID != b1.String() {
+		t.Fatalf("blob link lost: %s", c.Tree)
+	}
+	// The new members are used by the root: a deep delete of the root
+	// removes them, and their blobs.
+	s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Deep: true})
+	inner, _ := ids.Parse(got.C1.Inner.ID)
+	if s.Exists(c.ID) || s.Exists(inner) || s.Exists(b2) {
+		t.Fatal("deep delete left nested members")
+	}
+}
+
+func TestCreateNestedIsAllOrNothing(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	before, _ := s.List("*", false, 0)
+	for name, tree := range map[string]string{
+		"missing link":     `{"typename":"t","a":{"typename":"new"},"b":{"id":"o0000000000000123"}}`,
+		"no id, no type":   `{"typename":"t","a":{"typename":"new","x":{"value":1}}}`,
+		"nested blob type": `{"typename":"t","a":{"typename":"vineyard::Blob"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ss.CreateData(json.RawMessage(tree), nil); err == nil {
+				t.Fatal("invalid nested tree accepted")
+			}
+			after, _ := s.List("*", false, 0)
+			if string(after) != string(before) {
+				t.Fatalf("a failed create left objects: %s", after)
+			}
+		})
+	}
+	deep := `{"typename":"leaf"}`
+	for i := 0; i <= maxTreeDepth+1; i++ {
+		deep = `{"typename":"n","m":` + deep + `}`
+	}
+	if _, err := ss.CreateData(json.RawMessage(deep), nil); protocol.CodeOf(err) != protocol.MetaTreeInvalid {
+		t.Fatalf("over-deep tree: %v", err)
+	}
+}
