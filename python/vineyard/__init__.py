@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ._types import ObjectID, ObjectMeta
 from .client import Blob, BlobBuilder, Client, InstanceStatus, Object, connect
@@ -23,12 +23,12 @@ __all__ = [
 ]
 
 
-def put(value: Any, persist: bool = False, name: Optional[str] = None, **kw: Any) -> ObjectID:
+def put(value: Any, persist: bool = False, name: str | None = None, **kw: Any) -> ObjectID:
     """Puts ``value`` through a fresh connection to VINEYARD_IPC_SOCKET."""
     with connect() as client:
         return client.put(value, persist=persist, name=name, **kw)
 
 
-def get(object_id: Any = None, name: Optional[str] = None, **kw: Any) -> Any:
+def get(object_id: Any = None, name: str | None = None, **kw: Any) -> Any:
     """Gets a value through a connection to VINEYARD_IPC_SOCKET."""
     return connect().get(object_id, name=name, **kw)

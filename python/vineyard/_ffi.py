@@ -19,10 +19,11 @@ source checkout this file lives in (running from a clone with
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
-from typing import Callable, List, Optional
+from typing import Callable
 
 from . import _bindings
 from .errors import ForkError, VineyardException
@@ -33,13 +34,13 @@ LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
 
 _lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
-_pid: Optional[int] = None  # pid of the process that loaded the library
+_lib: ctypes.CDLL | None = None
+_pid: int | None = None  # pid of the process that loaded the library
 _forked = False  # set in a child forked after loading
-_fork_hooks: List[Callable[[], None]] = []
+_fork_hooks: list[Callable[[], None]] = []
 
 
-def _candidates() -> List[str]:
+def _candidates() -> list[str]:
     here = os.path.dirname(os.path.abspath(__file__))
     found = []
     env = os.environ.get(LIBRARY_ENV)
@@ -63,20 +64,20 @@ def library_path() -> str:
         if os.path.isfile(path):
             return path
     raise FileNotFoundError(
-        "vineyard: libv6d.so not found (tried %s); set %s, or build it with "
-        "'make build' / 'pip install .'" % (", ".join(tried), LIBRARY_ENV)
+        "vineyard: libv6d.so not found (tried {}); set {}, or build it with "
+        "'make build' / 'pip install .'".format(", ".join(tried), LIBRARY_ENV)
     )
 
 
 def _fork_message() -> str:
     return (
-        "vineyard: libv6d was loaded in process %d and this process (%d) is a "
+        f"vineyard: libv6d was loaded in process {_pid or -1} and this process ({os.getpid()}) is a "
         "fork() of it; the Go runtime inside libv6d does not survive fork(), "
         "so a client cannot be used (or created) here. Start worker processes "
         "with the 'spawn' or 'forkserver' multiprocessing start method "
         "(multiprocessing.get_context('spawn')), or connect only in the child "
         "without connecting in the parent before forking; pass objects "
-        "between processes by ObjectID." % (_pid or -1, os.getpid())
+        "between processes by ObjectID."
     )
 
 
@@ -121,13 +122,12 @@ def _load() -> ctypes.CDLL:
             # blocks on the daemon never stalls the other Python threads.
             handle = ctypes.CDLL(path)
         except OSError as e:
-            raise VineyardException("vineyard: cannot load %s: %s" % (path, e)) from e
+            raise VineyardException(f"vineyard: cannot load {path}: {e}") from e
         _bindings.declare(handle)
         version = handle.v6d_abi_version()
         if version != _bindings.ABI_VERSION:
             raise VineyardException(
-                "vineyard: %s implements C ABI version %d, this package needs %d"
-                % (path, version, _bindings.ABI_VERSION)
+                f"vineyard: {path} implements C ABI version {version}, this package needs {_bindings.ABI_VERSION}"
             )
         _pid = os.getpid()
         _lib = handle
@@ -145,10 +145,8 @@ def _after_fork_in_child() -> None:
         return  # nothing Go ever ran in the parent: the child may load afresh
     _forked = True
     for hook in _fork_hooks:
-        try:
+        with contextlib.suppress(Exception):  # a hook must never break fork()
             hook()
-        except Exception:  # noqa: BLE001 - a hook must never break fork()
-            pass
 
 
 if hasattr(os, "register_at_fork"):

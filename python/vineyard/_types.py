@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 
 __all__ = ["BLOB_TYPENAME", "ObjectID", "ObjectMeta"]
 
@@ -20,7 +24,7 @@ class ObjectID(int):
     'o000000000000002a'
     """
 
-    def __new__(cls, value: Union[int, str, ObjectID] = 0xFFFFFFFFFFFFFFFF) -> ObjectID:
+    def __new__(cls, value: int | str | ObjectID = 0xFFFFFFFFFFFFFFFF) -> Self:
         if isinstance(value, str):
             if not value:
                 raise ValueError("empty object id")
@@ -31,10 +35,10 @@ class ObjectID(int):
         return super().__new__(cls, value)
 
     def __repr__(self) -> str:
-        return "o%016x" % int(self)
+        return f"o{int(self):016x}"
 
     def __str__(self) -> str:
-        return 'ObjectID <"%r">' % self
+        return f'ObjectID <"{self!r}">'
 
     def __reduce__(self) -> tuple:
         return (ObjectID, (int(self),))
@@ -46,7 +50,7 @@ class ObjectID(int):
 
     @property
     def uri(self) -> str:
-        return "vineyard://%r" % self
+        return f"vineyard://{self!r}"
 
 
 class ObjectMeta:
@@ -56,10 +60,23 @@ class ObjectMeta:
     does; members are nested ObjectMeta.
     """
 
-    def __init__(self, tree: Optional[Dict[str, Any]] = None, global_: bool = False) -> None:
-        self._tree: Dict[str, Any] = dict(tree or {})
+    def __init__(self, tree: dict[str, Any] | None = None, global_: bool = False) -> None:
+        self._tree: dict[str, Any] = dict(tree or {})
+        self._seal: list[int] = []  # unsealed blobs of ours this tree references
         if global_:
             self._tree["global"] = True
+
+    @property
+    def created(self) -> bool:
+        """True once the object exists in the store (the tree has an id); a
+        tree being built has none yet."""
+        return "id" in self._tree
+
+    @property
+    def seal_ids(self) -> list[int]:
+        """Unsealed blobs of this client that the tree references as members:
+        :meth:`Client.create_metadata` seals them in the same round trip."""
+        return self._seal
 
     @property
     def id(self) -> ObjectID:
@@ -100,13 +117,21 @@ class ObjectMeta:
     def set_global(self, global_: bool = True) -> None:
         self._tree["global"] = bool(global_)
 
-    def add_member(self, key: str, value: Union[ObjectMeta, ObjectID, int]) -> None:
+    def add_member(self, key: str, value: Any) -> None:
+        """Adds a member: an existing object (ObjectID, int, a created
+        ObjectMeta, a Blob), a blob being written (a BlobBuilder: sealed when
+        this tree is created), or a tree not created yet (an ObjectMeta
+        without id: created together with this one)."""
         if key in self._tree:
             raise KeyError(f"member {key!r} exists already")
         if isinstance(value, ObjectMeta):
             self._tree[key] = value._tree
-        else:
-            self._tree[key] = {"id": repr(ObjectID(value))}
+            self._seal.extend(value._seal)
+            return
+        if getattr(value, "issealed", True) is False:  # a BlobBuilder
+            self._seal.append(int(value.id))
+        oid = getattr(value, "id", value)
+        self._tree[key] = {"id": repr(ObjectID(oid))}
 
     def member(self, key: str) -> ObjectMeta:
         value = self._tree[key]
@@ -127,6 +152,7 @@ class ObjectMeta:
     def __setitem__(self, key: str, value: Any) -> None:
         if isinstance(value, ObjectMeta):
             self._tree[key] = value._tree
+            self._seal.extend(value._seal)
         elif isinstance(value, (list, tuple, dict)):
             self._tree[key] = json.dumps(value)
         elif value is None or isinstance(value, (str, bool, int, float)):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Union, cast
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 from . import _ffi
 from ._bindings import V6DError
@@ -47,10 +51,8 @@ def _take_string(p: ctypes.c_void_p, n: ctypes.c_size_t) -> bytes:
 
 def _disconnect(handle: int) -> None:
     if _ffi.usable():
-        try:
+        with contextlib.suppress(Exception):  # best effort at teardown
             _call("v6d_disconnect", handle)
-        except Exception:  # noqa: BLE001 - best effort at teardown
-            pass
 
 
 class _Conn:
@@ -64,10 +66,8 @@ class _Conn:
 
 def _release(conn: _Conn, oid: int) -> None:
     if _ffi.usable():
-        try:
+        with contextlib.suppress(Exception):  # the connection may be gone
             _call("v6d_release", conn.handle, oid)
-        except Exception:  # noqa: BLE001 - the connection may be gone
-            pass
 
 
 class _Pin:
@@ -83,8 +83,8 @@ class _ArrayHolder:
     """Exposes a read-only region through ``__array_interface__``; it is the
     ``.base`` of every array built over shared memory and keeps its pin."""
 
-    def __init__(self, pin: Optional[_Pin], address: int, shape: Tuple[int, ...], typestr: str,
-                 strides: Optional[Tuple[int, ...]] = None, readonly: bool = True) -> None:
+    def __init__(self, pin: _Pin | None, address: int, shape: tuple[int, ...], typestr: str,
+                 strides: tuple[int, ...] | None = None, readonly: bool = True) -> None:
         self.pin = pin
         self.__array_interface__ = {
             "shape": shape,
@@ -106,7 +106,7 @@ class Blob(_blob_base()):  # type: ignore[misc]
     buffer protocol: ``memoryview(blob)``, ``bytes(blob)``); ``id``, ``size``,
     ``address`` as upstream. It keeps its blob pinned while it lives."""
 
-    def __new__(cls, oid: int, address: int, size: int, pin: Optional[_Pin]) -> "Blob":
+    def __new__(cls, oid: int, address: int, size: int, pin: _Pin | None) -> Self:
         import numpy as np
 
         if size:
@@ -114,7 +114,7 @@ class Blob(_blob_base()):  # type: ignore[misc]
         else:
             base = np.zeros(0, dtype=np.uint8)
             base.flags.writeable = False
-        self = base.view(cls)
+        self: Any = base.view(cls)
         self.id = ObjectID(oid)
         self.address = address
         return self
@@ -154,10 +154,10 @@ class Object:
     def signature(self) -> int:
         return self.meta.signature
 
-    def member(self, name: str) -> "Object":
+    def member(self, name: str) -> Object:
         return Object(self.meta.member(name))
 
-    def __getitem__(self, name: str) -> "Object":
+    def __getitem__(self, name: str) -> Object:
         return self.member(name)
 
     def __repr__(self) -> str:
@@ -167,7 +167,7 @@ class Object:
 class BlobBuilder:
     """An unsealed blob this client created: a writable buffer until sealed."""
 
-    def __init__(self, client: "Client", oid: int, address: int, size: int) -> None:
+    def __init__(self, client: Client, oid: int, address: int, size: int) -> None:
         self._client = client
         self.id = ObjectID(oid)
         self.address = address
@@ -200,17 +200,17 @@ class BlobBuilder:
             raise ValueError(f"copy of {src.nbytes} bytes at {offset} exceeds blob of {self.size}")
         self._array[offset:offset + src.nbytes] = src
 
-    def seal(self, client: Optional[Client] = None) -> ObjectID:
+    def seal(self, client: Client | None = None) -> ObjectID:
         """Seals the blob; it becomes immutable and readable by others."""
         _call("v6d_seal", self._client._handle(), int(self.id))
         self.issealed = True
         return self.id
 
-    def abort(self, client: Optional[Client] = None) -> None:
+    def abort(self, client: Client | None = None) -> None:
         """Drops the unsealed blob and frees its memory."""
         _call("v6d_abort", self._client._handle(), int(self.id))
 
-    def shrink(self, client: Optional[Client], size: int) -> None:
+    def shrink(self, client: Client | None, size: int) -> None:
         """Shrinks the unsealed blob to ``size`` bytes."""
         _call("v6d_shrink", self._client._handle(), int(self.id), int(size))
         self.size = size
@@ -222,7 +222,7 @@ class BlobBuilder:
 class InstanceStatus:
     """The daemon's status (memory usage and limit, connections)."""
 
-    def __init__(self, fields: Dict[str, Any]) -> None:
+    def __init__(self, fields: dict[str, Any]) -> None:
         self.instance_id = int(fields.get("instance_id", 0))
         self.deployment = str(fields.get("deployment", ""))
         self.memory_usage = int(fields.get("memory_usage", 0))
@@ -241,7 +241,7 @@ class Client:
     Use :func:`vineyard.connect` to make one.
     """
 
-    def __init__(self, socket: Optional[str] = None) -> None:
+    def __init__(self, socket: str | None = None) -> None:
         path = socket or os.environ.get("VINEYARD_IPC_SOCKET", "")
         if not path:
             raise ConnectionError("vineyard: no socket given and VINEYARD_IPC_SOCKET is not set")
@@ -252,7 +252,7 @@ class Client:
             if isinstance(e, ConnectionError):
                 raise
             raise ConnectionError(f"vineyard: cannot connect to {path}: {e}") from e
-        self._conn: Optional[_Conn] = _Conn(out.value)
+        self._conn: _Conn | None = _Conn(out.value)
         self.ipc_socket = path
         iid = ctypes.c_uint64()
         _call("v6d_instance_id", out.value, ctypes.byref(iid))
@@ -277,7 +277,7 @@ class Client:
         released when the last of them is gone. Idempotent."""
         self._conn = None
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -294,7 +294,7 @@ class Client:
 
     # -- blobs ------------------------------------------------------------
 
-    def create_blob(self, size: Union[int, Sequence[int]]) -> Any:
+    def create_blob(self, size: int | Sequence[int]) -> Any:
         """Creates unsealed blob(s): a BlobBuilder, or a list for a list of sizes."""
         if not isinstance(size, int):
             sizes = list(size)
@@ -318,7 +318,7 @@ class Client:
     def get_blob(self, object_id: IdLike, unsafe: bool = False) -> Blob:
         return self.get_blobs([object_id], unsafe)[0]
 
-    def get_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> List[Blob]:
+    def get_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> list[Blob]:
         idl = [_id(i) for i in object_ids]
         n = len(idl)
         c_ids = (ctypes.c_uint64 * n)(*idl)
@@ -330,7 +330,7 @@ class Client:
         return [Blob(idl[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, c_sizes[i], _Pin(conn, idl[i]))
                 for i in range(n)]
 
-    def _blob_pointer(self, blob_id: int) -> Tuple[int, int]:
+    def _blob_pointer(self, blob_id: int) -> tuple[int, int]:
         ptr = ctypes.POINTER(ctypes.c_uint8)()
         size = ctypes.c_uint64()
         _call("v6d_blob_pointer", self._handle(), blob_id, ctypes.byref(ptr), ctypes.byref(size), None)
@@ -339,15 +339,19 @@ class Client:
     # -- metadata ---------------------------------------------------------
 
     def create_metadata(self, meta: ObjectMeta, seal: Sequence[int] = ()) -> ObjectMeta:
-        """Creates an object from ``meta``; blobs in ``seal`` are sealed in the
-        same round trip. Returns the stored metadata (with id)."""
+        """Creates an object from ``meta``, and every member tree in it that
+        has no id yet, in one round trip; the unsealed blobs it references
+        (``meta.seal_ids``) and those in ``seal`` are sealed first. Returns the
+        stored metadata (with ids)."""
         body = meta.to_json().encode()
-        n = len(seal)
-        c_seal = (ctypes.c_uint64 * n)(*[int(s) for s in seal]) if n else None
+        to_seal = [*meta.seal_ids, *seal]
+        n = len(to_seal)
+        c_seal = (ctypes.c_uint64 * n)(*[int(s) for s in to_seal]) if n else None
         oid = ctypes.c_uint64()
         p, ln = ctypes.c_void_p(), ctypes.c_size_t()
         _call("v6d_create_metadata", self._handle(), body, len(body), c_seal, n, ctypes.byref(oid),
               ctypes.byref(p), ctypes.byref(ln))
+        meta.seal_ids.clear()
         return ObjectMeta(json.loads(_take_string(p, ln)))
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
@@ -355,21 +359,24 @@ class Client:
         tree = self._json_out("v6d_get_metadata", _id(object_id))
         return ObjectMeta(tree)
 
-    def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> List[ObjectMeta]:
+    def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> list[ObjectMeta]:
         return [self.get_meta(i) for i in object_ids]
 
     def list_metadatas(self, pattern: str = "*", regex: bool = False, limit: int = 5,
-                       nobuffer: bool = False) -> List[ObjectMeta]:
+                       nobuffer: bool = False) -> list[ObjectMeta]:
         content = self._json_out("v6d_list", pattern.encode(), 1 if regex else 0, limit)
         return [ObjectMeta(t) for t in (content or {}).values()]
 
-    def list_objects(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> List[ObjectID]:
+    def list_objects(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> list[ObjectID]:
         return [m.id for m in self.list_metadatas(pattern, regex, limit)]
 
-    def delete(self, object_id: Union[IdLike, Sequence[IdLike]], force: bool = False, deep: bool = True,
+    def delete(self, object_id: IdLike | Sequence[IdLike], force: bool = False, deep: bool = True,
                memory_trim: bool = False) -> None:
         """Deletes objects. Views other processes hold stay intact until released."""
-        idl = [_id(i) for i in object_id] if isinstance(object_id, (list, tuple)) else [_id(object_id)]
+        if isinstance(object_id, (list, tuple)):
+            idl = [_id(i) for i in object_id]
+        else:
+            idl = [_id(cast(IdLike, object_id))]
         flags = (1 if force else 0) | (0 if deep else 2) | (4 if memory_trim else 0)
         c_ids = (ctypes.c_uint64 * len(idl))(*idl)
         _call("v6d_delete", self._handle(), len(idl), c_ids, flags)
@@ -387,13 +394,13 @@ class Client:
         _call("v6d_if_persist", self._handle(), _id(object_id), ctypes.byref(out))
         return bool(out.value)
 
-    def shallow_copy(self, object_id: IdLike, extra_metadata: Optional[Dict[str, Any]] = None) -> ObjectID:
+    def shallow_copy(self, object_id: IdLike, extra_metadata: dict[str, Any] | None = None) -> ObjectID:
         out = ctypes.c_uint64()
         extra = json.dumps(extra_metadata).encode() if extra_metadata else None
         _call("v6d_shallow_copy", self._handle(), _id(object_id), extra, ctypes.byref(out))
         return ObjectID(out.value)
 
-    def label(self, object_id: IdLike, key: Union[str, Dict[str, str]], value: Optional[str] = None) -> None:
+    def label(self, object_id: IdLike, key: str | dict[str, str], value: str | None = None) -> None:
         labels = key if isinstance(key, dict) else {key: value}
         for k, v in labels.items():
             _call("v6d_label", self._handle(), _id(object_id), str(k).encode(), str(v).encode())
@@ -419,7 +426,7 @@ class Client:
     def drop_name(self, name: str) -> None:
         _call("v6d_drop_name", self._handle(), name.encode())
 
-    def list_names(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> Dict[str, ObjectID]:
+    def list_names(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> dict[str, ObjectID]:
         names = self._json_out("v6d_list_names", pattern.encode(), 1 if regex else 0, limit) or {}
         return {k: ObjectID(v) for k, v in names.items()}
 
@@ -430,7 +437,7 @@ class Client:
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
-    def meta(self) -> Dict[str, Any]:
+    def meta(self) -> dict[str, Any]:
         return self._json_out("v6d_cluster_meta")
 
     def clear(self) -> None:
@@ -445,14 +452,14 @@ class Client:
 
     # -- objects ----------------------------------------------------------
 
-    def _get_tree(self, object_id: int) -> Tuple[Dict[str, Any], _Pin]:
+    def _get_tree(self, object_id: int) -> tuple[dict[str, Any], _Pin]:
         """One round trip: the tree, with every blob in it pinned."""
         conn = self._conn
         tree = self._json_out("v6d_get_object", object_id, 0)
         assert conn is not None
         return tree, _Pin(conn, object_id)
 
-    def put(self, value: Any, persist: bool = False, name: Optional[str] = None, **kwargs: Any) -> ObjectID:
+    def put(self, value: Any, persist: bool = False, name: str | None = None, **kwargs: Any) -> ObjectID:
         """Stores ``value`` and returns its id (see vineyard.data for types)."""
         from . import data
 
@@ -467,7 +474,7 @@ class Client:
             warnings.warn("The object is not persisted, the name won't be associated.", UserWarning, stacklevel=2)
         return oid
 
-    def get(self, object_id: Optional[IdLike] = None, name: Optional[str] = None, **kwargs: Any) -> Any:
+    def get(self, object_id: IdLike | None = None, name: str | None = None, **kwargs: Any) -> Any:
         """Returns the value stored as ``object_id`` (or ``name``), as a
         zero-copy read-only view where the type allows."""
         from . import data
@@ -479,12 +486,12 @@ class Client:
         tree, pin = self._get_tree(_id(object_id))
         return data.resolve(self, tree, pin)
 
-    def get_object(self, object_id: IdLike) -> "Object":
+    def get_object(self, object_id: IdLike) -> Object:
         """Returns the object (its metadata) without resolving it to a value."""
         return Object(self.get_meta(object_id))
 
 
-def connect(socket: Optional[str] = None) -> Client:
+def connect(socket: str | None = None) -> Client:
     """Connects to the daemon at ``socket`` (default: env VINEYARD_IPC_SOCKET).
 
     Raises ConnectionError naming the path tried.

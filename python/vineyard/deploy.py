@@ -10,7 +10,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["daemon_path", "init", "shutdown", "start_vineyardd"]
 
@@ -18,14 +19,14 @@ def daemon_path() -> str:
     """The daemon binary: env VINEYARDD, the package's bin/vineyardd, or the
     checkout's build/vineyardd."""
     here = os.path.dirname(os.path.abspath(__file__))
-    tried: List[str] = []
+    tried: list[str] = []
     for cand in (os.environ.get("VINEYARDD"), os.path.join(here, "bin", "vineyardd"),
                  os.path.join(os.path.dirname(os.path.dirname(here)), "build", "vineyardd")):
         if cand:
             tried.append(cand)
             if os.access(cand, os.X_OK):
                 return cand
-    raise FileNotFoundError("vineyard: vineyardd not found (tried %s)" % ", ".join(tried))
+    raise FileNotFoundError("vineyard: vineyardd not found (tried {})".format(", ".join(tried)))
 
 
 def _wait(path: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -52,7 +53,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def start_vineyardd(size: str = "1Gi", socket: Optional[str] = None) -> Iterator[str]:
+def start_vineyardd(size: str = "1Gi", socket: str | None = None) -> Iterator[str]:
     """Runs a daemon until the block ends and yields its socket path (a fresh
     temp directory under /tmp when ``socket`` is None), as upstream's
     ``vineyard.deploy.local.start_vineyardd`` does."""
@@ -70,10 +71,10 @@ def start_vineyardd(size: str = "1Gi", socket: Optional[str] = None) -> Iterator
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-_running: Optional[contextlib.ExitStack] = None
+_running: contextlib.ExitStack | None = None
 
 
-def init(size: str = "1Gi", socket: Optional[str] = None, **kw: Any) -> Any:
+def init(size: str = "1Gi", socket: str | None = None, **kw: Any) -> Any:
     """Starts a private daemon for this process (stopped at exit) and returns
     a client connected to it; sets VINEYARD_IPC_SOCKET."""
     global _running

@@ -18,7 +18,7 @@ True
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional, Type, TypeVar
+from typing import TypeVar
 
 __all__ = [
     "AlreadyStoppedException",
@@ -119,7 +119,7 @@ class VineyardException(RuntimeError):
 
     code: int = Status.UNKNOWN_ERROR
 
-    def __init__(self, message: str = "", code: Optional[int] = None) -> None:
+    def __init__(self, message: str = "", code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -134,10 +134,10 @@ class VineyardException(RuntimeError):
 
 _E = TypeVar("_E", bound="VineyardException")
 
-_BY_CODE: Dict[int, Type[VineyardException]] = {}
+_BY_CODE: dict[int, type[VineyardException]] = {}
 
 
-def _register(cls: Type[_E]) -> Type[_E]:
+def _register(cls: type[_E]) -> type[_E]:
     _BY_CODE[int(cls.code)] = cls
     return cls
 

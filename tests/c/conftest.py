@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from vineyard.deploy import start_vineyardd
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(prog: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(prog), *args], capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run([str(prog), *args], capture_output=True, text=True, timeout=60, **kw, check=False)
 
 
 def usage(prog: Path, sock: str) -> int:

@@ -1,0 +1,110 @@
+"""Builders (put) and resolvers (get) per type, and their registry.
+
+A builder ``fn(client, value, **kw)`` stores ``value`` and returns either the
+:class:`~vineyard.ObjectID` of an object it created, or an
+:class:`~vineyard.ObjectMeta` not created yet: :func:`build` creates that one
+(with every blob it references sealed in the same round trip), and a builder of
+a composite value embeds it as a member with :func:`build_meta`, so that a
+whole tree is created at once. Builders are picked by the first registered
+type in ``type(value).__mro__``; a type may be registered by its class or by
+its qualified name (``"pandas.core.frame.DataFrame"``), so that registering
+never imports the library that defines it.
+
+A resolver ``fn(client, tree, pin)`` turns a metadata tree (a dict, whose
+blobs the client holds while ``pin`` lives) into a value; the longest
+registered typename prefix wins.
+
+Register your own with :func:`register_builder` / :func:`register_resolver`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Union
+
+from .._types import ObjectID, ObjectMeta
+
+__all__ = ["build", "build_meta", "register_builder", "register_protocol_builder", "register_resolver", "resolve"]
+
+Builder = Callable[..., Union[ObjectID, ObjectMeta]]
+Resolver = Callable[[Any, dict[str, Any], Any], Any]
+
+_builders: dict[type | str, Builder] = {}
+_protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
+_resolvers: dict[str, Resolver] = {}
+_by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
+
+
+def register_builder(pytype: type | str, fn: Builder) -> None:
+    """Registers ``fn`` to put values of ``pytype`` (a class, or its
+    ``"module.QualName"``) and of its subclasses."""
+    _builders[pytype] = fn
+    _by_type.clear()
+
+
+def register_protocol_builder(accepts: Callable[[Any], bool], fn: Builder) -> None:
+    """Registers ``fn`` for values no type builder takes but ``accepts(value)``
+    does (e.g. objects exposing ``__arrow_c_stream__``); tried in order of
+    registration, before the pickle fallback."""
+    _protocol_builders.append((accepts, fn))
+    _by_type.clear()
+
+
+def register_resolver(typename_prefix: str, fn: Resolver) -> None:
+    """Registers ``fn`` to get objects whose typename starts with the prefix."""
+    _resolvers[typename_prefix] = fn
+
+
+def _builder_for(value: Any) -> Builder:
+    klass = type(value)
+    fn = _by_type.get(klass)
+    if fn is not None:
+        return fn
+    for k in klass.__mro__:
+        fn = _builders.get(k) or _builders.get(f"{k.__module__}.{k.__qualname__}")
+        if fn is None or k is object:
+            continue
+        _by_type[klass] = fn
+        return fn
+    for accepts, fn in _protocol_builders:
+        if accepts(value):
+            return fn  # not cached: the protocol is a property of the value
+    from .base import build_pickle
+
+    return _builders.get(object, build_pickle)
+
+
+def build_meta(client: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    """Runs the builder of ``value``: an ObjectID, or an ObjectMeta to embed
+    as a member (created together with its parent)."""
+    return _builder_for(value)(client, value, **kw)
+
+
+def build(client: Any, value: Any, **kw: Any) -> ObjectID:
+    """Stores ``value`` and returns its id."""
+    out = build_meta(client, value, **kw)
+    if isinstance(out, ObjectMeta):
+        return out.id if out.created else client.create_metadata(out).id
+    return ObjectID(out)
+
+
+def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """Turns a tree into a value with the resolver of its typename, or returns
+    its ObjectMeta when no resolver matches."""
+    typename = str(tree.get("typename", ""))
+    best = ""
+    for prefix in _resolvers:
+        if typename.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    if not best:
+        return ObjectMeta(tree)
+    return _resolvers[best](client, tree, pin)
+
+
+def _register_builtins() -> None:
+    from . import base, tensor
+
+    base.register()
+    tensor.register()
+
+
+_register_builtins()

@@ -1,0 +1,105 @@
+"""Builders and resolvers of Python's own values: bytes (a blob), scalars,
+lists and tuples (``vineyard::Sequence``), and anything else through pickle
+protocol 5 with each out-of-band buffer in a blob of its own."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from .._types import BLOB_TYPENAME, ObjectID, ObjectMeta
+
+__all__ = ["build_pickle", "register", "resolve_blob"]
+
+
+def build_bytes(client: Any, value: Any, **kw: Any) -> ObjectID:
+    view = memoryview(value).cast("B")
+    builder = client.create_blob(view.nbytes)
+    if view.nbytes:
+        builder.copy(0, view)
+    return builder.seal(client)
+
+
+def resolve_blob(client: Any, tree: dict[str, Any], pin: Any) -> memoryview:
+    """A read-only memoryview of a blob member the client holds."""
+    from ..client import Blob
+
+    bid = int(ObjectID(tree["id"]))
+    address, size = client._blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
+    return memoryview(Blob(bid, address, size, pin))
+
+
+_SCALARS = {bool: ("bool", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
+
+
+def build_scalar(client: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    kind = _SCALARS.get(type(value)) or next(_SCALARS[t] for t in _SCALARS if isinstance(value, t))
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        return build_pickle(client, value)
+    return ObjectMeta({"typename": f"vineyard::Scalar<{kind[0]}>", "value_": value, "type_": kind[1]})
+
+
+def resolve_scalar(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    value = tree["value_"]
+    convert: Any = {"bool": bool, "int": int, "float": float, "str": str}.get(str(tree.get("type_")))
+    return convert(value) if convert else value
+
+
+def build_sequence(client: Any, value: Any, **kw: Any) -> ObjectMeta:
+    from . import build_meta
+
+    meta = ObjectMeta({"typename": "vineyard::Sequence", "size_": len(value),
+                       "__elements_-size": len(value), "is_list_": isinstance(value, list)})
+    for i, item in enumerate(value):
+        meta.add_member(f"__elements_-{i}", build_meta(client, item))
+    return meta
+
+
+def resolve_sequence(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    from . import resolve
+
+    items = [resolve(client, tree[f"__elements_-{i}"], pin) for i in range(int(tree["__elements_-size"]))]
+    return items if tree.get("is_list_") else tuple(items)
+
+
+def build_pickle(client: Any, value: Any, **kw: Any) -> ObjectMeta:
+    """Pickles ``value`` with protocol 5: the stream in one blob, each
+    out-of-band buffer (NumPy arrays, ...) in a blob of its own."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    blobs = client.create_blob([len(data)] + [r.nbytes for r in raws])
+    if data:
+        blobs[0].copy(0, data)
+    for blob, raw in zip(blobs[1:], raws):
+        if raw.nbytes:
+            blob.copy(0, raw)
+    meta = ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data), "__buffers_-size": len(raws)})
+    meta.nbytes = len(data) + sum(r.nbytes for r in raws)
+    meta.add_member("buffer_", blobs[0])
+    for i, blob in enumerate(blobs[1:]):
+        meta.add_member(f"__buffers_-{i}", blob)
+    return meta
+
+
+def resolve_pickle(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    data = resolve_blob(client, tree["buffer_"], pin)
+    buffers = [resolve_blob(client, tree[f"__buffers_-{i}"], pin)
+               for i in range(int(tree.get("__buffers_-size", 0)))]
+    return pickle.loads(data, buffers=buffers)
+
+
+def register() -> None:
+    from . import register_builder, register_resolver
+
+    for buffer_type in (bytes, bytearray, memoryview):
+        register_builder(buffer_type, build_bytes)
+    for scalar_type in (bool, int, float, str):
+        register_builder(scalar_type, build_scalar)
+    register_builder(list, build_sequence)
+    register_builder(tuple, build_sequence)
+    register_builder(object, build_pickle)
+    register_resolver(BLOB_TYPENAME, resolve_blob)
+    register_resolver("vineyard::Scalar", resolve_scalar)
+    register_resolver("vineyard::Sequence", resolve_sequence)
+    register_resolver("vineyard::PickleBuffer", resolve_pickle)

@@ -1,0 +1,70 @@
+"""NumPy arrays as ``vineyard::Tensor<T>``: one blob, read-only zero-copy views
+on get (C or Fortran order kept)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from typing import Any
+
+from .._types import ObjectID, ObjectMeta
+
+__all__ = ["build_numpy", "register", "resolve_numpy"]
+
+_CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
+              "float32": "float", "float64": "double"}
+
+
+def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    import numpy as np
+
+    from .base import build_pickle
+
+    if arr.dtype.hasobject:
+        return build_pickle(client, arr)
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        arr = np.ascontiguousarray(arr)
+    order = "C" if arr.flags.c_contiguous else "F"
+    builder = client.create_blob(arr.nbytes)
+    if arr.nbytes:
+        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
+    meta = ObjectMeta({"typename": f"vineyard::Tensor<{_CPP_TYPES.get(arr.dtype.name, arr.dtype.name)}>"})
+    meta["shape_"] = list(arr.shape)
+    meta["partition_index_"] = []
+    meta["order_"] = order
+    meta["value_type_"] = arr.dtype.name
+    meta["value_type_meta_"] = arr.dtype.str
+    meta.nbytes = arr.nbytes
+    meta.add_member("buffer_", builder)
+    return meta
+
+
+def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    import numpy as np
+
+    from ..client import _ArrayHolder
+
+    dtype = np.dtype(tree["value_type_meta_"])
+    shape = tuple(json.loads(tree["shape_"]))
+    order: Any = "F" if str(tree.get("order_", "C")).strip('"') == "F" else "C"
+    blob = tree["buffer_"]
+    if int(blob.get("length", 0)) == 0:
+        out = np.zeros(shape, dtype=dtype, order=order)
+        out.flags.writeable = False
+        return out
+    address, _size = client._blob_pointer(int(ObjectID(blob["id"])))
+    strides = None
+    if order == "F" and len(shape) > 1:
+        steps, step = [], dtype.itemsize
+        for dim in shape:
+            steps.append(step)
+            step *= dim
+        strides = tuple(steps)
+    return np.asarray(_ArrayHolder(pin, address, shape, dtype.str, strides))
+
+
+def register() -> None:
+    from . import register_builder, register_resolver
+
+    register_builder("numpy.ndarray", build_numpy)
+    register_resolver("vineyard::Tensor", resolve_numpy)
