@@ -37,8 +37,10 @@
 extern "C" {
 #endif
 
-/** The version of this ABI; v6d_abi_version() returns the library's. */
-#define V6D_ABI_VERSION 1
+/** The version of this ABI; v6d_abi_version() returns the library's. Each
+ *  version only adds functions to the one before; `\since N` on a function
+ *  names the version that added it. */
+#define V6D_ABI_VERSION 2
 
 /** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
  *  above are this library's own (they never appear on the wire). */

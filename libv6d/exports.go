@@ -22,7 +22,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
 
-const abiVersion = 1
+const abiVersion = 2
 
 // with runs fn on the client of handle h, with panic and poison guards.
 func with(h C.uint64_t, err *C.v6d_error, fn func(c *client.Client) error) (st C.int32_t) {

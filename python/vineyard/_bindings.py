@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class V6DError(ctypes.Structure):
