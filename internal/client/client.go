@@ -52,9 +52,11 @@ type Client struct {
 	closed  bool
 	lost    error // set once the connection broke
 
-	state   sync.Mutex // guards blobs and objects
+	state   sync.Mutex // guards blobs, objects and the lease fields
 	blobs   map[ids.ObjectID]*blob
 	objects map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+	leases  int                               // live leases (retain.go)
+	pending bool                              // Close came while leases were live
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
@@ -135,6 +137,10 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // while another Client of the process maps the same arena. Close is
 // idempotent. In a forked child it does nothing and returns ErrForked: the
 // connection is the parent's.
+//
+// While leases taken by Retain are live, Close closes the client for every
+// new call at once but defers the rest to the release of the last lease, so
+// that memory a lease points into stays mapped and pinned (see retain.go).
 func (c *Client) Close() error {
 	if os.Getpid() != c.pid {
 		return ErrForked
@@ -146,6 +152,18 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.isClosed.Store(true)
+	c.state.Lock()
+	if c.leases > 0 {
+		c.pending = true
+		c.state.Unlock()
+		return nil
+	}
+	c.state.Unlock()
+	return c.shutdownLocked()
+}
+
+// shutdownLocked does the work of Close. c.mu must be held.
+func (c *Client) shutdownLocked() error {
 	if c.lost == nil {
 		if frame, err := c.encode(&protocol.ExitRequest{}); err == nil {
 			_, _ = c.conn.Write(frame)
@@ -190,6 +208,16 @@ func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
 func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
 	if err := c.usableLocked(); err != nil {
 		return err
+	}
+	return c.exchangeLocked(req, reply)
+}
+
+// exchangeLocked is callLocked without the check that the client is open:
+// the release of a lease still talks to the daemon after Close. c.mu must be
+// held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply) error {
+	if c.lost != nil {
+		return c.lost
 	}
 	frame, err := c.encode(req)
 	if err != nil {
