@@ -5,7 +5,10 @@ package main
 /*
 #include <stdint.h>
 #include <stdlib.h>
+#ifndef V6D_ERROR_TYPEDEF
+#define V6D_ERROR_TYPEDEF // every preamble with an //export lands in _cgo_export.h
 typedef struct v6d_error { int32_t code; char *message; } v6d_error;
+#endif
 static const char v6d_version_string[] = "0.1.0";
 static const char *v6d_version_ptr(void) { return v6d_version_string; }
 */

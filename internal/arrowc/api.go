@@ -58,7 +58,7 @@ func PutArray(c *client.Client, array, schema unsafe.Pointer, flags uint32, extr
 	case a.release == nil:
 		return 0, errorf(ErrInvalidArgument, "ArrowArray is released")
 	}
-	defer C.v6d_arrowc_release_array(a)
+	defer C.arrowc_release_array(a)
 	body, err := extraFields(extra)
 	if err != nil {
 		return 0, err
@@ -104,7 +104,7 @@ func PutStream(c *client.Client, stream unsafe.Pointer, flags uint32, extra []by
 	case s.release == nil:
 		return 0, errorf(ErrInvalidArgument, "ArrowArrayStream is released")
 	}
-	defer C.v6d_arrowc_stream_release(s)
+	defer C.arrowc_stream_release(s)
 	body, err := extraFields(extra)
 	if err != nil {
 		return 0, err
@@ -152,10 +152,10 @@ func PutStream(c *client.Client, stream unsafe.Pointer, flags uint32, extra []by
 func streamSchema(s *C.struct_ArrowArrayStream) (*field, error) {
 	sc := (*C.struct_ArrowSchema)(C.calloc(1, C.sizeof_struct_ArrowSchema))
 	defer C.free(unsafe.Pointer(sc))
-	if rc := C.v6d_arrowc_stream_get_schema(s, sc); rc != 0 {
+	if rc := C.arrowc_stream_get_schema(s, sc); rc != 0 {
 		return nil, streamError(s, "get_schema", rc)
 	}
-	defer C.v6d_arrowc_release_foreign_schema(sc)
+	defer C.arrowc_release_foreign_schema(sc)
 	f, err := readSchema(sc, 0)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func drain(s *C.struct_ArrowArrayStream, f *field) ([]arrow.Array, error) {
 	defer C.free(unsafe.Pointer(a))
 	var out []arrow.Array
 	for {
-		if rc := C.v6d_arrowc_stream_get_next(s, a); rc != 0 {
+		if rc := C.arrowc_stream_get_next(s, a); rc != 0 {
 			return out, streamError(s, "get_next", rc)
 		}
 		if a.release == nil {
@@ -188,7 +188,7 @@ func drain(s *C.struct_ArrowArrayStream, f *field) ([]arrow.Array, error) {
 
 func streamError(s *C.struct_ArrowArrayStream, call string, rc C.int) error {
 	msg := "no message"
-	if p := C.v6d_arrowc_stream_last_error(s); p != nil {
+	if p := C.arrowc_stream_last_error(s); p != nil {
 		msg = C.GoString(p)
 	}
 	return errorf(ErrArrow, "the stream's %s failed (errno %d): %s", call, int(rc), msg)
@@ -306,3 +306,11 @@ func checkOut(out, outSchema unsafe.Pointer, wantSchema bool) error {
 	}
 	return nil
 }
+
+// ReleaseArray calls the release callback of the ArrowArray at p, if it is
+// not NULL and not released: how a put consumes its input on every path.
+func ReleaseArray(p unsafe.Pointer) { C.arrowc_release_array((*C.struct_ArrowArray)(p)) }
+
+// ReleaseStream calls the release callback of the ArrowArrayStream at p, if
+// it is not NULL and not released.
+func ReleaseStream(p unsafe.Pointer) { C.arrowc_stream_release((*C.struct_ArrowArrayStream)(p)) }

@@ -19,11 +19,11 @@ static const char forked_error[] =
     "libv6d: Arrow stream used in a child forked after it was made; the Go "
     "runtime does not survive fork()";
 
-__attribute__((constructor)) static void v6d_arrowc_init(void) { owner = getpid(); }
+__attribute__((constructor)) static void arrowc_init(void) { owner = getpid(); }
 
 static int forked(void) { return getpid() != owner; }
 
-int64_t v6d_arrowc_live(void) { return __atomic_load_n(&live, __ATOMIC_SEQ_CST); }
+int64_t arrowc_live(void) { return __atomic_load_n(&live, __ATOMIC_SEQ_CST); }
 
 static void count(int64_t d) { __atomic_add_fetch(&live, d, __ATOMIC_SEQ_CST); }
 
@@ -46,7 +46,7 @@ static void release_top(struct ArrowArray *a) {
   count(-1);
 }
 
-void v6d_arrowc_wrap_array(struct ArrowArray *a, int top) {
+void arrowc_wrap_array(struct ArrowArray *a, int top) {
   if (a == NULL || a->release == NULL) return;
   if (a->release != release_top && a->release != release_child) {
     /* Every array arrow-go exports has the same release function. */
@@ -54,8 +54,8 @@ void v6d_arrowc_wrap_array(struct ArrowArray *a, int top) {
   }
   a->release = top ? release_top : release_child;
   if (top) count(1);
-  for (int64_t i = 0; i < a->n_children; i++) v6d_arrowc_wrap_array(a->children[i], 0);
-  if (a->dictionary != NULL) v6d_arrowc_wrap_array(a->dictionary, 0);
+  for (int64_t i = 0; i < a->n_children; i++) arrowc_wrap_array(a->children[i], 0);
+  if (a->dictionary != NULL) arrowc_wrap_array(a->dictionary, 0);
 }
 
 static void free_schema(struct ArrowSchema *s) {
@@ -75,7 +75,7 @@ static void free_schema(struct ArrowSchema *s) {
   s->release = NULL;
 }
 
-void v6d_arrowc_release_schema(struct ArrowSchema *s) {
+void arrowc_release_schema(struct ArrowSchema *s) {
   if (s->release == NULL) return;
   free_schema(s);
 }
@@ -86,15 +86,15 @@ static void release_schema_top(struct ArrowSchema *s) {
   count(-1);
 }
 
-void v6d_arrowc_count_schema(struct ArrowSchema *s) {
+void arrowc_count_schema(struct ArrowSchema *s) {
   s->release = release_schema_top;
   count(1);
 }
 
 /* ---- streams we export ---------------------------------------------------- */
 
-static struct v6d_arrowc_stream *priv(struct ArrowArrayStream *s) {
-  return (struct v6d_arrowc_stream *)s->private_data;
+static struct arrowc_stream *priv(struct ArrowArrayStream *s) {
+  return (struct arrowc_stream *)s->private_data;
 }
 
 static int stream_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out) {
@@ -131,8 +131,8 @@ static void stream_release(struct ArrowArrayStream *s) {
   count(-1);
 }
 
-void v6d_arrowc_init_stream(struct ArrowArrayStream *s, uintptr_t handle) {
-  struct v6d_arrowc_stream *p = calloc(1, sizeof *p);
+void arrowc_init_stream(struct ArrowArrayStream *s, uintptr_t handle) {
+  struct arrowc_stream *p = calloc(1, sizeof *p);
   p->handle = handle;
   s->get_schema = stream_get_schema;
   s->get_next = stream_get_next;
@@ -142,8 +142,8 @@ void v6d_arrowc_init_stream(struct ArrowArrayStream *s, uintptr_t handle) {
   count(1);
 }
 
-void v6d_arrowc_set_stream_error(struct ArrowArrayStream *s, const char *msg, size_t n) {
-  struct v6d_arrowc_stream *p = priv(s);
+void arrowc_set_stream_error(struct ArrowArrayStream *s, const char *msg, size_t n) {
+  struct arrowc_stream *p = priv(s);
   char *e = malloc(n + 1);
   if (e == NULL) return;
   memcpy(e, msg, n);
@@ -154,30 +154,30 @@ void v6d_arrowc_set_stream_error(struct ArrowArrayStream *s, const char *msg, si
 
 /* ---- foreign structs ------------------------------------------------------ */
 
-void v6d_arrowc_release_array(struct ArrowArray *a) {
+void arrowc_release_array(struct ArrowArray *a) {
   if (a != NULL && a->release != NULL) a->release(a);
 }
 
-void v6d_arrowc_release_foreign_schema(struct ArrowSchema *s) {
+void arrowc_release_foreign_schema(struct ArrowSchema *s) {
   if (s != NULL && s->release != NULL) s->release(s);
 }
 
-int v6d_arrowc_stream_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out) {
+int arrowc_stream_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out) {
   memset(out, 0, sizeof *out);
   if (s->get_schema == NULL) return EINVAL;
   return s->get_schema(s, out);
 }
 
-int v6d_arrowc_stream_get_next(struct ArrowArrayStream *s, struct ArrowArray *out) {
+int arrowc_stream_get_next(struct ArrowArrayStream *s, struct ArrowArray *out) {
   memset(out, 0, sizeof *out);
   if (s->get_next == NULL) return EINVAL;
   return s->get_next(s, out);
 }
 
-const char *v6d_arrowc_stream_last_error(struct ArrowArrayStream *s) {
+const char *arrowc_stream_last_error(struct ArrowArrayStream *s) {
   return s->get_last_error != NULL ? s->get_last_error(s) : NULL;
 }
 
-void v6d_arrowc_stream_release(struct ArrowArrayStream *s) {
+void arrowc_stream_release(struct ArrowArrayStream *s) {
   if (s != NULL && s->release != NULL) s->release(s);
 }

@@ -3,8 +3,8 @@
  * arrowc: release wrappers that count live exports and never enter Go in a
  * forked child, the schema exporter's release, and the stream trampolines.
  */
-#ifndef V6D_ARROWC_CABI_H_
-#define V6D_ARROWC_CABI_H_
+#ifndef ARROWC_CABI_H_
+#define ARROWC_CABI_H_
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,30 +57,30 @@ struct ArrowArrayStream {
 #endif /* ARROW_C_STREAM_INTERFACE */
 
 /* Live exported structs (top-level arrays, schemas, streams). */
-int64_t v6d_arrowc_live(void);
+int64_t arrowc_live(void);
 
 /* Wraps the release callbacks of an array arrow-go exported, recursively:
  * the top one counts as a live export. */
-void v6d_arrowc_wrap_array(struct ArrowArray *a, int top);
+void arrowc_wrap_array(struct ArrowArray *a, int top);
 
 /* The release callback of schemas this package exports (all C memory). */
-void v6d_arrowc_release_schema(struct ArrowSchema *s);
-void v6d_arrowc_count_schema(struct ArrowSchema *s);
+void arrowc_release_schema(struct ArrowSchema *s);
+void arrowc_count_schema(struct ArrowSchema *s);
 
-/* Streams this package exports: private_data is a struct v6d_arrowc_stream. */
-struct v6d_arrowc_stream {
+/* Streams this package exports: private_data is a struct arrowc_stream. */
+struct arrowc_stream {
   uintptr_t handle; /* cgo.Handle of the Go stream */
   char *error;      /* last error, malloc'ed */
 };
-void v6d_arrowc_init_stream(struct ArrowArrayStream *s, uintptr_t handle);
-void v6d_arrowc_set_stream_error(struct ArrowArrayStream *s, const char *msg, size_t n);
+void arrowc_init_stream(struct ArrowArrayStream *s, uintptr_t handle);
+void arrowc_set_stream_error(struct ArrowArrayStream *s, const char *msg, size_t n);
 
 /* Calls into foreign structs (function pointers cannot be called from Go). */
-void v6d_arrowc_release_array(struct ArrowArray *a);
-void v6d_arrowc_release_foreign_schema(struct ArrowSchema *s);
-int v6d_arrowc_stream_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out);
-int v6d_arrowc_stream_get_next(struct ArrowArrayStream *s, struct ArrowArray *out);
-const char *v6d_arrowc_stream_last_error(struct ArrowArrayStream *s);
-void v6d_arrowc_stream_release(struct ArrowArrayStream *s);
+void arrowc_release_array(struct ArrowArray *a);
+void arrowc_release_foreign_schema(struct ArrowSchema *s);
+int arrowc_stream_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out);
+int arrowc_stream_get_next(struct ArrowArrayStream *s, struct ArrowArray *out);
+const char *arrowc_stream_last_error(struct ArrowArrayStream *s);
+void arrowc_stream_release(struct ArrowArrayStream *s);
 
-#endif /* V6D_ARROWC_CABI_H_ */
+#endif /* ARROWC_CABI_H_ */

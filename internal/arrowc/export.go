@@ -20,7 +20,7 @@ import (
 
 // LiveExports returns the number of exported Arrow structs (top-level
 // arrays, schemas and streams) whose release callback has not run yet.
-func LiveExports() int64 { return int64(C.v6d_arrowc_live()) }
+func LiveExports() int64 { return int64(C.arrowc_live()) }
 
 // exportArray exports arr, built from n, into the ArrowArray at out
 // (released or zeroed), and makes its release callbacks count and fork-safe.
@@ -28,10 +28,11 @@ func exportArray(arr arrow.Array, n *node, out unsafe.Pointer) {
 	a := (*C.struct_ArrowArray)(out)
 	cdata.ExportArrowArray(arr, (*cdata.CArrowArray)(out), nil)
 	fixChildren(n, a)
-	C.v6d_arrowc_wrap_array(a, 1)
+	C.arrowc_wrap_array(a, 1)
 }
 
-// fixChildren restores the offsets and lengths of the children of struct and
+// fixChildren restores the shape (offset, length, null count) of the
+// children of struct and
 // sparse union arrays: arrow-go exports them pre-sliced by the parent's
 // offset and also exports the parent's offset, which a consumer applies
 // again (the C data interface applies a parent's offset to its children).
@@ -45,6 +46,7 @@ func fixChildren(n *node, a *C.struct_ArrowArray) {
 		case arrow.STRUCT, arrow.SPARSE_UNION:
 			k.offset = C.int64_t(n.children[i].offset)
 			k.length = C.int64_t(n.children[i].length)
+			k.null_count = C.int64_t(n.children[i].nulls)
 		}
 		fixChildren(n.children[i], k)
 	}
@@ -59,7 +61,7 @@ func fixChildren(n *node, a *C.struct_ArrowArray) {
 func exportSchema(f *field, out unsafe.Pointer) {
 	s := (*C.struct_ArrowSchema)(out)
 	fillSchema(f, s)
-	C.v6d_arrowc_count_schema(s)
+	C.arrowc_count_schema(s)
 }
 
 func fillSchema(f *field, out *C.struct_ArrowSchema) {
@@ -81,7 +83,7 @@ func fillSchema(f *field, out *C.struct_ArrowSchema) {
 		out.dictionary = (*C.struct_ArrowSchema)(C.calloc(1, C.sizeof_struct_ArrowSchema))
 		fillSchema(f.dict, out.dictionary)
 	}
-	out.release = (*[0]byte)(C.v6d_arrowc_release_schema)
+	out.release = (*[0]byte)(C.arrowc_release_schema)
 }
 
 // encodeMetadata returns the C data interface encoding of kvs in malloc'ed
@@ -122,11 +124,11 @@ type stream struct {
 // the construction hold of h.
 func exportStream(o *object, arrays []arrow.Array, h *holder, out *C.struct_ArrowArrayStream) {
 	s := &stream{schema: o.schema, items: o.items, arrays: arrays, h: h}
-	C.v6d_arrowc_init_stream(out, C.uintptr_t(cgo.NewHandle(s)))
+	C.arrowc_init_stream(out, C.uintptr_t(cgo.NewHandle(s)))
 }
 
 func streamOf(s *C.struct_ArrowArrayStream) *stream {
-	p := (*C.struct_v6d_arrowc_stream)(s.private_data)
+	p := (*C.struct_arrowc_stream)(s.private_data)
 	return cgo.Handle(p.handle).Value().(*stream)
 }
 
@@ -144,7 +146,7 @@ func guarded(fn func() error) (err error) {
 
 func setStreamError(s *C.struct_ArrowArrayStream, err error) C.int {
 	msg := err.Error()
-	C.v6d_arrowc_set_stream_error(s, (*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+	C.arrowc_set_stream_error(s, (*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 	return C.int(5) // EIO
 }
 
@@ -185,7 +187,7 @@ func v6dArrowStreamGetNext(s *C.struct_ArrowArrayStream, out *C.struct_ArrowArra
 //export v6dArrowStreamRelease
 func v6dArrowStreamRelease(s *C.struct_ArrowArrayStream) {
 	_ = guarded(func() error {
-		p := (*C.struct_v6d_arrowc_stream)(s.private_data)
+		p := (*C.struct_arrowc_stream)(s.private_data)
 		h := cgo.Handle(p.handle)
 		st := h.Value().(*stream)
 		h.Delete()

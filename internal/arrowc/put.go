@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/cdata"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -96,7 +97,7 @@ func readMetadata(p *C.char) ([]kv, error) {
 // importArray moves a caller's ArrowArray of type f into arrow-go (zero
 // copy). The caller's struct is released (marked so) also on failure.
 func importArray(a *C.struct_ArrowArray, f *field) (arr arrow.Array, err error) {
-	defer C.v6d_arrowc_release_array(a) // a no-op once arrow-go moved it
+	defer C.arrowc_release_array(a) // a no-op once arrow-go moved it
 	defer func() {
 		// arrow-go panics on some inconsistent arrays (a sparse union child
 		// shorter than the union): that is bad input, not a fault of ours.
@@ -130,7 +131,7 @@ func (p *plan) add(b *memory.Buffer) int {
 
 // node records the array data d of type f (its buffers to copy).
 func (p *plan) node(f *field, d arrow.ArrayData) (*node, error) {
-	n := &node{f: f, dt: d.DataType(), length: int64(d.Len()), nulls: int64(d.NullN()), offset: int64(d.Offset())}
+	n := &node{f: f, dt: d.DataType(), length: int64(d.Len()), nulls: nullCount(d), offset: int64(d.Offset())}
 	l := layoutOf(n.dt)
 	bufs := d.Buffers()
 	switch {
@@ -171,14 +172,33 @@ func (p *plan) node(f *field, d arrow.ArrayData) (*node, error) {
 	return n, nil
 }
 
+// nullCount returns the null count of d, counting the validity bitmap when
+// the producer left it unknown (-1).
+func nullCount(d arrow.ArrayData) int64 {
+	if n := d.NullN(); n >= 0 {
+		return int64(n)
+	}
+	switch d.DataType().ID() {
+	case arrow.NULL:
+		return int64(d.Len())
+	case arrow.SPARSE_UNION, arrow.DENSE_UNION, arrow.RUN_END_ENCODED:
+		return 0
+	}
+	bufs := d.Buffers()
+	if len(bufs) == 0 || bufs[0] == nil || bufs[0].Len() == 0 {
+		return 0
+	}
+	return int64(d.Len() - bitutil.CountSetBits(bufs[0].Bytes(), d.Offset(), d.Len()))
+}
+
 // batch records a struct array as a record batch: its children become the
 // columns, sliced to the struct's rows.
 func (p *plan) batch(f *field, d arrow.ArrayData) (*node, error) {
 	if f.format != "+s" {
 		return nil, errorf(ErrInvalidArgument, "a record batch must be a struct array, not of format %q", f.format)
 	}
-	if d.NullN() != 0 {
-		return nil, errorf(ErrArrow, "a record batch cannot have nulls at the top level (%d)", d.NullN())
+	if n := nullCount(d); n != 0 {
+		return nil, errorf(ErrArrow, "a record batch cannot have nulls at the top level (%d)", n)
 	}
 	n := &node{f: f, dt: d.DataType(), length: int64(d.Len()), bufs: []int{-1}}
 	for i, c := range d.Children() {

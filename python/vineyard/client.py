@@ -133,10 +133,12 @@ class Blob(_blob_base()):  # type: ignore[misc]
 
 class Object:
     """An object got from the store: its metadata, with ``id``, ``typename``,
-    ``nbytes`` and ``member(name)``."""
+    ``nbytes`` and ``member(name)``. One from :meth:`Client.get_object` keeps
+    the blobs of its tree pinned while it lives."""
 
-    def __init__(self, meta: ObjectMeta) -> None:
+    def __init__(self, meta: ObjectMeta, pin: _Pin | None = None) -> None:
         self.meta = meta
+        self._pin = pin
 
     @property
     def id(self) -> ObjectID:
@@ -155,7 +157,10 @@ class Object:
         return self.meta.signature
 
     def member(self, name: str) -> Object:
-        return Object(self.meta.member(name))
+        from . import data
+
+        meta = self.meta.member(name)
+        return data.object_type(meta.typename)(meta, self._pin)
 
     def __getitem__(self, name: str) -> Object:
         return self.member(name)
@@ -487,8 +492,38 @@ class Client:
         return data.resolve(self, tree, pin)
 
     def get_object(self, object_id: IdLike) -> Object:
-        """Returns the object (its metadata) without resolving it to a value."""
-        return Object(self.get_meta(object_id))
+        """Returns the object (its metadata) without resolving it to a value,
+        with its blobs pinned while it lives (one round trip). An Arrow object
+        is an ``ArrowObject``, which exposes the Arrow PyCapsule interface."""
+        from . import data
+
+        tree, pin = self._get_tree(_id(object_id))
+        return data.object_type(str(tree.get("typename", "")))(ObjectMeta(tree), pin)
+
+    def is_shared_memory(self, target: Any) -> bool:
+        """Reports whether ``target`` (an address, or an object with an
+        ``address``, ``__array_interface__`` or the buffer protocol: a pyarrow
+        Buffer, a NumPy array, a memoryview...) points into the shared memory
+        of the store, i.e. is a view rather than a copy. No round trip."""
+        out = ctypes.c_int32()
+        _call("v6d_is_shared_memory", self._handle(), _address_of(target), ctypes.byref(out))
+        return bool(out.value)
+
+
+def _address_of(target: Any) -> int:
+    """The address of the first byte of target (see is_shared_memory)."""
+    if isinstance(target, int):
+        return target
+    address = getattr(target, "address", None)
+    if isinstance(address, int):
+        return address
+    interface = getattr(target, "__array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    import numpy as np
+
+    view = memoryview(target).cast("B")
+    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
 
 
 def connect(socket: str | None = None) -> Client:
