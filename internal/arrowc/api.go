@@ -63,7 +63,7 @@ func PutArray(c *client.Client, array, schema unsafe.Pointer, flags uint32, extr
 	if err != nil {
 		return 0, err
 	}
-	f, err := readSchema((*C.struct_ArrowSchema)(schema), 0)
+	f, err := schemaField(schema)
 	if err != nil {
 		return 0, err
 	}

@@ -370,3 +370,51 @@ func TestDecimalValue(t *testing.T) {
 		t.Fatalf("got %v", v)
 	}
 }
+
+// TestFromMetaNoRoundTrip: the Python get is GetObject (one round trip) and
+// an export of the tree, or of a member subtree, with none.
+func TestFromMetaNoRoundTrip(t *testing.T) {
+	srv := startServer(t)
+	a, b := connect(t, srv), connect(t, srv)
+	want := fromJSON(t, arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true}),
+		`[{"x": 1}, {"x": null}]`)
+	defer want.Release()
+	id := putArray(t, a, want, 0)
+	before := b.RoundTrips()
+	tree, err := b.GetObject(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, cs := new(cdata.CArrowArray), new(cdata.CArrowSchema)
+	if err := ArrayFromMeta(b, tree, unsafe.Pointer(ca), unsafe.Pointer(cs)); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := cdata.ImportCArray(ca, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !array.Equal(got, want) {
+		t.Errorf("got %v", got)
+	}
+	got.Release()
+	// A member subtree: the struct's child (members come sorted, after the
+	// fields: children_-0 is the last).
+	start := strings.Index(string(tree), `"children_-0":`) + len(`"children_-0":`)
+	sub := tree[start : len(tree)-1] // the child is the last member of the struct
+	out := new(cdata.CArrowArrayStream)
+	if err := StreamFromMeta(b, sub, unsafe.Pointer(out)); err != nil {
+		t.Fatalf("%v\n%s", err, sub)
+	}
+	if _, err := cdata.ImportCRecordReader(out, nil); err == nil || !strings.Contains(err.Error(), "struct") {
+		t.Errorf("a chunked (int64) stream read as record batches: %v", err) // its schema is int64
+	}
+	if n := b.RoundTrips() - before; n != 1 {
+		t.Errorf("get + exports took %d round trips, want 1", n)
+	}
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if b.Leases() != 0 {
+		t.Errorf("%d leases left", b.Leases())
+	}
+}

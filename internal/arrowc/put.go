@@ -23,8 +23,11 @@ import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 )
 
-// readSchema reads a caller's ArrowSchema into a field, without taking it:
-// the caller keeps it and releases it.
+// schemaField reads the caller's ArrowSchema at p into a field, without
+// taking it: the caller keeps it and releases it.
+func schemaField(p unsafe.Pointer) (*field, error) { return readSchema((*C.struct_ArrowSchema)(p), 0) }
+
+// readSchema is schemaField of s, nested depth deep.
 func readSchema(s *C.struct_ArrowSchema, depth int) (*field, error) {
 	switch {
 	case s == nil:

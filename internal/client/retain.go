@@ -53,8 +53,10 @@ func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 		views[i] = b.ro
 	}
 	kept := make([]ids.ObjectID, 0, len(blobs))
+	seen := make(map[ids.ObjectID]bool, len(blobs))
 	for _, id := range blobs {
-		if id != ids.EmptyBlob {
+		if id != ids.EmptyBlob && !seen[id] {
+			seen[id] = true
 			c.blobs[id].pins++
 			kept = append(kept, id)
 		}

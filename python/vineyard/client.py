@@ -76,6 +76,9 @@ class _Pin:
     def __init__(self, conn: _Conn, oid: int) -> None:
         self.conn = conn
         self.oid = oid
+        # (root tree, its JSON) while a get resolves: a resolver that hands
+        # the tree back to libv6d reuses the JSON instead of re-encoding it.
+        self.root: tuple[dict[str, Any], bytes] | None = None
         self._finalizer = weakref.finalize(self, _release, conn, oid)
 
 
@@ -460,9 +463,14 @@ class Client:
     def _get_tree(self, object_id: int) -> tuple[dict[str, Any], _Pin]:
         """One round trip: the tree, with every blob in it pinned."""
         conn = self._conn
-        tree = self._json_out("v6d_get_object", object_id, 0)
+        p, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _call("v6d_get_object", self._handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
+        raw = _take_string(p, n)
+        tree = json.loads(raw or b"null")
         assert conn is not None
-        return tree, _Pin(conn, object_id)
+        pin = _Pin(conn, object_id)
+        pin.root = (tree, raw)
+        return tree, pin
 
     def put(self, value: Any, persist: bool = False, name: str | None = None, **kwargs: Any) -> ObjectID:
         """Stores ``value`` and returns its id (see vineyard.data for types)."""
@@ -489,7 +497,10 @@ class Client:
                 raise ValueError("get needs an object_id or a name")
             object_id = self.get_name(name)
         tree, pin = self._get_tree(_id(object_id))
-        return data.resolve(self, tree, pin)
+        try:
+            return data.resolve(self, tree, pin)
+        finally:
+            pin.root = None
 
     def get_object(self, object_id: IdLike) -> Object:
         """Returns the object (its metadata) without resolving it to a value,

@@ -168,7 +168,11 @@ def arrow_exports() -> int:
 
 # ---- exports from a metadata tree (no round trip) ---------------------------
 
-def _tree_json(tree: dict[str, Any]) -> bytes:
+def _tree_json(tree: dict[str, Any], pin: Any = None) -> bytes:
+    """The JSON of tree: the bytes the get received when tree is its root."""
+    root = getattr(pin, "root", None)
+    if root is not None and (root[0] is tree or ("id" in tree and root[0].get("id") == tree["id"])):
+        return root[1]
     return json.dumps(tree, separators=(",", ":")).encode()
 
 
@@ -219,7 +223,7 @@ def resolve_arrow(client: Any, tree: dict[str, Any], pin: Any = None) -> Any:
     polars DataFrame or Series resolves to polars when polars is importable.
     """
     typename = str(tree.get("typename", ""))
-    body = _tree_json(tree)
+    body = _tree_json(tree, pin)
     producer = tree.get(_PRODUCER)
     if producer in ("polars.DataFrame", "polars.Series"):
         try:
@@ -255,7 +259,7 @@ class ArrowObject(Object):
         pin = self._pin
         if pin is None:
             raise RuntimeError("vineyard: this Object holds no data (got without a pin)")
-        return _tree_json(self.meta._tree), pin.conn.handle
+        return _tree_json(self.meta._tree, pin), pin.conn.handle
 
     def __arrow_c_schema__(self) -> Any:
         body, handle = self._body()
