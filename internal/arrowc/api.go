@@ -203,12 +203,7 @@ func GetArray(c *client.Client, id ids.ObjectID, out, outSchema unsafe.Pointer) 
 	if err := checkOut(out, outSchema, true); err != nil {
 		return err
 	}
-	tree, err := c.GetObject(id)
-	if err != nil {
-		return err
-	}
-	defer c.Release(id) //nolint:errcheck // the export holds its own references
-	return ArrayFromMeta(c, tree, out, outSchema)
+	return withObject(c, id, func(tree []byte) error { return ArrayFromMeta(c, tree, out, outSchema) })
 }
 
 // GetStream gets object id (one round trip) and exports it as a stream into
@@ -217,12 +212,18 @@ func GetStream(c *client.Client, id ids.ObjectID, out unsafe.Pointer) error {
 	if err := checkOut(out, nil, false); err != nil {
 		return err
 	}
+	return withObject(c, id, func(tree []byte) error { return StreamFromMeta(c, tree, out) })
+}
+
+// withObject gets object id (one round trip) and runs export on its tree
+// while the get's references are held; the export takes its own.
+func withObject(c *client.Client, id ids.ObjectID, export func(tree []byte) error) error {
 	tree, err := c.GetObject(id)
 	if err != nil {
 		return err
 	}
 	defer c.Release(id) //nolint:errcheck // the export holds its own references
-	return StreamFromMeta(c, tree, out)
+	return export(tree)
 }
 
 // ArrayFromMeta exports the object of a metadata (sub)tree, whose blobs the

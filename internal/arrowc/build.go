@@ -62,7 +62,7 @@ func (b *builder) buffer(i int) *memory.Buffer {
 }
 
 // data returns the array data of n; the caller owns one reference.
-func (b *builder) data(n *node) arrow.ArrayData {
+func (b *builder) data(n *node) *array.Data {
 	l := layoutOf(n.dt)
 	var bufs []*memory.Buffer
 	switch {
@@ -84,7 +84,7 @@ func (b *builder) data(n *node) arrow.ArrayData {
 	var d *array.Data
 	if n.dict != nil {
 		dict := b.data(n.dict)
-		d = array.NewDataWithDictionary(n.dt, int(n.length), bufs, int(n.nulls), int(n.offset), dict.(*array.Data))
+		d = array.NewDataWithDictionary(n.dt, int(n.length), bufs, int(n.nulls), int(n.offset), dict)
 		dict.Release()
 	} else {
 		d = array.NewData(n.dt, int(n.length), bufs, children, int(n.nulls), int(n.offset))

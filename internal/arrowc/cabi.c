@@ -37,13 +37,9 @@ static void release_child(struct ArrowArray *a) {
 }
 
 static void release_top(struct ArrowArray *a) {
-  if (a->release == NULL) return;
-  if (forked()) {
-    a->release = NULL;
-    return;
-  }
-  go_release(a);
-  count(-1);
+  int counted = a->release != NULL && !forked(); /* a forked child leaks it: no count */
+  release_child(a);
+  if (counted) count(-1);
 }
 
 void arrowc_wrap_array(struct ArrowArray *a, int top) {

@@ -1,7 +1,7 @@
 /*
- * cabi.h - the Arrow C data interface structs, and the C half of package
- * arrowc: release wrappers that count live exports and never enter Go in a
- * forked child, the schema exporter's release, and the stream trampolines.
+ * cabi.h - the C half of package arrowc: release wrappers that count live
+ * exports and never enter Go in a forked child, the schema exporter's
+ * release, and the stream trampolines.
  */
 #ifndef ARROWC_CABI_H_
 #define ARROWC_CABI_H_
@@ -9,52 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#ifndef ARROW_C_DATA_INTERFACE
-#define ARROW_C_DATA_INTERFACE
-
-#define ARROW_FLAG_DICTIONARY_ORDERED 1
-#define ARROW_FLAG_NULLABLE 2
-#define ARROW_FLAG_MAP_KEYS_SORTED 4
-
-struct ArrowSchema {
-  const char *format;
-  const char *name;
-  const char *metadata;
-  int64_t flags;
-  int64_t n_children;
-  struct ArrowSchema **children;
-  struct ArrowSchema *dictionary;
-  void (*release)(struct ArrowSchema *);
-  void *private_data;
-};
-
-struct ArrowArray {
-  int64_t length;
-  int64_t null_count;
-  int64_t offset;
-  int64_t n_buffers;
-  int64_t n_children;
-  const void **buffers;
-  struct ArrowArray **children;
-  struct ArrowArray *dictionary;
-  void (*release)(struct ArrowArray *);
-  void *private_data;
-};
-
-#endif /* ARROW_C_DATA_INTERFACE */
-
-#ifndef ARROW_C_STREAM_INTERFACE
-#define ARROW_C_STREAM_INTERFACE
-
-struct ArrowArrayStream {
-  int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
-  int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
-  const char *(*get_last_error)(struct ArrowArrayStream *);
-  void (*release)(struct ArrowArrayStream *);
-  void *private_data;
-};
-
-#endif /* ARROW_C_STREAM_INTERFACE */
+/* The structs of the Arrow C data and stream interfaces, as the public
+ * header defines them (under the standard guards). */
+#include "../../include/v6d.h"
 
 /* Live exported structs (top-level arrays, schemas, streams). */
 int64_t arrowc_live(void);

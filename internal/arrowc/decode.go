@@ -504,7 +504,8 @@ func (d *decoder) batch(r *raw, meta []kv) (*node, error) {
 		n.f.children = append(n.f.children, cn.f)
 	}
 	n.bufs = []int{-1}
-	return n, n.typeFromChildren()
+	err = n.typeFromChildren()
+	return n, err
 }
 
 // node reads an array node.
@@ -557,7 +558,8 @@ func (d *decoder) node(r *raw, depth int) (*node, error) {
 		}
 		n.f.dict = n.dict.f
 	}
-	return n, n.typeFromChildren()
+	err = n.typeFromChildren()
+	return n, err
 }
 
 // typeFromChildren sets n.dt from its format and its children's types.

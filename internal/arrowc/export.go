@@ -127,9 +127,15 @@ func exportStream(o *object, arrays []arrow.Array, h *holder, out *C.struct_Arro
 	C.arrowc_init_stream(out, C.uintptr_t(cgo.NewHandle(s)))
 }
 
-func streamOf(s *C.struct_ArrowArrayStream) *stream {
-	p := (*C.struct_arrowc_stream)(s.private_data)
-	return cgo.Handle(p.handle).Value().(*stream)
+// streamOf returns the Go stream of a stream this package exported, and its
+// handle.
+func streamOf(s *C.struct_ArrowArrayStream) (*stream, cgo.Handle, error) {
+	h := cgo.Handle((*C.struct_arrowc_stream)(s.private_data).handle)
+	st, ok := h.Value().(*stream)
+	if !ok {
+		return nil, h, fmt.Errorf("not a stream of libv6d")
+	}
+	return st, h, nil
 }
 
 // guarded runs fn, turning a panic into an error: a panic must never unwind
@@ -153,8 +159,11 @@ func setStreamError(s *C.struct_ArrowArrayStream, err error) C.int {
 //export v6dArrowStreamGetSchema
 func v6dArrowStreamGetSchema(s *C.struct_ArrowArrayStream, out *C.struct_ArrowSchema) C.int {
 	err := guarded(func() error {
-		exportSchema(streamOf(s).schema, unsafe.Pointer(out))
-		return nil
+		st, _, err := streamOf(s)
+		if err == nil {
+			exportSchema(st.schema, unsafe.Pointer(out))
+		}
+		return err
 	})
 	if err != nil {
 		return setStreamError(s, err)
@@ -165,7 +174,10 @@ func v6dArrowStreamGetSchema(s *C.struct_ArrowArrayStream, out *C.struct_ArrowSc
 //export v6dArrowStreamGetNext
 func v6dArrowStreamGetNext(s *C.struct_ArrowArrayStream, out *C.struct_ArrowArray) C.int {
 	err := guarded(func() error {
-		st := streamOf(s)
+		st, _, err := streamOf(s)
+		if err != nil {
+			return err
+		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if st.next == len(st.items) {
@@ -187,9 +199,10 @@ func v6dArrowStreamGetNext(s *C.struct_ArrowArrayStream, out *C.struct_ArrowArra
 //export v6dArrowStreamRelease
 func v6dArrowStreamRelease(s *C.struct_ArrowArrayStream) {
 	_ = guarded(func() error {
-		p := (*C.struct_arrowc_stream)(s.private_data)
-		h := cgo.Handle(p.handle)
-		st := h.Value().(*stream)
+		st, h, err := streamOf(s)
+		if err != nil {
+			return err
+		}
 		h.Delete()
 		st.mu.Lock()
 		defer st.mu.Unlock()

@@ -97,7 +97,7 @@ func (c *checker) view(i int) []byte {
 // check validates n and everything under it.
 func (c *checker) check(n *node) error {
 	l := layoutOf(n.dt)
-	if len(n.bufs) != len(l.specs) && !(l.variadic && len(n.bufs) >= len(l.specs)) {
+	if len(n.bufs) != len(l.specs) && (!l.variadic || len(n.bufs) < len(l.specs)) {
 		return errorf(ErrInvalidLayout, "array of type %s has %d buffers, want %d", n.dt, len(n.bufs), len(l.specs))
 	}
 	end := n.offset + n.length // no overflow: checked at decode

@@ -204,10 +204,16 @@ func (p *plan) batch(f *field, d arrow.ArrayData) (*node, error) {
 		return nil, errorf(ErrArrow, "a record batch cannot have nulls at the top level (%d)", n)
 	}
 	n := &node{f: f, dt: d.DataType(), length: int64(d.Len()), bufs: []int{-1}}
+	var sliced []arrow.ArrayData
+	defer func() {
+		for _, s := range sliced {
+			s.Release()
+		}
+	}()
 	for i, c := range d.Children() {
 		if c.Offset() != 0 || d.Offset() != 0 || c.Len() != d.Len() {
 			c = array.NewSliceData(c, int64(d.Offset()), int64(d.Offset()+d.Len()))
-			defer c.Release()
+			sliced = append(sliced, c)
 		}
 		cn, err := p.node(f.children[i], c)
 		if err != nil {

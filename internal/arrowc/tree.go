@@ -63,12 +63,6 @@ type object struct {
 	schema   *field
 }
 
-// isBatchLike reports whether items are record batches (struct arrays whose
-// children are the columns).
-func (o *object) isBatchLike() bool {
-	return o.typename == typeRecordBatch || o.typename == typeTable
-}
-
 // ---- encoding (put) --------------------------------------------------------
 
 // encoder writes the JSON tree of an object to store. blobs[i] is the blob of

@@ -313,16 +313,24 @@ func (c *Client) Release(id ids.ObjectID) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	return c.drop(id, func() ([]ids.ObjectID, error) { return c.toReleaseLocked(id) }, c.callLocked)
+}
+
+// drop drops the references blobs() lists (called with c.state held) for a
+// Release of id (the empty blob for a lease), and tells the daemon, through
+// call, of the blobs whose count reaches zero.
+func (c *Client) drop(id ids.ObjectID, blobs func() ([]ids.ObjectID, error),
+	call func(protocol.Request, protocol.Reply) error) error {
 	// Fast path: no count reaches zero, so the daemon need not be told and
 	// no exchange lock is needed.
 	c.state.Lock()
-	blobs, err := c.toReleaseLocked(id)
+	list, err := blobs()
 	if err != nil {
 		c.state.Unlock()
 		return err
 	}
-	if !c.anyLastLocked(blobs) {
-		c.unpinLocked(id, blobs)
+	if !c.anyLastLocked(list) {
+		c.unpinLocked(id, list)
 		c.state.Unlock()
 		return nil
 	}
@@ -333,21 +341,14 @@ func (c *Client) Release(id ids.ObjectID) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.state.Lock()
-	blobs, err = c.toReleaseLocked(id)
+	list, err = blobs()
 	if err != nil {
 		c.state.Unlock()
 		return err
 	}
-	zero := c.unpinLocked(id, blobs)
+	zero := c.unpinLocked(id, list)
 	c.state.Unlock()
-	var first error
-	for _, bid := range zero {
-		var reply protocol.AckReply
-		if err := c.callLocked(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return c.releaseZeroLocked(zero, call)
 }
 
 // toReleaseLocked returns the blobs one Release of id drops a reference to.

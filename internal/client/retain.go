@@ -100,25 +100,18 @@ func (l *Lease) Release() error {
 // releaseBlobs drops one reference to each of blobs, as Release does for an
 // object, also after Close (the connection stays open while leases live).
 func (c *Client) releaseBlobs(blobs []ids.ObjectID) error {
-	c.state.Lock()
-	if !c.anyLastLocked(blobs) {
-		c.unpinLocked(ids.EmptyBlob, blobs) // a blob id: no object stack to pop
-		c.state.Unlock()
-		return nil
-	}
-	c.state.Unlock()
+	// The empty blob is a blob id: there is no object stack to pop.
+	return c.drop(ids.EmptyBlob, func() ([]ids.ObjectID, error) { return blobs, nil }, c.exchangeLocked)
+}
 
-	// Hold mu so that no get takes a reference between a count reaching zero
-	// and the daemon dropping its reference (see Release).
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.state.Lock()
-	zero := c.unpinLocked(ids.EmptyBlob, blobs)
-	c.state.Unlock()
+// releaseZeroLocked tells the daemon that the client's counts of blobs
+// reached zero, one release_request each, through call (callLocked, or
+// exchangeLocked for a closed client's leases). c.mu must be held.
+func (c *Client) releaseZeroLocked(zero []ids.ObjectID, call func(protocol.Request, protocol.Reply) error) error {
 	var first error
 	for _, bid := range zero {
 		var reply protocol.AckReply
-		if err := c.exchangeLocked(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
+		if err := call(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
 			first = err
 		}
 	}
