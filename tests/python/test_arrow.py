@@ -356,7 +356,7 @@ def test_polars_roundtrip_and_zero_copy(client):
 def test_duckdb_reads_objects(client):
     duckdb = pytest.importorskip("duckdb")
     t = _table()
-    obj = client.get_object(client.put(t))
+    obj = client.get_object(client.put(t))  # noqa: F841 (duckdb finds it by name)
     con = duckdb.connect()
     total = con.sql("select sum(x) as s, count(*) as n from obj").fetchall()
     assert total == [(sum(v for v in t.column("x").to_pylist() if v is not None), t.num_rows)]

@@ -88,7 +88,7 @@ class ArrowArrayStream(ctypes.Structure):
                 ("release", c_void_p), ("private_data", c_void_p)]
 
 
-def _release(ptr: int, struct: type) -> None:
+def _release(ptr: int, struct: type[ctypes.Structure]) -> None:
     """Calls the release callback of the struct at ``ptr`` if it is set."""
     fn = struct.from_address(ptr).release
     if fn:
@@ -113,7 +113,7 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = c_void_p, [ctypes.py_objec
 _capsule_pointer_raw = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_void_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
-def _make_kind(name: bytes, struct: type) -> tuple[int, Any]:
+def _make_kind(name: bytes, struct: type[ctypes.Structure]) -> tuple[int, Any]:
     # The name and the destructor must outlive every capsule, also at
     # interpreter exit when module globals are cleared: the name is malloc'ed
     # and never freed, the destructor's refcount raised and never dropped.
@@ -135,7 +135,7 @@ _ARRAY = _make_kind(b"arrow_array", ArrowArray)
 _STREAM = _make_kind(b"arrow_array_stream", ArrowArrayStream)
 
 
-def _alloc(struct: type) -> int:
+def _alloc(struct: type[ctypes.Structure]) -> int:
     ptr = _libc.calloc(1, ctypes.sizeof(struct))
     if not ptr:
         raise MemoryError
@@ -233,7 +233,7 @@ def resolve_arrow(client: Any, tree: dict[str, Any], pin: Any = None) -> Any:
         else:
             stream = _StreamHolder(_capsule(_STREAM, _export_stream(client, body)))
             return pl.DataFrame(stream) if producer == "polars.DataFrame" else pl.Series(stream)
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     if typename in (_TABLE, _CHUNKED_ARRAY):
         capsule = _capsule(_STREAM, _export_stream(client, body))
@@ -297,7 +297,7 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
     """How to put ``value``: ("stream" | "array", flags, producer)."""
     name = _qualname(value)
     if name.startswith("pyarrow."):
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
 
         if isinstance(value, (pa.Table, pa.RecordBatchReader)):
             return "stream", 0, None
