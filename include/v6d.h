@@ -202,7 +202,8 @@ v6d_status v6d_shrink(v6d_client client, uint64_t id, uint64_t size,
  *  *size their count. The pointer lies in the shared arena, mapped PROT_READ
  *  (a write faults). The client holds a reference until v6d_release(id);
  *  while held, the bytes never change, even if the blob is deleted. Repeated
- *  gets of the same blob count up; each needs a release. \since 1 */
+ *  gets of the same blob count up; each needs a release. A get of a blob the
+ *  client already holds is answered without a round trip. \since 1 */
 v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
                    uint64_t *size, v6d_error *err);
 
@@ -214,9 +215,11 @@ v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
                            uint64_t *sizes, v6d_error *err);
 
 /** Releases one reference taken by v6d_get, v6d_get_buffers, v6d_seal or
- *  v6d_get_object (for an object id, the blobs that get pinned). When the
- *  client's count reaches 0 the daemon is told, and memory of a deleted blob
- *  may then be reused: the pointer must not be read afterwards. \since 1 */
+ *  v6d_get_object (for an object id, the blobs that get pinned). No round
+ *  trip: when the client's count reaches 0 the daemon is told ahead of the
+ *  client's next request (or within a few milliseconds), and memory of a
+ *  deleted blob may then be reused: the pointer must not be read after this
+ *  call. \since 1 */
 v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err);
 
 /* ---- metadata ---------------------------------------------------------- */
@@ -235,14 +238,18 @@ v6d_status v6d_create_metadata(v6d_client client, const char *json, size_t len,
 
 /** Returns the metadata tree of an object as JSON in *json (free with
  *  v6d_free()), *len its length (may be NULL). Blobs included as members are
- *  not pinned. \since 1 */
+ *  not pinned. Served from the client's cache as v6d_get_object. \since 1 */
 v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
                             size_t *len, v6d_error *err);
 
 /** Gets an object in one round trip: its metadata tree as v6d_get_metadata
  *  returns it, and a reference to every blob in the tree, so that
  *  v6d_blob_pointer() answers for them without a round trip. For a blob id
- *  the tree is the blob's own. Release with v6d_release(id) once. \since 1 */
+ *  the tree is the blob's own. Release with v6d_release(id) once.
+ *  A get of an object this client got recently is answered from the client's
+ *  cache, without a round trip, unless any client deleted or changed an
+ *  object since (the daemon's meta epoch, docs/protocol.md): the result is
+ *  the same as from the daemon. \since 1 */
 v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
                           char **json, size_t *len, v6d_error *err);
 

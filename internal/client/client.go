@@ -52,21 +52,27 @@ type Client struct {
 	closed  bool
 	lost    error // set once the connection broke
 
+	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
+	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
+
 	state      sync.Mutex // guards the fields below
 	blobs      map[ids.ObjectID]*blob
 	objects    map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
 	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
 	flushArmed bool                              // a timer will send pending
+	cache      treeCache                         // trees got recently (cache.go)
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
-// or referenced (pins > 0), or whose last reference was dropped but not yet
-// released on the daemon (pins 0, queued in Client.pending).
+// or referenced (pins > 0, or cached > 0), or whose last reference was
+// dropped but not yet released on the daemon (both 0, queued in
+// Client.pending).
 type blob struct {
-	ro    []byte // read-only view
-	rw    []byte // writable view, for an unsealed blob this client created
-	owned bool   // created by this client and not sealed
-	pins  int    // local references; the daemon holds one while pins > 0
+	ro     []byte // read-only view
+	rw     []byte // writable view, for an unsealed blob this client created
+	owned  bool   // created by this client and not sealed
+	pins   int    // the caller's references (gets, seals)
+	cached int    // references of the tree cache (cache.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -94,6 +100,7 @@ func Connect(socket string) (*Client, error) {
 	}
 	c.instanceID = reply.InstanceID
 	c.rpc = reply.RPCEndpoint
+	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
 
@@ -160,6 +167,7 @@ func (c *Client) Close() error {
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
+	c.cache.entries = nil
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -332,6 +340,7 @@ func (c *Client) receiveFdsLocked(fds []int) error {
 			old.detach()
 		}
 		c.regions[key] = a
+		c.noteArenaLocked(a)
 	}
 	return nil
 }
