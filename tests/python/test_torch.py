@@ -178,12 +178,32 @@ def test_quantized_non_contiguous(client):
     assert torch.equal(got.dequantize(), q.dequantize()) and got.is_contiguous()
 
 
+def test_put_creates_all_buffers_at_once_and_the_tree_at_once(client, monkeypatch):
+    calls = []
+    for name in ("create_blob", "create_metadata"):
+        real = getattr(client, name)
+        monkeypatch.setattr(client, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1])
+    values = [
+        sparse_source().to_sparse(),
+        sparse_source().to_sparse_bsr((2, 4)),
+        torch.quantize_per_channel(torch.randn(4, 6), torch.rand(6, dtype=torch.float64) + 0.1,
+                                   torch.zeros(6, dtype=torch.int64), 1, torch.qint8),
+        torch.nested.nested_tensor_from_jagged(torch.randn(10, 3), torch.tensor([0, 4, 8]),
+                                               lengths=torch.tensor([2, 3])),
+    ]
+    for value in values:
+        calls.clear()
+        client.put(value)
+        assert calls == ["create_blob", "create_metadata"], value.layout
+
+
 def unbound_equal(a, b):
     xs, ys = a.unbind(), b.unbind()
     return len(xs) == len(ys) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(xs, ys))
 
 
-@pytest.mark.parametrize("kind", ["jagged", "jagged-lengths", "jagged-dim2", "strided", "strided-ragged-2d"])
+@pytest.mark.parametrize("kind", ["jagged", "jagged-lengths", "jagged-dim2", "strided", "strided-ragged-2d",
+                                  "strided-transposed", "strided-empty"])
 def test_nested_roundtrips(client, kind):
     if kind == "jagged":
         nt = torch.nested.nested_tensor([torch.randn(2, 5), torch.randn(3, 5)], layout=torch.jagged)
@@ -194,6 +214,11 @@ def test_nested_roundtrips(client, kind):
         nt = torch.nested.nested_tensor_from_jagged(torch.randn(3, 7, 4), torch.tensor([0, 2, 7]), jagged_dim=2)
     elif kind == "strided":
         nt = torch.nested.nested_tensor([torch.randn(2, 5), torch.randn(3, 5)])
+    elif kind == "strided-transposed":
+        nt = torch.nested.nested_tensor([torch.randn(2, 5), torch.randn(3, 5)]).transpose(1, 2)
+        assert not nt.is_contiguous()
+    elif kind == "strided-empty":
+        nt = torch.nested.nested_tensor([])
     else:
         nt = torch.nested.nested_tensor([torch.randn(2, 5), torch.randn(3, 4), torch.randn(1, 1)])
     got = roundtrip(client, nt)
@@ -204,7 +229,8 @@ def test_nested_roundtrips(client, kind):
 # -- zero copy and copy-on-write ------------------------------------------
 
 def mapping_of(address):
-    """(perms, path, smaps fields) of the mapping of this process that holds address."""
+    """The mapping of this process that holds address: its smaps header
+    (start, perms, file offset, dev, inode, path) and fields ("Rss", ...)."""
     found, fields = None, {}
     with open("/proc/self/smaps") as f:
         for line in f:
@@ -217,13 +243,20 @@ def mapping_of(address):
                 break
             lo, hi = (int(x, 16) for x in head[0].split("-"))
             if lo <= address < hi:
-                found = (head[1], " ".join(head[5:]))
+                found = {"start": lo, "perms": head[1], "offset": int(head[2], 16), "file": (head[3], head[4]),
+                         "path": " ".join(head[5:])}
     assert found, f"no mapping holds {address:#x}"
-    return found[0], found[1], fields
+    return found, fields
+
+
+def file_offset(address):
+    """(file, offset in it) of the byte at address."""
+    m, _ = mapping_of(address)
+    return m["file"], m["offset"] + address - m["start"]
 
 
 def anonymous_kb(address):
-    return int(mapping_of(address)[2]["Anonymous"].split()[0])
+    return int(mapping_of(address)[1]["Anonymous"].split()[0])
 
 
 def test_get_is_zero_copy_and_copy_on_write(client, vineyard_socket):
@@ -232,9 +265,10 @@ def test_get_is_zero_copy_and_copy_on_write(client, vineyard_socket):
     bid = vineyard.ObjectID(client.get_meta(oid)["buffer_"]["id"])
     stored = client.get_blob(bid)  # the store's bytes, read-only shared view
     got = client.get(oid)
-    perms, path, _ = mapping_of(got.data_ptr())
-    assert perms == "rw-p" and "vineyard-arena" in path  # a private mapping of the arena
+    mapping, _ = mapping_of(got.data_ptr())
+    assert mapping["perms"] == "rw-p" and "vineyard-arena" in mapping["path"]  # a private mapping of the arena
     assert got.data_ptr() != stored.address
+    assert file_offset(got.data_ptr()) == file_offset(stored.address)  # ... of the blob's very bytes
     assert got.sum().item() == values.sum().item()  # read every page
     assert anonymous_kb(got.data_ptr()) == 0  # ... all of them the store's pages: nothing copied
     assert raw_bytes(got) == bytes(stored)
@@ -253,7 +287,7 @@ def test_get_cost_does_not_depend_on_size(client):
     """A 64 MiB get maps, it does not copy or touch: no page is resident."""
     oid = client.put(torch.ones(16 << 20, dtype=torch.float32))
     got = client.get(oid)
-    _, _, fields = mapping_of(got.data_ptr())
+    _, fields = mapping_of(got.data_ptr())
     assert int(fields["Rss"].split()[0]) == 0  # nothing faulted in by the get itself
     assert got[-1].item() == 1.0
 

@@ -191,9 +191,7 @@ def _build_quantized(client: Any, t: Any, torch: Any, dtype: str) -> ObjectMeta:
         if q.storage_offset() or q.untyped_storage().nbytes() != nbytes:
             q = q.clone()
         parts: list[_Part] = [(q, "torch.uint8", [nbytes], nbytes)]
-    else:
-        if q.storage_offset():
-            q = q.clone()
+    else:  # data_ptr() accounts for a storage offset
         parts = [(q, _QUANTIZED[dtype], shape, q.numel() * q.element_size())]
     fields: dict[str, Any] = {"qscheme_": scheme, "shape_": shape}
     if scheme in _PER_TENSOR:
@@ -219,7 +217,9 @@ def _build_nested(client: Any, t: Any, torch: Any, dtype: str, layout: str) -> O
                           layout_="jagged", ragged_idx_=int(t._ragged_idx))
     if layout == "strided":
         components = t.unbind()
-        flat = torch.cat([c.reshape(-1) for c in components]) if components else torch.empty(0, dtype=t.dtype)
+        flat = t.values() if t.is_contiguous() else None  # the packed buffer, no copy
+        if flat is None or flat.numel() != sum(c.numel() for c in components):
+            flat = torch.cat([c.reshape(-1) for c in components]) if components else torch.empty(0, dtype=t.dtype)
         (values,) = _store(client, [_part(flat)])
         return _composite("NestedTensor", dtype, {"values_": values},
                           layout_="strided", nested_size_=[list(c.shape) for c in components])
