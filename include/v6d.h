@@ -222,6 +222,40 @@ v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
  *  call. \since 1 */
 v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err);
 
+/* ---- private copy-on-write views --------------------------------------- */
+
+/** Maps a private, copy-on-write view of a blob this client holds (from
+ *  v6d_get, v6d_get_buffers, v6d_get_object or v6d_seal). *data receives a
+ *  WRITABLE pointer to the blob's bytes, *size their count (size may be NULL).
+ *  Reads share the physical pages of the store: nothing is copied or faulted
+ *  in up front, so the cost does not depend on the size. The first write to a
+ *  4 KiB page copies that page into this process (the kernel does it); writes
+ *  never reach the store or any other reader, and never fault.
+ *
+ *  Ownership: the view holds a reference to the blob of its own (taken
+ *  locally, no round trip), so it stays valid, and the blob's memory is never
+ *  reused, until v6d_unmap_private(*data), even after v6d_release of the
+ *  caller's reference or v6d_disconnect: a disconnected client keeps its
+ *  connection open until its last view is unmapped. Each call makes a new
+ *  mapping. The empty blob fails with V6D_INVALID, an unsealed blob with
+ *  V6D_OBJECT_NOT_SEALED, a blob not held with V6D_OBJECT_NOT_EXISTS.
+ *  Thread-safe; it never waits behind another thread's request. \since 2 */
+v6d_status v6d_map_private(v6d_client client, uint64_t blob_id, uint8_t **data,
+                           uint64_t *size, v6d_error *err);
+
+/** Unmaps a view v6d_map_private returned (`data` exactly as returned) and
+ *  drops the view's reference to the blob; when it was the client's last, the
+ *  daemon is told (a round trip) and a deleted blob's memory is freed. The
+ *  view must not be touched afterwards. It takes no client handle: it works
+ *  after v6d_disconnect. An address that is not a live view (never mapped,
+ *  or unmapped already) fails with V6D_INVALID and changes nothing.
+ *  Thread-safe. \since 2 */
+v6d_status v6d_unmap_private(uint8_t *data, v6d_error *err);
+
+/** Returns the number of live private views in the process (for leak checks
+ *  in tests). \since 2 */
+int64_t v6d_private_views(void);
+
 /* ---- metadata ---------------------------------------------------------- */
 
 /** Creates an object from a metadata tree given as JSON (`json`, `len` bytes;

@@ -6,8 +6,9 @@
 //
 // Lock order: Client.mu (one request/reply exchange at a time), then
 // Client.state (the local reference tables), then arenas.mu (the process's
-// mappings). BlobPointer and releases that do not reach zero take only
-// Client.state, so they never wait behind a blocking exchange.
+// mappings), then views.mu (private views, a leaf). BlobPointer, MapPrivate
+// and releases that do not reach zero take only Client.state, so they never
+// wait behind a blocking exchange.
 package client
 
 import (
@@ -142,9 +143,11 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // Close sends exit_request, closes the connection and drops the client's
 // mappings; the daemon then releases every reference the connection held and
 // frees its unsealed blobs. Slices returned by this client stay readable
-// while another Client of the process maps the same arena. Close is
-// idempotent. In a forked child it does nothing and returns ErrForked: the
-// connection is the parent's.
+// while another Client of the process maps the same arena. While private
+// views of the client are live (MapPrivate), the connection and mappings stay
+// until the last is unmapped; the client refuses calls from now on either
+// way. Close is idempotent. In a forked child it does nothing and returns
+// ErrForked: the connection is the parent's.
 func (c *Client) Close() error {
 	if os.Getpid() != c.pid {
 		return ErrForked
@@ -156,6 +159,14 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.isClosed.Store(true)
+	if c.waitForViewsLocked() {
+		return nil // the last UnmapPrivate disconnects
+	}
+	return c.disconnectLocked()
+}
+
+// disconnectLocked does the work of Close. c.mu must be held.
+func (c *Client) disconnectLocked() error {
 	if c.lost == nil {
 		c.wbuf = c.wbuf[:0]
 		if err := c.encode(&protocol.ExitRequest{}); err == nil {

@@ -107,9 +107,11 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 def _register_builtins() -> None:
     from . import base, tensor
+    from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
+    torch_types.register()
 
 
 _register_builtins()
