@@ -270,6 +270,24 @@ v6d_status v6d_create_metadata(v6d_client client, const char *json, size_t len,
                                uint64_t *id, char **meta_out,
                                size_t *meta_out_len, v6d_error *err);
 
+/** The most bytes one v6d_put_inline may carry. */
+#define V6D_INLINE_MAX (64u << 20)
+
+/** Puts small data in ONE round trip: each of the n buffers datas[i]
+ *  (sizes[i] bytes, copied through the socket) becomes a new sealed blob,
+ *  and, if json is not NULL, the object of the metadata tree json (len bytes,
+ *  0: NUL-terminated) is created with them, a member {"inline": i} standing
+ *  for the i-th blob. blob_ids (may be NULL) receives the n blob ids, *id
+ *  (may be NULL) the object's id (0 without json). The client keeps no
+ *  reference to what it created. The bytes cross the socket, so this pays
+ *  for small data (up to a few hundred KiB); larger data is faster written
+ *  in place with v6d_create_buffer. More than V6D_INLINE_MAX bytes in all is
+ *  V6D_INVALID. Nothing is created on failure. \since 2 */
+v6d_status v6d_put_inline(v6d_client client, const char *json, size_t len,
+                          size_t n, const void *const *datas,
+                          const uint64_t *sizes, uint64_t *blob_ids,
+                          uint64_t *id, v6d_error *err);
+
 /** Returns the metadata tree of an object as JSON in *json (free with
  *  v6d_free()), *len its length (may be NULL). Blobs included as members are
  *  not pinned. Served from the client's cache as v6d_get_object. \since 1 */

@@ -210,26 +210,41 @@ func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
 	return c.callLocked(req, reply)
 }
 
+// callTrailing is call with raw bytes written after req.
+func (c *Client) callTrailing(req protocol.Request, reply protocol.Reply, trailing [][]byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.callTrailingLocked(req, reply, trailing)
+}
+
 // callLocked is call with c.mu held. Releases the client deferred go ahead
 // of req, in the same write (see release.go).
 func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
+	return c.callTrailingLocked(req, reply, nil)
+}
+
+// callTrailingLocked is callLocked with raw bytes written after req (the
+// blobs of an inline create).
+func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, trailing [][]byte) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
 	c.state.Lock()
+	c.validateCacheLocked() // references kept for deleted objects go out with this request
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
 	var ahead protocol.Request
 	if len(rel) > 0 {
 		ahead = releaseRequest(rel)
 	}
-	return c.exchangeLocked(req, reply, ahead)
+	return c.exchangeLocked(req, reply, ahead, trailing)
 }
 
-// exchangeLocked writes ahead (if not nil) and req in one write, reads the
-// acknowledgement of ahead and then req's reply into reply, and receives the
-// fds the reply announces. c.mu must be held.
-func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request) error {
+// exchangeLocked writes ahead (if not nil), req and then the raw bytes of
+// trailing (an inline create's blobs) in one write, reads the acknowledgement
+// of ahead and then req's reply into reply, and receives the fds the reply
+// announces. c.mu must be held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request, trailing [][]byte) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
@@ -243,7 +258,11 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 		}
 	}
 	c.roundTrips.Add(1)
-	if _, err := c.conn.Write(c.wbuf); err != nil {
+	if len(trailing) == 0 {
+		if _, err := c.conn.Write(c.wbuf); err != nil {
+			return c.loseLocked(err)
+		}
+	} else if err := c.conn.Writev(append([][]byte{c.wbuf}, trailing...)); err != nil {
 		return c.loseLocked(err)
 	}
 	if ahead != nil {

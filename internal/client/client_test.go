@@ -510,3 +510,79 @@ func TestTreeCacheBounds(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestCreateInline(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	c, other := connect(t, srv), connect(t, srv)
+	base := c.RoundTrips()
+	tree := `{"typename":"pair","a":{"inline":0},"b":{"typename":"leaf","buffer_":{"inline":1}},"e":{"inline":2}}`
+	id, blobs, err := c.CreateInline([]byte(tree), [][]byte{[]byte("first"), bytes.Repeat([]byte{2}, 70000), nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := other.GetMetadata(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.RoundTrips() - base; n != 1 {
+		t.Fatalf("inline put took %d round trips", n)
+	}
+	if len(blobs) != 3 || blobs[2] != ids.EmptyBlob || !bytes.Contains(stored, []byte(blobs[1].String())) {
+		t.Fatalf("blobs %v, tree %s", blobs, stored)
+	}
+	got, err := other.Get(blobs[0])
+	if err != nil || string(got) != "first" {
+		t.Fatalf("inline blob: %q, %v", got, err)
+	}
+	// The creator keeps no reference: a delete frees the memory at once.
+	if _, err := other.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Release(blobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used != 0 {
+		t.Fatalf("%d bytes still used after deleting an inline put", used)
+	}
+
+	// Blobs only, for a bytes value.
+	if id, blobs, err := c.CreateInline(nil, [][]byte{[]byte("raw")}); err != nil || id != 0 || len(blobs) != 1 {
+		t.Fatalf("blob-only inline create: %v %v %v", id, blobs, err)
+	}
+
+	// Errors leave nothing behind and the connection in step.
+	used, _ := srv.Store().Usage()
+	for name, tree := range map[string]string{
+		"index out of range": `{"typename":"t","a":{"inline":5}}`,
+		"missing member":     `{"typename":"t","a":{"inline":0},"b":{"id":"o0000000000000123"}}`,
+		"no typename":        `{"a":{"inline":0}}`,
+	} {
+		if _, _, err := c.CreateInline([]byte(tree), [][]byte{bytes.Repeat([]byte{1}, 1000)}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if now, _ := srv.Store().Usage(); now != used {
+		t.Fatalf("failed inline creates left %d bytes", now-used)
+	}
+	if ok, err := c.Exists(id); err != nil || ok {
+		t.Fatalf("connection out of step after errors: %v %v", ok, err)
+	}
+	if _, _, err := c.CreateInline(nil, [][]byte{make([]byte, MaxInline+1)}); code(err) != protocol.Invalid {
+		t.Fatalf("oversized inline: %v", err)
+	}
+}
+
+func TestCreateInlineOutOfMemory(t *testing.T) {
+	srv := startServer(t, 1<<20)
+	c := connect(t, srv)
+	_, _, err := c.CreateInline(nil, [][]byte{make([]byte, 2<<20)})
+	if code(err) != protocol.NotEnoughMemory {
+		t.Fatalf("inline put over the arena: %v", err)
+	}
+	if _, _, err := c.CreateInline(nil, [][]byte{[]byte("still in step")}); err != nil {
+		t.Fatal(err)
+	}
+}

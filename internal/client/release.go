@@ -69,7 +69,7 @@ func (c *Client) flushReleases() {
 		return
 	}
 	var reply protocol.AckReply
-	_ = c.exchangeLocked(releaseRequest(rel), &reply, nil)
+	_ = c.exchangeLocked(releaseRequest(rel), &reply, nil, nil)
 }
 
 // FlushReleases sends the queued releases now, if any, so the daemon frees
@@ -87,5 +87,5 @@ func (c *Client) FlushReleases() error {
 		return nil
 	}
 	var reply protocol.AckReply
-	return c.exchangeLocked(releaseRequest(rel), &reply, nil)
+	return c.exchangeLocked(releaseRequest(rel), &reply, nil, nil)
 }

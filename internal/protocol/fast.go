@@ -47,6 +47,37 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
+// AppendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, everything else (including "<" and non-ASCII UTF-8)
+// as it is, as Marshal writes it.
+func AppendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
 // appendHead appends `{"type":"<t>"`; t is one of our reply types, plain
 // ASCII with nothing to escape.
 func appendHead(dst []byte, h *Header) []byte {
@@ -69,6 +100,17 @@ func appendBool(dst []byte, key string, v bool) []byte {
 	return strconv.AppendBool(appendKey(dst, key), v)
 }
 
+func appendIDs[T ~uint64](dst []byte, key string, vs []T) []byte {
+	dst = append(appendKey(dst, key), '[')
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendUint(dst, uint64(v), 10)
+	}
+	return append(dst, ']')
+}
+
 func appendInts(dst []byte, key string, vs []int) []byte {
 	dst = append(appendKey(dst, key), '[')
 	for i, v := range vs {
@@ -84,7 +126,7 @@ func appendInts(dst []byte, key string, vs []int) []byte {
 // construction); an empty one is null, as encoding/json writes it.
 func appendRaw(dst []byte, key string, raw json.RawMessage) []byte {
 	dst = appendKey(dst, key)
-	if len(raw) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return append(dst, "null"...)
 	}
 	return append(dst, raw...)
@@ -134,14 +176,7 @@ func (r *CreateBufferReply) appendJSON(dst []byte) ([]byte, bool) {
 func (r *BuffersReply) appendJSON(dst []byte) ([]byte, bool) {
 	dst = appendHead(dst, &r.Header)
 	if len(r.IDs) > 0 {
-		dst = append(appendKey(dst, "ids"), '[')
-		for i, id := range r.IDs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendUint(dst, uint64(id), 10)
-		}
-		dst = append(dst, ']')
+		dst = appendIDs(dst, "ids", r.IDs)
 	}
 	dst = appendPayloads(dst, "payloads", r.Payloads)
 	dst = appendInts(dst, "fds", r.Fds)
@@ -160,6 +195,9 @@ func (r *CreateDataReply) appendJSON(dst []byte) ([]byte, bool) {
 	if len(r.Content) > 0 {
 		dst = appendRaw(dst, "content", r.Content)
 	}
+	if len(r.InlineIDs) > 0 {
+		dst = appendIDs(dst, "inline_ids", r.InlineIDs)
+	}
 	return append(dst, '}'), true
 }
 
@@ -175,6 +213,77 @@ func (r *GetDataReply) appendJSON(dst []byte) ([]byte, bool) {
 		dst = appendUint(dst, "meta_epoch", *r.MetaEpoch)
 	}
 	return append(dst, '}'), true
+}
+
+// requestAppender is implemented by the requests of every put and get: they
+// append their fields (each preceded by a comma) after the "type".
+type requestAppender interface {
+	appendFields(dst []byte) []byte
+}
+
+func (r *CreateBufferRequest) appendFields(dst []byte) []byte {
+	return appendUint(dst, "size", r.Size)
+}
+
+func (r *CreateBuffersRequest) appendFields(dst []byte) []byte {
+	dst = strconv.AppendInt(appendKey(dst, "num"), int64(r.Num), 10)
+	dst = append(appendKey(dst, "sizes"), '[')
+	for i, s := range r.Sizes {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendUint(dst, s, 10)
+	}
+	return append(dst, ']')
+}
+
+func (r *SealRequest) appendFields(dst []byte) []byte {
+	return appendUint(dst, "object_id", uint64(r.ObjectID))
+}
+
+func (r *ReleaseRequest) appendFields(dst []byte) []byte {
+	dst = appendUint(dst, "object_id", uint64(r.ObjectID))
+	if len(r.IDs) > 0 {
+		dst = appendIDs(dst, "ids", r.IDs)
+	}
+	return dst
+}
+
+func (r *ExistsRequest) appendFields(dst []byte) []byte {
+	return appendUint(dst, "id", uint64(r.ID))
+}
+
+func (r *GetDataRequest) appendFields(dst []byte) []byte {
+	dst = appendIDs(dst, "id", r.ID)
+	dst = appendBool(dst, "sync_remote", r.SyncRemote)
+	dst = appendBool(dst, "wait", r.Wait)
+	if r.WithBuffers {
+		dst = appendBool(dst, "with_buffers", true)
+	}
+	return dst
+}
+
+// appendFields writes Content as given: the daemon validates it, and the
+// client checked it is JSON before (Client.create).
+func (r *CreateDataRequest) appendFields(dst []byte) []byte {
+	dst = appendRaw(dst, "content", r.Content)
+	if len(r.Seal) > 0 {
+		dst = appendIDs(dst, "seal", r.Seal)
+	}
+	if len(r.Inline) > 0 {
+		dst = append(appendKey(dst, "inline"), '[')
+		for i, s := range r.Inline {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendUint(dst, s, 10)
+		}
+		dst = append(dst, ']')
+	}
+	if r.WithContent {
+		dst = appendBool(dst, "with_content", true)
+	}
+	return dst
 }
 
 // requestType returns the "type" of a request body when it is the first key

@@ -24,8 +24,9 @@ func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
 		{"create_buffers", &BuffersReply{Header: Header{Type: "create_buffers_reply"}, IDs: []ids.ObjectID{1, 2},
 			Payloads: []Payload{p, p}, Fds: []int{3}, Num: 2}},
 		{"get_buffers empty", &BuffersReply{Header: Header{Type: "get_buffers_reply"}, Payloads: []Payload{}, Fds: []int{}}},
-		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree}},
-		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil}},
+		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, nil}},
+		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil, nil}},
+		{"create_data inline", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, []ids.ObjectID{1 << 63, 3}}},
 		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize}},
 		{"get_data plain", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`)}},
 	} {
@@ -85,5 +86,53 @@ func TestRequestTypeFastPath(t *testing.T) {
 	// Bodies the fast path declines still decode through encoding/json.
 	if typ, _, err := DecodeRequest([]byte(`{"id":1,"type":"exists_request"}`)); err != nil || typ != "exists_request" {
 		t.Fatalf("slow path: %q, %v", typ, err)
+	}
+}
+
+func TestAppendStringMatchesMarshal(t *testing.T) {
+	for _, s := range []string{"", "plain", "vineyard::Tensor<int64>", `q"uo\te`, "tab\there\nnl\r\x01\x1f", "ünï€😀", "a&b>c"} {
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Errorf("AppendString(%q) = %s, Marshal = %s", s, got, want)
+		}
+	}
+}
+
+// TestEncodeRequestMatchesEncodingJSON checks the requests that append
+// themselves: they must decode, on the daemon's side, to what they were.
+func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
+	tree := json.RawMessage(`{"typename":"vineyard::Tensor<int64>","buffer_":{"inline":0}}`)
+	for _, req := range []Request{
+		&CreateBufferRequest{Size: 1 << 40},
+		&CreateBuffersRequest{Num: 2, Sizes: []uint64{1, 2}},
+		&SealRequest{ObjectID: 1<<63 | 5},
+		&ReleaseRequest{ObjectID: 7},
+		&ReleaseRequest{ObjectID: 7, IDs: []ids.ObjectID{8, 9}},
+		&ExistsRequest{ID: 3},
+		&GetDataRequest{ID: IDList{1, 2}, SyncRemote: true, WithBuffers: true},
+		&GetDataRequest{ID: IDList{1}},
+		&CreateDataRequest{Content: tree, Seal: []ids.ObjectID{4}, WithContent: true},
+		&CreateDataRequest{Inline: []uint64{3, 0}},
+	} {
+		body, err := EncodeRequest(req.RequestType(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, got, err := DecodeRequest(body)
+		if err != nil || typ != req.RequestType() {
+			t.Fatalf("%s: %q %v", body, typ, err)
+		}
+		want := req
+		if cd, ok := req.(*CreateDataRequest); ok && cd.Content == nil {
+			c := *cd
+			c.Content = json.RawMessage("null")
+			want = &c
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s decodes to %+v, want %+v", body, got, want)
+		}
 	}
 }

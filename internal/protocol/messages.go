@@ -170,10 +170,16 @@ type IncreaseReferenceCountRequest struct {
 }
 
 // CreateDataRequest stores a metadata tree. Seal is our extension: blobs of
-// this connection sealed first, in the same round trip.
+// this connection sealed first, in the same round trip. Inline (our
+// extension) lists the sizes of new blobs whose bytes follow the frame on the
+// socket, back to back; the tree refers to the i-th as {"inline": i}, and
+// Content may then be empty to create only the blobs.
 type CreateDataRequest struct {
 	Content json.RawMessage `json:"content"`
 	Seal    []ids.ObjectID  `json:"seal,omitempty"`
+	Inline  []uint64        `json:"inline,omitempty"`
+	// WithContent (our extension) asks for the stored tree in the reply.
+	WithContent bool `json:"with_content,omitempty"`
 }
 
 // CreateDatasRequest stores several trees; Seal as in CreateDataRequest.
@@ -394,6 +400,11 @@ func DecodeRequest(body []byte) (string, Request, error) {
 
 // EncodeRequest marshals a request with its "type" as the first key.
 func EncodeRequest(wireType string, req Request) ([]byte, error) {
+	if a, ok := req.(requestAppender); ok {
+		out := append(make([]byte, 0, 96), `{"type":"`...)
+		out = append(out, wireType...)
+		return append(a.appendFields(append(out, '"')), '}'), nil
+	}
 	body, err := Marshal(req)
 	if err != nil {
 		return nil, err

@@ -78,6 +78,8 @@ type CreateDataReply struct {
 	Signature  uint64          `json:"signature"`
 	InstanceID uint64          `json:"instance_id"`
 	Content    json.RawMessage `json:"content,omitempty"`
+	// InlineIDs (our extension) are the ids of the blobs of an inline create.
+	InlineIDs []ids.ObjectID `json:"inline_ids,omitempty"`
 }
 
 // CreateDatasReply answers create_datas_request.

@@ -105,6 +105,34 @@ func (s *Sock) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// Writev writes all of bufs, in order, with as few system calls as the
+// kernel allows (writev), retrying on EINTR and short writes.
+func (s *Sock) Writev(bufs [][]byte) error {
+	for len(bufs) > 0 {
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+			continue
+		}
+		n, err := unix.Writev(s.fd, bufs)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for n > 0 && len(bufs) > 0 {
+			if n >= len(bufs[0]) {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+				continue
+			}
+			bufs[0] = bufs[0][n:]
+			n = 0
+		}
+	}
+	return nil
+}
+
 // ReadMsgUnix reads one message with its control data; received fds are
 // close-on-exec. It has the shape of (*net.UnixConn).ReadMsgUnix.
 func (s *Sock) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error) {

@@ -67,9 +67,12 @@ func (c *conn) handleFrame(body []byte) bool {
 	if _, ok := req.(*protocol.ExitRequest); ok {
 		return false
 	}
+	if cd, ok := req.(*protocol.CreateDataRequest); ok && len(cd.Inline) > 0 {
+		return c.handleInline(wire, cd)
+	}
 	if !c.registered {
 		if _, ok := req.(*protocol.RegisterRequest); !ok {
-			return c.writeError(protocol.Errorf(protocol.Invalid, "the connection is not registered yet"))
+			return c.writeError(errNotRegistered)
 		}
 	}
 	reply, fds, err := c.dispatch(req)

@@ -86,8 +86,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature,
-			InstanceID: st.InstanceID(), Content: created.Tree}, nil, nil
+		out := &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature, InstanceID: st.InstanceID()}
+		if r.WithContent {
+			out.Content, _ = st.Tree(created.ID)
+		}
+		return out, nil, nil
 
 	case *protocol.CreateDatasRequest:
 		if r.Num != 0 && r.Num != len(r.Contents) {

@@ -161,8 +161,8 @@ func FuzzCreateData(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !json.Valid(c.Tree) {
-			t.Fatalf("stored tree is not JSON: %s", c.Tree)
+		if stored, _ := s.Tree(c.ID); !json.Valid(stored) {
+			t.Fatalf("stored tree is not JSON: %s", stored)
 		}
 		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Force: true})
 	})
@@ -194,17 +194,18 @@ func TestCreateNestedMembers(t *testing.T) {
 			} `json:"inner"`
 		} `json:"c1"`
 	}
-	if err := json.Unmarshal(c.Tree, &got); err != nil {
-		t.Fatalf("%v: %s", err, c.Tree)
+	stored, _ := s.Tree(c.ID)
+	if err := json.Unmarshal(stored, &got); err != nil {
+		t.Fatalf("%v: %s", err, stored)
 	}
 	for _, text := range []string{got.C0.ID, got.C1.ID, got.C1.Inner.ID} {
 		id, err := ids.Parse(text)
 		if err != nil || !s.Exists(id) || id.IsBlob() {
-			t.Fatalf("nested member %q was not created: %s", text, c.Tree)
+			t.Fatalf("nested member %q was not created: %s", text, stored)
 		}
 	}
 	if got.C0.Buffer.ID != b1.String() {
-		t.Fatalf("blob link lost: %s", c.Tree)
+		t.Fatalf("blob link lost: %s", stored)
 	}
 	// The new members are used by the root: a deep delete of the root
 	// removes them, and their blobs.

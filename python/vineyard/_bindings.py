@@ -48,6 +48,11 @@ SIGNATURES = {
         c_int32,
         [_client, c_char_p, c_size_t, POINTER(c_uint64), c_size_t, POINTER(c_uint64), _charpp, _sizep, _err],
     ),
+    "v6d_put_inline": (
+        c_int32,
+        [_client, c_char_p, c_size_t, c_size_t, POINTER(c_void_p), POINTER(c_uint64), POINTER(c_uint64),
+         POINTER(c_uint64), _err],
+    ),
     "v6d_get_metadata": (c_int32, [_client, c_uint64, _charpp, _sizep, _err]),
     "v6d_get_object": (c_int32, [_client, c_uint64, c_uint32, _charpp, _sizep, _err]),
     "v6d_blob_pointer": (c_int32, [_client, c_uint64, POINTER(c_void_p), POINTER(c_uint64), POINTER(c_int32), _err]),

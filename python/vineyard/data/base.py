@@ -13,7 +13,11 @@ __all__ = ["build_pickle", "register", "resolve_blob"]
 
 
 def build_bytes(client: Any, value: Any, **kw: Any) -> ObjectID:
+    from .tensor import INLINE_BLOB
+
     view = memoryview(value).cast("B")
+    if 0 < view.nbytes <= INLINE_BLOB:
+        return client._put_inline(None, [view])[1][0]  # the blob is the object: one round trip
     builder = client.create_blob(view.nbytes)
     if view.nbytes:
         builder.copy(0, view)
@@ -65,20 +69,24 @@ def resolve_sequence(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 def build_pickle(client: Any, value: Any, **kw: Any) -> ObjectMeta:
     """Pickles ``value`` with protocol 5: the stream in one blob, each
     out-of-band buffer (NumPy arrays, ...) in a blob of its own."""
+    from .tensor import INLINE_BLOB
+
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
-    blobs = client.create_blob([len(data)] + [r.nbytes for r in raws])
-    if data:
-        blobs[0].copy(0, data)
-    for blob, raw in zip(blobs[1:], raws):
-        if raw.nbytes:
-            blob.copy(0, raw)
     meta = ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data), "__buffers_-size": len(raws)})
     meta.nbytes = len(data) + sum(r.nbytes for r in raws)
-    meta.add_member("buffer_", blobs[0])
-    for i, blob in enumerate(blobs[1:]):
-        meta.add_member(f"__buffers_-{i}", blob)
+    keys = ["buffer_"] + [f"__buffers_-{i}" for i in range(len(raws))]
+    chunks: list[Any] = [data, *raws]
+    if meta.nbytes <= INLINE_BLOB:
+        for key, chunk in zip(keys, chunks):
+            meta.add_inline_member(key, chunk)  # sent with the tree: one round trip
+        return meta
+    blobs = client.create_blob([memoryview(c).nbytes for c in chunks])
+    for key, blob, chunk in zip(keys, blobs, chunks):
+        if memoryview(chunk).nbytes:
+            blob.copy(0, chunk)
+        meta.add_member(key, blob)
     return meta
 
 

@@ -12,6 +12,10 @@ from .._types import ObjectID, ObjectMeta
 
 __all__ = ["build_numpy", "register", "resolve_numpy"]
 
+# Arrays up to this size are sent with their tree (one round trip); larger
+# ones are copied into a shared-memory blob first (two).
+INLINE_BLOB = 64 << 10
+
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
 
@@ -24,6 +28,13 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 @functools.lru_cache(maxsize=4096)
 def _parse_shape(text: str) -> tuple[int, ...]:
     return tuple(json.loads(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_fields(dtype: Any) -> tuple[str, str, str]:
+    """(typename, value_type_, value_type_meta_) of a dtype; dtype.name is
+    slow (computed in Python by NumPy)."""
+    return f"vineyard::Tensor<{_CPP_TYPES.get(dtype.name, dtype.name)}>", dtype.name, dtype.str
 
 
 @functools.lru_cache(maxsize=256)
@@ -43,20 +54,22 @@ def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
         arr = np.ascontiguousarray(arr)
     order = "C" if arr.flags.c_contiguous else "F"
-    builder = client.create_blob(arr.nbytes)
-    if arr.nbytes:
-        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
-    dtype = arr.dtype
+    typename, name, typestr = _dtype_fields(arr.dtype)
     meta = ObjectMeta({
-        "typename": f"vineyard::Tensor<{_CPP_TYPES.get(dtype.name, dtype.name)}>",
+        "typename": typename,
         "shape_": _shape_text(arr.shape),
         "partition_index_": "[]",
         "order_": order,
-        "value_type_": dtype.name,
-        "value_type_meta_": dtype.str,
+        "value_type_": name,
+        "value_type_meta_": typestr,
         "nbytes": arr.nbytes,
     })
-    meta.add_member("buffer_", builder)
+    if arr.nbytes <= INLINE_BLOB:
+        meta.add_inline_member("buffer_", arr)  # travels with the tree: one round trip
+    else:
+        builder = client.create_blob(arr.nbytes)
+        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
+        meta.add_member("buffer_", builder)
     return meta
 
 
