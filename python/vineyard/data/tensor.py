@@ -3,31 +3,22 @@ on get (C or Fortran order kept)."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
 
-__all__ = ["build_numpy", "register", "resolve_numpy"]
+__all__ = ["build_numpy", "register", "resolve_numpy", "tensor_meta"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
 
 
-def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
-    import numpy as np
-
-    from .base import build_pickle
-
-    if arr.dtype.hasobject:
-        return build_pickle(client, arr)
-    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        arr = np.ascontiguousarray(arr)
-    order = "C" if arr.flags.c_contiguous else "F"
-    builder = client.create_blob(arr.nbytes)
-    if arr.nbytes:
-        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
+def tensor_meta(arr: Any) -> ObjectMeta:
+    """The ``vineyard::Tensor`` tree of ``arr`` without its ``buffer_`` blob,
+    which must hold ``arr.nbytes`` bytes in the tree's ``order_`` (F for an
+    array that is F- but not C-contiguous, else C)."""
+    order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
     meta = ObjectMeta({"typename": f"vineyard::Tensor<{_CPP_TYPES.get(arr.dtype.name, arr.dtype.name)}>"})
     meta["shape_"] = list(arr.shape)
     meta["partition_index_"] = []
@@ -35,7 +26,19 @@ def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     meta["value_type_"] = arr.dtype.name
     meta["value_type_meta_"] = arr.dtype.str
     meta.nbytes = arr.nbytes
-    meta.add_member("buffer_", builder)
+    return meta
+
+
+def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    from .base import build_pickle
+    from .batch import BlobBatch
+
+    if arr.dtype.hasobject:
+        return build_pickle(client, arr)
+    meta = tensor_meta(arr)
+    batch = BlobBatch()
+    batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
+    batch.commit(client, meta)
     return meta
 
 
