@@ -101,10 +101,14 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def _register_builtins() -> None:
-    from . import base, tensor
+    from . import arrays, base, dataframe, index, series, tensor
 
     base.register()
     tensor.register()
+    arrays.register()
+    index.register()
+    series.register()
+    dataframe.register()
 
 
 _register_builtins()
