@@ -214,6 +214,22 @@ def test_names_of_any_hashable_type(client, name):
     assert type(got.name) is type(name) and type(got.index.name) is type(name)
 
 
+def test_reads_frames_upstream_vineyard_wrote(client):
+    """Upstream's Python client stores columns_ as a JSON list, a JSON-text
+    name, the index as an Index over a tensor, and also __values_-key-<i>."""
+    upstream = vineyard.ObjectMeta({"typename": "vineyard::DataFrame", "columns_": '["a", 1]',
+                                    "__values_-key-0": '"a"', "__values_-key-1": "1", "__values_-size": 2,
+                                    "partition_index_row_": 0, "partition_index_column_": 0, "row_batch_index_": 0})
+    upstream.add_member("__values_-value-0", client.put(np.arange(3.0)))
+    upstream.add_member("__values_-value-1", client.put(np.arange(3)))
+    index = vineyard.ObjectMeta({"typename": "vineyard::Index", "name": '"k"', "value_type_": "int64"})
+    index.add_member("value_", client.put(np.array([7, 8, 9])))
+    upstream.add_member("index_", index)
+    got = client.get(client.create_metadata(upstream).id)
+    tm.assert_frame_equal(got, pd.DataFrame({"a": np.arange(3.0), 1: np.arange(3)},
+                                            index=pd.Index([7, 8, 9], name="k"), columns=pd.Index(["a", 1])))
+
+
 def test_attrs_roundtrip(client):
     series = pd.Series([1.0])
     series.attrs = {"unit": "m", "scale": np.float64(2.5), "nested": {"a": [1, 2]}}

@@ -13,6 +13,7 @@ columns of strings.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .._types import ObjectMeta
@@ -63,20 +64,26 @@ def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     copy for NumPy-backed, masked and categorical columns; writable (the
     first write to a column copies that column)."""
     import numpy as np
+    import pandas as pd
     from pandas.api.internals import create_dataframe_from_blocks
 
     from .arrays import resolve_array
     from .index import resolve_index
     from .ndframe import decode_ndframe
 
-    columns = resolve_index(client, tree["columns_"], pin)
-    index = resolve_index(client, tree["index_"], pin)
-    blocks = []
+    blocks, rows = [], 0
     for i in range(int(tree["__values_-size"])):
         values = resolve_array(client, tree[f"__values_-value-{i}"], pin)
+        rows = len(values)
         if isinstance(values, np.ndarray):
             values = values.reshape(1, -1)  # a block of one column: (columns, rows)
         blocks.append((values, np.array([i], dtype=np.intp)))
+    columns = tree["columns_"]
+    if isinstance(columns, str):  # upstream's frames: a JSON list of labels, index_ optional
+        columns = pd.Index(json.loads(columns))
+    else:
+        columns = resolve_index(client, columns, pin)
+    index = resolve_index(client, tree["index_"], pin) if "index_" in tree else pd.RangeIndex(rows)
     return decode_ndframe(create_dataframe_from_blocks(blocks, index=index, columns=columns), tree, pin)
 
 
