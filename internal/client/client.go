@@ -45,20 +45,23 @@ type Client struct {
 	isClosed   atomic.Bool // closed, readable without mu
 
 	mu      sync.Mutex // serialises exchanges; guards the fields below
-	conn    *net.UnixConn
+	conn    *protocol.Sock
 	rbuf    []byte
 	wbuf    []byte
 	regions map[int]*arena // daemon store_fd → arena
 	closed  bool
 	lost    error // set once the connection broke
 
-	state   sync.Mutex // guards blobs and objects
-	blobs   map[ids.ObjectID]*blob
-	objects map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+	state      sync.Mutex // guards the fields below
+	blobs      map[ids.ObjectID]*blob
+	objects    map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
+	flushArmed bool                              // a timer will send pending
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
-// or referenced (pins > 0).
+// or referenced (pins > 0), or whose last reference was dropped but not yet
+// released on the daemon (pins 0, queued in Client.pending).
 type blob struct {
 	ro    []byte // read-only view
 	rw    []byte // writable view, for an unsealed blob this client created
@@ -77,7 +80,7 @@ func Connect(socket string) (*Client, error) {
 				"no socket given and %s is not set", SocketEnv)
 		}
 	}
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	conn, err := protocol.Dial(socket)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.ConnectionFailed,
 			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
@@ -94,7 +97,7 @@ func Connect(socket string) (*Client, error) {
 	return c, nil
 }
 
-func newClient(conn *net.UnixConn, socket string) *Client {
+func newClient(conn *protocol.Sock, socket string) *Client {
 	return &Client{
 		socket:  socket,
 		pid:     os.Getpid(),
@@ -147,14 +150,16 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.isClosed.Store(true)
 	if c.lost == nil {
-		if frame, err := c.encode(&protocol.ExitRequest{}); err == nil {
-			_, _ = c.conn.Write(frame)
+		c.wbuf = c.wbuf[:0]
+		if err := c.encode(&protocol.ExitRequest{}); err == nil {
+			_, _ = c.conn.Write(c.wbuf)
 		}
 	}
 	err := c.conn.Close()
 	c.state.Lock()
 	clear(c.blobs)
 	clear(c.objects)
+	c.pending = nil // the daemon releases everything at disconnect
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -186,19 +191,54 @@ func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
 	return c.callLocked(req, reply)
 }
 
-// callLocked is call with c.mu held.
+// callLocked is call with c.mu held. Releases the client deferred go ahead
+// of req, in the same write (see release.go).
 func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
-	frame, err := c.encode(req)
-	if err != nil {
-		return protocol.Errorf(protocol.Invalid, "encode %s: %v", req.RequestType(), err)
+	c.state.Lock()
+	rel := c.takeReleasesLocked()
+	c.state.Unlock()
+	var ahead protocol.Request
+	if len(rel) > 0 {
+		ahead = releaseRequest(rel)
+	}
+	return c.exchangeLocked(req, reply, ahead)
+}
+
+// exchangeLocked writes ahead (if not nil) and req in one write, reads the
+// acknowledgement of ahead and then req's reply into reply, and receives the
+// fds the reply announces. c.mu must be held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request) error {
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	c.wbuf = c.wbuf[:0]
+	for _, r := range []protocol.Request{ahead, req} {
+		if r == nil {
+			continue
+		}
+		if err := c.encode(r); err != nil {
+			return protocol.Errorf(protocol.Invalid, "encode %s: %v", r.RequestType(), err)
+		}
 	}
 	c.roundTrips.Add(1)
-	if _, err := c.conn.Write(frame); err != nil {
+	if _, err := c.conn.Write(c.wbuf); err != nil {
 		return c.loseLocked(err)
 	}
+	if ahead != nil {
+		var ack protocol.AckReply
+		if err := c.readReplyLocked(ahead, &ack); err != nil {
+			return err
+		}
+	}
+	return c.readReplyLocked(req, reply)
+}
+
+// readReplyLocked reads the reply to req into reply, and the fds it
+// announces. c.mu must be held.
+func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)
@@ -220,14 +260,14 @@ func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
 	return nil
 }
 
-// encode builds the frame of req in c.wbuf.
-func (c *Client) encode(req protocol.Request) ([]byte, error) {
+// encode appends the frame of req to c.wbuf.
+func (c *Client) encode(req protocol.Request) error {
 	body, err := protocol.EncodeRequest(req.RequestType(), req)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c.wbuf = protocol.AppendFrame(c.wbuf[:0], body)
-	return c.wbuf, nil
+	c.wbuf = protocol.AppendFrame(c.wbuf, body)
+	return nil
 }
 
 // loseLocked marks the connection broken and returns the error every later

@@ -16,7 +16,7 @@ import (
 )
 
 // startServer runs a real daemon in-process on a temp socket.
-func startServer(t *testing.T, size uint64) *server.Server {
+func startServer(t testing.TB, size uint64) *server.Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-")
 	if err != nil {
@@ -32,7 +32,7 @@ func startServer(t *testing.T, size uint64) *server.Server {
 	return srv
 }
 
-func connect(t *testing.T, srv *server.Server) *Client {
+func connect(t testing.TB, srv *server.Server) *Client {
 	t.Helper()
 	c, err := Connect(srv.Socket())
 	if err != nil {
@@ -45,7 +45,7 @@ func connect(t *testing.T, srv *server.Server) *Client {
 func code(err error) protocol.Code { return protocol.CodeOf(err) }
 
 // put creates a blob with data and a tensor-like object over it.
-func put(t *testing.T, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
+func put(t testing.TB, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
 	t.Helper()
 	bid, buf, err := c.CreateBuffer(uint64(len(data)))
 	if err != nil {
@@ -218,9 +218,90 @@ func TestDeleteWhileReferenced(t *testing.T) {
 	if err := b.Release(bid); err != nil {
 		t.Fatal(err)
 	}
+	// The release rides ahead of b's next request.
+	if _, err := b.Exists(id); err != nil {
+		t.Fatal(err)
+	}
 	after, _ := srv.Store().Usage()
 	if after >= used {
 		t.Fatalf("memory not freed on last release: %d -> %d", used, after)
+	}
+}
+
+func TestDeferredReleases(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	_, bid := put(t, a, bytes.Repeat([]byte{7}, 4096))
+	base := a.RoundTrips()
+	if err := a.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	if a.RoundTrips() != base {
+		t.Fatal("a release made a round trip of its own")
+	}
+
+	// Got again before the release went out: the queued release must not
+	// drop the reference the get took.
+	if _, err := a.Get(bid); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Delete([]ids.ObjectID{bid}, true, true, false); err != nil {
+		t.Fatal(err)
+	}
+	usedHeld, _ := srv.Store().Usage()
+	if usedHeld == 0 {
+		t.Fatal("a deleted blob a still holds was freed: a queued release was sent after a new get")
+	}
+
+	// Without another request, the timer sends the release.
+	if err := a.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if used, _ := srv.Store().Usage(); used < usedHeld {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a deferred release was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, _, err := a.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("released blob still readable: %v", err)
+	}
+}
+
+func TestGetOfHeldBlobIsLocal(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	c := connect(t, srv)
+	bid, buf, err := c.CreateBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "hello")
+	if err := c.Seal(bid); err != nil {
+		t.Fatal(err)
+	}
+	base := c.RoundTrips()
+	got, err := c.Get(bid)
+	if err != nil || string(got[:5]) != "hello" {
+		t.Fatalf("get: %q, %v", got, err)
+	}
+	if c.RoundTrips() != base {
+		t.Fatal("get of a blob the client holds made a round trip")
+	}
+	// Two references now (seal, get): both must be released.
+	for i := 0; i < 2; i++ {
+		if err := c.Release(bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(bid); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("third release: %v", err)
 	}
 }
 

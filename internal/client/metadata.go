@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -102,6 +103,15 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 
 // treeOf returns the tree of id in a get_data content map {"o…": tree}.
 func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
+	// Asked for one id, the daemon writes {} or {"o…":tree}: slice the tree
+	// out instead of decoding it again (decodeReply validated the JSON).
+	var key [24]byte
+	head := append(append(append(key[:0], '{', '"'), id.AppendText(nil)...), '"', ':')
+	if n := len(content); bytes.HasPrefix(content, head) && n > len(head) && content[n-1] == '}' {
+		if tree := content[len(head) : n-1]; len(tree) > 0 && tree[0] == '{' && tree[len(tree)-1] == '}' {
+			return tree, nil
+		}
+	}
 	var trees map[string]json.RawMessage
 	if err := json.Unmarshal(content, &trees); err != nil {
 		return nil, errBadReply("content: %v", err)

@@ -13,8 +13,6 @@ import (
 // Version is the protocol version the daemon reports (upstream's numbering).
 const Version = "0.24.0"
 
-func marshal(r protocol.Reply) ([]byte, error) { return json.Marshal(r) }
-
 func ack() protocol.Reply { return &protocol.AckReply{} }
 
 // dispatch runs one decoded request. It returns the reply (nil for none) and
@@ -77,7 +75,7 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		return ack(), nil, sess.ShrinkBuffer(r.ID, r.Size)
 
 	case *protocol.ReleaseRequest:
-		return ack(), nil, sess.Release(r.ObjectID)
+		return ack(), nil, sess.Release(append(r.IDs, r.ObjectID)...)
 
 	case *protocol.IncreaseReferenceCountRequest:
 		return ack(), nil, sess.IncreaseReferenceCount(r.IDs)

@@ -321,12 +321,14 @@ func (ss *Session) IncreaseReferenceCount(idl []ids.ObjectID) error {
 	return nil
 }
 
-// Release drops the session's reference to a blob. Releasing a blob the
+// Release drops the session's references to blobs. Releasing a blob the
 // session holds no reference to is not an error (upstream behaves the same).
-func (ss *Session) Release(id ids.ObjectID) error {
+func (ss *Session) Release(idl ...ids.ObjectID) error {
 	ss.s.mu.Lock()
 	defer ss.s.mu.Unlock()
-	ss.releaseLocked(id)
+	for _, id := range idl {
+		ss.releaseLocked(id)
+	}
 	return nil
 }
 

@@ -45,7 +45,7 @@ func (o *object) encodeFields() {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		kb, _ := json.Marshal(k)
+		kb, _ := protocol.Marshal(k)
 		buf.Write(kb)
 		buf.WriteByte(':')
 		buf.Write(o.fields[k])
@@ -54,7 +54,7 @@ func (o *object) encodeFields() {
 }
 
 func (o *object) setField(key string, value any) {
-	raw, _ := json.Marshal(value)
+	raw, _ := protocol.Marshal(value)
 	o.fields[key] = raw
 }
 

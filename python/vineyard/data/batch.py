@@ -88,23 +88,24 @@ class BlobBatch:
         """Creates every blob in one round trip, fills them, adds them to
         their trees, and makes ``root`` (the tree ``create_metadata`` will
         get) seal them. Every tree given to :meth:`add` must be ``root`` or
-        embedded in it."""
-        if not self._jobs:
+        embedded in it already."""
+        jobs = self._jobs
+        if not jobs:
             return
-        builders = self._builders = client.create_blob([src.nbytes for _, _, src in self._jobs])
-        tasks: list[tuple[int, Any]] = []
-        for builder, (_, _, src) in zip(builders, self._jobs):
-            if src.nbytes:
-                tasks.extend(_copy_tasks(builder.address, src))
-        _run(tasks)
-        for builder, (meta, key, _) in zip(builders, self._jobs):
+        sizes = [src.nbytes for _, _, src in jobs]
+        builders = self._builders = client.create_blob(sizes) if len(jobs) > 1 else [client.create_blob(sizes[0])]
+        if sum(sizes) < _SPLIT_BYTES:
+            for builder, (_, _, src) in zip(builders, jobs):
+                if src.nbytes:
+                    _copy_one((builder.address, src))
+        else:
+            _run([task for builder, (_, _, src) in zip(builders, jobs) if src.nbytes
+                  for task in _copy_tasks(builder.address, src)])
+        for builder, (meta, key, _) in zip(builders, jobs):
             meta.add_member(key, builder)
-        sealed = set(root.seal_ids)  # has them when meta is root
-        for builder in builders:
-            if int(builder.id) not in sealed:
+            if meta is not root and not builder.issealed:  # root copied a member's seal ids when embedding it
                 root.seal_ids.append(int(builder.id))
-                sealed.add(int(builder.id))
-        self._jobs.clear()
+        self._jobs = []
 
     @contextlib.contextmanager
     def building(self, client: Any) -> Iterator[BlobBatch]:
@@ -123,30 +124,28 @@ class BlobBatch:
 
 
 def _copy_tasks(address: int, src: Any) -> list[tuple[int, Any]]:
-    """Splits one copy into (destination address, source array) pieces of
-    about _CHUNK_BYTES when it is large."""
+    """Splits one large copy into (destination address, source array) pieces
+    of about _CHUNK_BYTES."""
     if src.flags.c_contiguous or src.flags.f_contiguous:
-        flat = src.reshape(-1, order="A").view("u1")  # F order for F arrays, as tensor_meta says
-        if flat.nbytes < _SPLIT_BYTES:
-            return [(address, flat)]
+        flat = src.reshape(-1, order="A").view("u1")  # memory order: F for F arrays, as tensor_meta says
         return [(address + i, flat[i:i + _CHUNK_BYTES]) for i in range(0, flat.nbytes, _CHUNK_BYTES)]
     row = src.nbytes // len(src)  # strided: stored C-contiguous, copied by slabs of rows
-    step = max(1, _CHUNK_BYTES // row) if src.nbytes >= _SPLIT_BYTES else len(src)
+    step = max(1, _CHUNK_BYTES // row)
     return [(address + i * row, src[i:i + step]) for i in range(0, len(src), step)]
 
 
 def _copy_one(task: tuple[int, Any]) -> None:
     address, src = task
-    if src.flags.c_contiguous:
-        ctypes.memmove(address, src.ctypes.data, src.nbytes)  # releases the GIL
+    if src.flags.c_contiguous or src.flags.f_contiguous:
+        ctypes.memmove(address, src.ctypes.data, src.nbytes)  # in memory order; releases the GIL
     else:
         import numpy as np
 
-        np.copyto(_writable_view(address, src), src, casting="no")  # NumPy's loop releases it too
+        np.copyto(_writable_view(address, src), src, casting="no")  # into C order; releases the GIL too
 
 
 def _run(tasks: list[tuple[int, Any]]) -> None:
-    pool = _executor() if len(tasks) > 1 and sum(t[1].nbytes for t in tasks) >= _SPLIT_BYTES else None
+    pool = _executor() if len(tasks) > 1 else None
     if pool is None:
         for task in tasks:
             _copy_one(task)
