@@ -245,6 +245,7 @@ func (c *Client) getHeld(idl []ids.ObjectID, out [][]byte) (bool, error) {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
+	c.validateCacheLocked() // references the cache holds for deleted blobs go first
 	for _, id := range idl {
 		if b, ok := c.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
 			return false, nil
@@ -387,7 +388,7 @@ func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.
 			continue // already released through its own id
 		}
 		b.pins--
-		if b.pins == 0 {
+		if b.pins == 0 && b.cached == 0 {
 			zero = append(zero, bid)
 		}
 	}

@@ -6,8 +6,9 @@
 //
 // Lock order: Client.mu (one request/reply exchange at a time), then
 // Client.state (the local reference tables), then arenas.mu (the process's
-// mappings). BlobPointer and releases that do not reach zero take only
-// Client.state, so they never wait behind a blocking exchange.
+// mappings), then views.mu (private views, a leaf). BlobPointer, MapPrivate
+// and releases that do not reach zero take only Client.state, so they never
+// wait behind a blocking exchange.
 package client
 
 import (
@@ -52,21 +53,27 @@ type Client struct {
 	closed  bool
 	lost    error // set once the connection broke
 
+	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
+	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
+
 	state      sync.Mutex // guards the fields below
 	blobs      map[ids.ObjectID]*blob
 	objects    map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
 	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
 	flushArmed bool                              // a timer will send pending
+	cache      treeCache                         // trees got recently (cache.go)
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
-// or referenced (pins > 0), or whose last reference was dropped but not yet
-// released on the daemon (pins 0, queued in Client.pending).
+// or referenced (pins > 0, or cached > 0), or whose last reference was
+// dropped but not yet released on the daemon (both 0, queued in
+// Client.pending).
 type blob struct {
-	ro    []byte // read-only view
-	rw    []byte // writable view, for an unsealed blob this client created
-	owned bool   // created by this client and not sealed
-	pins  int    // local references; the daemon holds one while pins > 0
+	ro     []byte // read-only view
+	rw     []byte // writable view, for an unsealed blob this client created
+	owned  bool   // created by this client and not sealed
+	pins   int    // the caller's references (gets, seals)
+	cached int    // references of the tree cache (cache.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -94,6 +101,7 @@ func Connect(socket string) (*Client, error) {
 	}
 	c.instanceID = reply.InstanceID
 	c.rpc = reply.RPCEndpoint
+	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
 
@@ -135,9 +143,11 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // Close sends exit_request, closes the connection and drops the client's
 // mappings; the daemon then releases every reference the connection held and
 // frees its unsealed blobs. Slices returned by this client stay readable
-// while another Client of the process maps the same arena. Close is
-// idempotent. In a forked child it does nothing and returns ErrForked: the
-// connection is the parent's.
+// while another Client of the process maps the same arena. While private
+// views of the client are live (MapPrivate), the connection and mappings stay
+// until the last is unmapped; the client refuses calls from now on either
+// way. Close is idempotent. In a forked child it does nothing and returns
+// ErrForked: the connection is the parent's.
 func (c *Client) Close() error {
 	if os.Getpid() != c.pid {
 		return ErrForked
@@ -149,6 +159,14 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.isClosed.Store(true)
+	if c.waitForViewsLocked() {
+		return nil // the last UnmapPrivate disconnects
+	}
+	return c.disconnectLocked()
+}
+
+// disconnectLocked does the work of Close. c.mu must be held.
+func (c *Client) disconnectLocked() error {
 	if c.lost == nil {
 		c.wbuf = c.wbuf[:0]
 		if err := c.encode(&protocol.ExitRequest{}); err == nil {
@@ -160,6 +178,7 @@ func (c *Client) Close() error {
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
+	c.cache.entries = nil
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -332,6 +351,7 @@ func (c *Client) receiveFdsLocked(fds []int) error {
 			old.detach()
 		}
 		c.regions[key] = a
+		c.noteArenaLocked(a)
 	}
 	return nil
 }

@@ -86,6 +86,9 @@ func TestPutGetAcrossClients(t *testing.T) {
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Release(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("second release: %v", err)
+	}
 	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
 		t.Fatalf("after release: %v", err)
 	}
@@ -397,5 +400,113 @@ func TestStatus(t *testing.T) {
 	var pe *protocol.Error
 	if !errors.As(protocol.Errorf(protocol.Invalid, "x"), &pe) {
 		t.Fatal("errors.As")
+	}
+}
+
+func TestTreeCache(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	id, _ := put(t, b, bytes.Repeat([]byte{7}, 4096))
+	if err := b.Release(id); err != nil { // the references sealing gave b
+		t.Fatal(err)
+	}
+
+	first, err := a.GetObject(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := a.RoundTrips()
+	again, err := a.GetObject(id)
+	if err != nil || !bytes.Equal(first, again) {
+		t.Fatalf("cached get: %v", err)
+	}
+	if _, err := a.GetMetadata(id); err != nil {
+		t.Fatal(err)
+	}
+	if a.RoundTrips() != base {
+		t.Fatalf("a get of a cached tree made %d round trips", a.RoundTrips()-base)
+	}
+	for i := 0; i < 2; i++ {
+		if err := a.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A change to the object by another client is seen at once.
+	if err := b.Label(id, []string{"k"}, []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	labelled, err := a.GetMetadata(id)
+	if err != nil || !bytes.Contains(labelled, []byte(`__labels`)) {
+		t.Fatalf("label not seen through the cache: %s, %v", labelled, err)
+	}
+	if _, err := a.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(id); err != nil {
+		t.Fatal(err)
+	}
+
+	// So is a delete; and the cache's references go back by themselves, so
+	// the memory is freed although a makes no more requests.
+	used, _ := srv.Store().Usage()
+	if _, err := b.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GetObject(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("deleted object got through the cache: %v", err)
+	}
+	if _, err := a.GetMetadata(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("deleted object's metadata got through the cache: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if now, _ := srv.Store().Usage(); now < used {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache kept a deleted object's memory")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTreeCacheBounds(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	c := connect(t, srv)
+	for i := 0; i < cacheMax+10; i++ {
+		id, bid := put(t, c, []byte{byte(i)})
+		if err := c.Release(bid); err != nil { // put's own reference
+			t.Fatal(err)
+		}
+		if _, err := c.GetObject(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.state.Lock()
+	n := len(c.cache.entries)
+	c.state.Unlock()
+	if n > cacheMax {
+		t.Fatalf("%d cached trees, limit %d", n, cacheMax)
+	}
+	// Idle entries go, and with them every reference: nothing is held.
+	deadline := time.Now().Add(10 * cacheIdle)
+	for {
+		c.state.Lock()
+		held := 0
+		for _, b := range c.blobs {
+			held += b.pins + b.cached
+		}
+		c.state.Unlock()
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d references still held by an idle cache", held)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

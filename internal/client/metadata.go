@@ -48,6 +48,15 @@ func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID,
 // caller owns. Blobs in it are not pinned. A missing object is
 // ObjectNotExists.
 func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, false)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	var reply protocol.GetDataReply
 	if err := c.call(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
 		return nil, err
@@ -61,6 +70,15 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 // For a blob id the tree is the blob's own and Release(id) drops the blob's
 // reference. A missing object is ObjectNotExists.
 func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, true)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
@@ -98,6 +116,9 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 		}
 	}
 	c.objects[id] = append(c.objects[id], pinned)
+	if reply.MetaEpoch != nil {
+		c.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
+	}
 	return tree, nil
 }
 

@@ -20,10 +20,10 @@ const releaseDelay = 2 * time.Millisecond
 //
 // The daemon handles requests of a connection in order, so a release sent
 // ahead of a get is applied before the get takes its references. A queued
-// blob keeps its entry (pins 0) until it is sent; a get whose reply pins it
-// again in the meantime removes it from the batch (takeReleasesLocked skips
-// entries with pins > 0), so a reference the client counts is never released
-// on the daemon.
+// blob keeps its entry (no references) until it is sent; a get whose reply
+// pins it again in the meantime removes it from the batch
+// (takeReleasesLocked skips entries with references), so a reference the
+// client counts is never released on the daemon.
 
 // deferReleaseLocked queues blobs whose count reached zero. c.state must be
 // held.
@@ -43,7 +43,7 @@ func (c *Client) takeReleasesLocked() []ids.ObjectID {
 	}
 	out := c.pending[:0:0]
 	for _, id := range c.pending {
-		if b, ok := c.blobs[id]; ok && b.pins == 0 && !b.owned {
+		if b, ok := c.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
 			delete(c.blobs, id)
 			out = append(out, id)
 		}

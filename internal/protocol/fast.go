@@ -171,6 +171,9 @@ func (r *GetDataReply) appendJSON(dst []byte) ([]byte, bool) {
 	if len(r.Fds) > 0 {
 		dst = appendInts(dst, "fds", r.Fds)
 	}
+	if r.MetaEpoch != nil {
+		dst = appendUint(dst, "meta_epoch", *r.MetaEpoch)
+	}
 	return append(dst, '}'), true
 }
 

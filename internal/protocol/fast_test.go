@@ -26,7 +26,7 @@ func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
 		{"get_buffers empty", &BuffersReply{Header: Header{Type: "get_buffers_reply"}, Payloads: []Payload{}, Fds: []int{}}},
 		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree}},
 		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil}},
-		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}}},
+		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize}},
 		{"get_data plain", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,10 +23,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 	case *protocol.RegisterRequest:
 		c.registered = true
 		return &protocol.RegisterReply{
-			IPCSocket:  s.cfg.Socket,
-			InstanceID: st.InstanceID(),
-			Version:    Version,
-			StoreMatch: true,
+			IPCSocket:       s.cfg.Socket,
+			InstanceID:      st.InstanceID(),
+			Version:         Version,
+			MetaEpochOffset: store.EpochOffset,
+			StoreMatch:      true,
 		}, nil, nil
 
 	case *protocol.CreateBufferRequest:
@@ -212,8 +213,8 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 		content, _ := st.GetData(r.ID)
 		return &protocol.GetDataReply{Content: content}, nil, nil
 	}
-	content, payloads, _ := c.sess.GetDataWithBuffers(r.ID)
-	out := &protocol.GetDataReply{Content: content, Payloads: payloads}
+	content, payloads, epoch := c.sess.GetDataWithBuffers(r.ID)
+	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil
 }

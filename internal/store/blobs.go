@@ -144,8 +144,9 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	off, err := s.alloc.Alloc(size)
 	if err != nil {
 		if errors.Is(err, alloc.ErrNotEnoughMemory) {
+			used, limit := s.usageLocked()
 			return nil, protocol.Errorf(protocol.NotEnoughMemory,
-				"failed to allocate %d bytes: %d of %d bytes are in use", size, s.alloc.Used(), s.alloc.Capacity())
+				"failed to allocate %d bytes: %d of %d bytes are in use", size, used, limit)
 		}
 		return nil, protocol.Errorf(protocol.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}

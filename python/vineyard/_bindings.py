@@ -41,6 +41,9 @@ SIGNATURES = {
     "v6d_get": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_get_buffers": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_release": (c_int32, [_client, c_uint64, _err]),
+    "v6d_map_private": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
+    "v6d_unmap_private": (c_int32, [c_void_p, _err]),
+    "v6d_private_views": (c_int64, []),
     "v6d_create_metadata": (
         c_int32,
         [_client, c_char_p, c_size_t, POINTER(c_uint64), c_size_t, POINTER(c_uint64), _charpp, _sizep, _err],

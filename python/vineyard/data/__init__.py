@@ -107,9 +107,11 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 def _register_builtins() -> None:
     from . import arrays, base, dataframe, index, series, tensor
+    from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
+    torch_types.register()
     arrays.register()
     index.register()
     series.register()
