@@ -230,6 +230,21 @@ def test_reads_frames_upstream_vineyard_wrote(client):
                                             index=pd.Index([7, 8, 9], name="k"), columns=pd.Index(["a", 1])))
 
 
+def test_a_column_longer_than_its_blob_is_an_error(client):
+    tree = client.get_meta(client.put(pd.DataFrame({"a": np.arange(4.0)})))
+    bad = vineyard.ObjectMeta({k: tree[k] for k in ("typename", "__values_-size")})
+    bad.add_member("columns_", tree["columns_"].id)
+    bad.add_member("index_", vineyard.ObjectMeta({"typename": "vineyard::RangeIndex", "start_": 0,
+                                                  "stop_": 1 << 20, "step_": 1, "name": "null"}))
+    column = vineyard.ObjectMeta({k: tree["__values_-value-0"][k] for k in
+                                  ("typename", "order_", "value_type_", "value_type_meta_")})
+    column["shape_"] = "[1048576]"  # the blob holds 4 values
+    column.add_member("buffer_", tree["__values_-value-0"]["buffer_"].id)
+    bad.add_member("__values_-value-0", column)
+    with pytest.raises(ValueError, match="needs more than its blob"):
+        client.get(client.create_metadata(bad).id)
+
+
 def test_attrs_roundtrip(client):
     series = pd.Series([1.0])
     series.attrs = {"unit": "m", "scale": np.float64(2.5), "nested": {"a": [1, 2]}}

@@ -31,7 +31,7 @@ def build_dataframe(client: Any, df: Any, **kw: Any) -> ObjectMeta:
     from .index import build_index
     from .ndframe import encode_ndframe
 
-    if not type(df).__module__.startswith("pandas"):
+    if type(df).__module__.partition(".")[0] != "pandas":
         return build_pickle(client, df)  # a subclass: keep its type
     batch = BlobBatch()
     with batch.building(client):

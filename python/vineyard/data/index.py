@@ -145,7 +145,7 @@ def resolve_index(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 def build_pandas_index(client: Any, index: Any, **kw: Any) -> ObjectMeta:
     """Builder of ``client.put(index)``."""
-    if not type(index).__module__.startswith("pandas"):
+    if type(index).__module__.partition(".")[0] != "pandas":
         from .base import build_pickle
 
         return build_pickle(client, index)  # a subclass: keep its type

@@ -24,7 +24,7 @@ def build_series(client: Any, series: Any, **kw: Any) -> ObjectMeta:
     from .index import build_index
     from .ndframe import encode_ndframe
 
-    if not type(series).__module__.startswith("pandas"):
+    if type(series).__module__.partition(".")[0] != "pandas":
         return build_pickle(client, series)  # a subclass: keep its type
     batch = BlobBatch()
     with batch.building(client):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
@@ -74,7 +75,10 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
-    address, _size = client._blob_pointer(int(ObjectID(blob["id"])))
+    address, size = client._blob_pointer(int(ObjectID(blob["id"])))
+    if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
+        raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
+                         f"blob's {size} bytes")
     strides = None
     if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
