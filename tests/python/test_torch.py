@@ -180,7 +180,7 @@ def test_quantized_non_contiguous(client):
 
 def test_put_creates_all_buffers_at_once_and_the_tree_at_once(client, monkeypatch):
     calls = []
-    for name in ("create_blob", "create_metadata"):
+    for name in ("create_blob", "_create"):
         real = getattr(client, name)
         monkeypatch.setattr(client, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1])
     values = [
@@ -194,7 +194,7 @@ def test_put_creates_all_buffers_at_once_and_the_tree_at_once(client, monkeypatc
     for value in values:
         calls.clear()
         client.put(value)
-        assert calls == ["create_blob", "create_metadata"], value.layout
+        assert calls == ["create_blob", "_create"], value.layout
 
 
 def unbound_equal(a, b):
