@@ -245,6 +245,18 @@ def test_a_column_longer_than_its_blob_is_an_error(client):
         client.get(client.create_metadata(bad).id)
 
 
+def test_works_without_the_pandas_internals_used_for_speed(client, monkeypatch):
+    from pandas.core.indexes.datetimelike import DatetimeTimedeltaMixin
+
+    monkeypatch.delattr(pd.DataFrame, "_iter_column_arrays")
+    monkeypatch.delattr(DatetimeTimedeltaMixin, "_with_freq")
+    df = pd.DataFrame(_frame_columns())
+    df.index = pd.date_range("2020", periods=N, freq="D")
+    got = _roundtrip(client, df)
+    tm.assert_frame_equal(got, df, check_freq=True)
+    assert got.index.freq == df.index.freq
+
+
 def test_attrs_roundtrip(client):
     series = pd.Series([1.0])
     series.attrs = {"unit": "m", "scale": np.float64(2.5), "nested": {"a": [1, 2]}}

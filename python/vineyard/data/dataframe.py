@@ -65,7 +65,11 @@ def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     first write to a column copies that column)."""
     import numpy as np
     import pandas as pd
-    from pandas.api.internals import create_dataframe_from_blocks
+
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError as e:
+        raise ImportError(f"vineyard: getting a DataFrame needs pandas 2.3 or newer, not {pd.__version__}") from e
 
     from .arrays import resolve_array
     from .index import resolve_index
