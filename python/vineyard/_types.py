@@ -79,16 +79,19 @@ class ObjectMeta:
         :meth:`add_inline_member`): their placeholder members and data."""
         return self._inline
 
-    def add_inline_member(self, key: str, data: Any) -> None:
+    def add_inline_member(self, key: str, data: Any, tree: ObjectMeta | None = None) -> None:
         """Adds, as member ``key``, a new blob holding a copy of ``data`` (a
-        C-contiguous NumPy array or any bytes-like object, kept alive until
-        the tree is created). The bytes travel with the tree: the blob and the
-        object are created in one round trip. Meant for small data; the client
-        falls back to shared-memory blobs when the total grows large."""
-        if key in self._tree:
+        contiguous NumPy array, copied in memory order, or any bytes-like
+        object; kept alive until the tree is created). The bytes travel with
+        the tree: the blob and the object are created in one round trip.
+        Meant for small data; the client falls back to shared-memory blobs
+        when the total grows large. With ``tree`` (a tree embedded in this one
+        already), the member goes into ``tree`` and this tree carries it."""
+        target = self if tree is None else tree
+        if key in target._tree:
             raise KeyError(f"member {key!r} exists already")
         placeholder = {"inline": len(self._inline)}
-        self._tree[key] = placeholder
+        target._tree[key] = placeholder
         self._inline.append((placeholder, data))
 
     def _adopt(self, child: ObjectMeta) -> None:

@@ -109,7 +109,7 @@ class _Pin:
     (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
     and a finalizer costs several times more to create.)"""
 
-    __slots__ = ("conn", "oid")
+    __slots__ = ("__weakref__", "conn", "oid")  # pandas tracks a got frame's references by weakref
 
     def __init__(self, conn: _Conn, oid: int) -> None:
         self.conn = conn

@@ -106,12 +106,16 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def _register_builtins() -> None:
-    from . import base, tensor
+    from . import arrays, base, dataframe, index, series, tensor
     from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
     torch_types.register()
+    arrays.register()
+    index.register()
+    series.register()
+    dataframe.register()
 
 
 _register_builtins()

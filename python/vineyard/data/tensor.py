@@ -3,18 +3,14 @@ on get (C or Fortran order kept)."""
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
+import math
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
 
-__all__ = ["build_numpy", "register", "resolve_numpy"]
-
-# Arrays up to this size are sent with their tree (one round trip); larger
-# ones are copied into a shared-memory blob first (two).
-INLINE_BLOB = 64 << 10
+__all__ = ["build_numpy", "register", "resolve_numpy", "tensor_meta"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
@@ -44,32 +40,32 @@ def _dtype(text: str) -> Any:
     return np.dtype(text)
 
 
-def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
-    import numpy as np
-
-    from .base import build_pickle
-
-    if arr.dtype.hasobject:
-        return build_pickle(client, arr)
-    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        arr = np.ascontiguousarray(arr)
-    order = "C" if arr.flags.c_contiguous else "F"
+def tensor_meta(arr: Any) -> ObjectMeta:
+    """The ``vineyard::Tensor`` tree of ``arr`` without its ``buffer_`` blob,
+    which must hold ``arr.nbytes`` bytes in the tree's ``order_`` (F for an
+    array that is F- but not C-contiguous, else C)."""
     typename, name, typestr = _dtype_fields(arr.dtype)
-    meta = ObjectMeta({
+    return ObjectMeta({
         "typename": typename,
         "shape_": _shape_text(arr.shape),
         "partition_index_": "[]",
-        "order_": order,
+        "order_": "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C",
         "value_type_": name,
         "value_type_meta_": typestr,
         "nbytes": arr.nbytes,
     })
-    if arr.nbytes <= INLINE_BLOB:
-        meta.add_inline_member("buffer_", arr)  # travels with the tree: one round trip
-    else:
-        builder = client.create_blob(arr.nbytes)
-        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
-        meta.add_member("buffer_", builder)
+
+
+def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    from .base import build_pickle
+    from .batch import BlobBatch
+
+    if arr.dtype.hasobject:
+        return build_pickle(client, arr)
+    meta = tensor_meta(arr)
+    batch = BlobBatch()
+    batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
+    batch.commit(client, meta)
     return meta
 
 
@@ -86,7 +82,10 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
-    address, _size = client._blob_pointer(int(ObjectID(blob["id"])))
+    address, size = client._blob_pointer(int(ObjectID(blob["id"])))
+    if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
+        raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
+                         f"blob's {size} bytes")
     strides = None
     if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
