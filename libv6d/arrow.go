@@ -2,11 +2,7 @@ package main
 
 /*
 #include <stdint.h>
-#include <stdlib.h>
-#ifndef V6D_ERROR_TYPEDEF
-#define V6D_ERROR_TYPEDEF // every preamble with an //export lands in _cgo_export.h
-typedef struct v6d_error { int32_t code; char *message; } v6d_error;
-#endif
+typedef struct v6d_error v6d_error; // defined in exports.go's preamble
 */
 import "C"
 

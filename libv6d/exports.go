@@ -5,10 +5,7 @@ package main
 /*
 #include <stdint.h>
 #include <stdlib.h>
-#ifndef V6D_ERROR_TYPEDEF
-#define V6D_ERROR_TYPEDEF // every preamble with an //export lands in _cgo_export.h
 typedef struct v6d_error { int32_t code; char *message; } v6d_error;
-#endif
 static const char v6d_version_string[] = "0.1.0";
 static const char *v6d_version_ptr(void) { return v6d_version_string; }
 */
@@ -294,12 +291,57 @@ func v6d_create_metadata(h C.uint64_t, js *C.char, n C.size_t, seal *C.uint64_t,
 		if js == nil || id == nil {
 			return nullArg("json and id")
 		}
+		if metaOut == nil { // the stored tree is not wanted: it need not cross the socket
+			oid, e := c.Create(jsonArg(js, n), idsOf(seal, nSeal))
+			if e == nil {
+				*id = C.uint64_t(oid)
+			}
+			return e
+		}
 		oid, tree, e := c.CreateMetadata(jsonArg(js, n), idsOf(seal, nSeal))
 		if e != nil {
 			return e
 		}
 		*id = C.uint64_t(oid)
 		cbytes(tree, metaOut, metaLen)
+		return nil
+	})
+}
+
+//export v6d_put_inline
+func v6d_put_inline(h C.uint64_t, js *C.char, n C.size_t, count C.size_t, datas *unsafe.Pointer, sizes *C.uint64_t, blobIDs *C.uint64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if count == 0 || datas == nil || sizes == nil {
+			return nullArg("datas and sizes")
+		}
+		ptrs := unsafe.Slice(datas, int(count))
+		lens := unsafe.Slice((*uint64)(unsafe.Pointer(sizes)), int(count))
+		bufs := make([][]byte, count)
+		var total uint64
+		for i, p := range ptrs {
+			if total += lens[i]; total > client.MaxInline {
+				return protocol.Errorf(protocol.Invalid, "more than %d bytes to put inline", client.MaxInline)
+			}
+			if lens[i] > 0 {
+				if p == nil {
+					return nullArg("datas[i] of a non-empty buffer")
+				}
+				bufs[i] = unsafe.Slice((*byte)(p), int(lens[i])) // C memory, read during the call only
+			}
+		}
+		oid, bids, e := c.CreateInline(jsonArg(js, n), bufs)
+		if e != nil {
+			return e
+		}
+		if blobIDs != nil {
+			out := unsafe.Slice(blobIDs, int(count))
+			for i, b := range bids {
+				out[i] = C.uint64_t(b)
+			}
+		}
+		if id != nil {
+			*id = C.uint64_t(oid)
+		}
 		return nil
 	})
 }

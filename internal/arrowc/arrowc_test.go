@@ -196,7 +196,7 @@ func TestRoundTripEveryType(t *testing.T) {
 	if n := LiveExports(); n != base {
 		t.Errorf("live exports %d after every release, want %d", n, base)
 	}
-	if n := b.Leases(); n != 0 {
+	if n := b.Holds(); n != 0 {
 		t.Errorf("%d leases after every release", n)
 	}
 }
@@ -216,8 +216,8 @@ func TestZeroCopyAndLifetime(t *testing.T) {
 	if !client.IsSharedMemory(uintptr(unsafe.Pointer(&values[0]))) {
 		t.Fatal("buffer is not in the shared arena")
 	}
-	if b.Leases() != 1 {
-		t.Fatalf("leases %d, want 1", b.Leases())
+	if b.Holds() != 1 {
+		t.Fatalf("leases %d, want 1", b.Holds())
 	}
 	// Closing the client keeps the data mapped and pinned for the export.
 	if err := b.Close(); err != nil {
@@ -230,8 +230,8 @@ func TestZeroCopyAndLifetime(t *testing.T) {
 		t.Fatalf("value after close %d", v)
 	}
 	got.Release() // the last lease: the client really closes
-	if b.Leases() != 0 {
-		t.Fatalf("leases %d after release", b.Leases())
+	if b.Holds() != 0 {
+		t.Fatalf("leases %d after release", b.Holds())
 	}
 }
 
@@ -299,7 +299,7 @@ func TestRecordBatchAndStreams(t *testing.T) {
 	}
 	got.Release()
 	rr.(array.RecordReader).Release()
-	if n := b.Leases(); n != 0 {
+	if n := b.Holds(); n != 0 {
 		t.Errorf("%d leases after every release", n)
 	}
 
@@ -414,7 +414,7 @@ func TestFromMetaNoRoundTrip(t *testing.T) {
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
 	}
-	if b.Leases() != 0 {
-		t.Errorf("%d leases left", b.Leases())
+	if b.Holds() != 0 {
+		t.Errorf("%d leases left", b.Holds())
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -8,12 +9,24 @@ import (
 )
 
 // CreateMetadata creates an object from a metadata tree (a JSON object with a
-// "typename"; members are nested trees with at least an "id", and must exist)
-// in one round trip. The blobs of seal, which this client created, are sealed
-// first in the same round trip (the empty blob is skipped); each then holds a
-// reference, as after Seal, which Release(id) drops (as does Release of each
-// blob). It returns the new id and the stored tree, which the caller owns.
+// "typename"; members are nested trees: with an "id", existing objects; without,
+// new objects created with it) in one round trip. The blobs of seal, which
+// this client created, are sealed first in the same round trip (the empty
+// blob is skipped); each then holds a reference, as after Seal, which
+// Release(id) drops (as does Release of each blob). It returns the new id and
+// the stored tree, which the caller owns.
 func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID, json.RawMessage, error) {
+	return c.create(tree, seal, true)
+}
+
+// Create is CreateMetadata without the stored tree, which then never crosses
+// the socket: what a put needs.
+func (c *Client) Create(tree []byte, seal []ids.ObjectID) (ids.ObjectID, error) {
+	id, _, err := c.create(tree, seal, false)
+	return id, err
+}
+
+func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
 	if !json.Valid(tree) {
 		return 0, nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata is not valid JSON")
 	}
@@ -28,7 +41,7 @@ func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.CreateDataReply
-	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal}
+	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal, WithContent: withTree}
 	if err := c.callLocked(req, &reply); err != nil {
 		return 0, nil, err
 	}
@@ -47,6 +60,15 @@ func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID,
 // caller owns. Blobs in it are not pinned. A missing object is
 // ObjectNotExists.
 func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, false)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	var reply protocol.GetDataReply
 	if err := c.call(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
 		return nil, err
@@ -60,6 +82,15 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 // For a blob id the tree is the blob's own and Release(id) drops the blob's
 // reference. A missing object is ObjectNotExists.
 func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, true)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
@@ -97,11 +128,23 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 		}
 	}
 	c.objects[id] = append(c.objects[id], pinned)
+	if reply.MetaEpoch != nil {
+		c.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
+	}
 	return tree, nil
 }
 
 // treeOf returns the tree of id in a get_data content map {"o…": tree}.
 func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
+	// Asked for one id, the daemon writes {} or {"o…":tree}: slice the tree
+	// out instead of decoding it again (decodeReply validated the JSON).
+	var key [24]byte
+	head := append(append(append(key[:0], '{', '"'), id.AppendText(nil)...), '"', ':')
+	if n := len(content); bytes.HasPrefix(content, head) && n > len(head) && content[n-1] == '}' {
+		if tree := content[len(head) : n-1]; len(tree) > 0 && tree[0] == '{' && tree[len(tree)-1] == '}' {
+			return tree, nil
+		}
+	}
 	var trees map[string]json.RawMessage
 	if err := json.Unmarshal(content, &trees); err != nil {
 		return nil, errBadReply("content: %v", err)
@@ -185,4 +228,43 @@ func (c *Client) Label(id ids.ObjectID, keys, values []string) error {
 	}
 	var reply protocol.AckReply
 	return c.call(&protocol.LabelRequest{ID: id, Keys: keys, Values: values}, &reply)
+}
+
+// MaxInline bounds the bytes of one CreateInline: they travel through the
+// socket, which pays for small data (one round trip instead of two) but not
+// for large data, written faster in place through CreateBuffer.
+const MaxInline = 64 << 20
+
+// CreateInline puts small data in one round trip: each of data becomes a new
+// sealed blob (the bytes are copied through the socket), and, unless tree is
+// empty, the object of tree is created with them, a member {"inline": i}
+// standing for the i-th blob. It returns the object's id (0 without a tree)
+// and the blobs' ids. The client holds no reference to what it created.
+// Bytes of more than MaxInline in all are Invalid.
+func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
+	if len(tree) > 0 && !json.Valid(tree) {
+		return 0, nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata is not valid JSON")
+	}
+	if len(data) == 0 {
+		return 0, nil, protocol.Errorf(protocol.Invalid, "an inline create needs at least one blob")
+	}
+	sizes := make([]uint64, len(data))
+	var total uint64
+	for i, d := range data {
+		sizes[i] = uint64(len(d))
+		total += sizes[i]
+	}
+	if total > MaxInline {
+		return 0, nil, protocol.Errorf(protocol.Invalid,
+			"%d bytes are too many to send inline (at most %d): create buffers for them", total, MaxInline)
+	}
+	var reply protocol.CreateDataReply
+	req := &protocol.CreateDataRequest{Content: tree, Inline: sizes}
+	if err := c.callTrailing(req, &reply, data); err != nil {
+		return 0, nil, err
+	}
+	if len(reply.InlineIDs) != len(data) {
+		return 0, nil, errBadReply("%d inline blob ids for %d blobs", len(reply.InlineIDs), len(data))
+	}
+	return reply.ID, reply.InlineIDs, nil
 }

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 )
 
 // A Lease keeps blobs this client holds pinned, and the client's connection
@@ -16,10 +15,11 @@ import (
 //
 // Taking a lease costs no round trip: it adds one local reference to blobs the
 // client already holds. Releasing it drops those references; a blob whose
-// count reaches zero is released to the daemon, as Release does. While any
-// lease is live, Close closes the client for new calls but keeps the
-// connection (and so the daemon's references) and the arena mapping until the
-// last lease is released.
+// count reaches zero is released to the daemon as Release does (deferred, see
+// release.go). A live lease counts as a live private view (private.go): Close
+// closes the client for new calls at once but keeps the connection (and so
+// the daemon's references) and the arena mapping until the last lease or view
+// is gone.
 type Lease struct {
 	c     *Client
 	blobs []ids.ObjectID
@@ -28,10 +28,11 @@ type Lease struct {
 
 // Retain takes a lease on blobs, which this client must hold (got with Get,
 // GetBuffers or GetObject, or sealed by it, and not released since): each
-// gains one local reference. It returns the lease and the read-only view of
-// each blob (nil for the empty blob), valid until the lease is released. A
-// blob not held is ObjectNotExists and nothing is retained. Ids may repeat;
-// each occurrence counts.
+// gains one local reference (once, however often it is listed). It
+// returns the lease and the read-only view of each entry of blobs (nil for
+// the empty blob), valid until the lease is released. A blob not held is
+// ObjectNotExists and nothing is retained. It never waits behind another
+// goroutine's exchange.
 func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 	if err := c.check(); err != nil {
 		return nil, nil, err
@@ -39,9 +40,6 @@ func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 	views := make([][]byte, len(blobs))
 	c.state.Lock()
 	defer c.state.Unlock()
-	if c.isClosed.Load() { // checked under state: Close decides on leases under it
-		return nil, nil, ErrClosed
-	}
 	for i, id := range blobs {
 		if id == ids.EmptyBlob {
 			continue
@@ -52,25 +50,28 @@ func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 		}
 		views[i] = b.ro
 	}
+	if !holdOpen(c) {
+		return nil, nil, ErrClosed
+	}
 	kept := make([]ids.ObjectID, 0, len(blobs))
 	seen := make(map[ids.ObjectID]bool, len(blobs))
 	for _, id := range blobs {
 		if id != ids.EmptyBlob && !seen[id] {
 			seen[id] = true
-			c.blobs[id].pins++
+			c.blobs[id].pins++ // c.state is held: the blob cannot be released meanwhile
 			kept = append(kept, id)
 		}
 	}
-	c.leases++
 	return &Lease{c: c, blobs: kept}, views, nil
 }
 
 // Release drops the lease's references; blobs whose count reaches zero are
-// released to the daemon (a round trip each), and when this is the last lease
-// of a client closed meanwhile, the client is closed for real. Release is
-// idempotent and safe from any goroutine or thread. In a forked child it does
-// nothing (the connection is the parent's) and returns ErrForked, without
-// taking any lock another thread might have held at fork time.
+// released to the daemon (deferred, as Release does), and when this is the
+// last lease or private view of a client closed meanwhile, the client
+// disconnects. Release is idempotent and safe from any goroutine or thread.
+// In a forked child it does nothing (the connection is the parent's) and
+// returns ErrForked, without taking any lock another thread might have held
+// at fork time.
 func (l *Lease) Release() error {
 	if l == nil || !l.done.CompareAndSwap(false, true) {
 		return nil
@@ -79,50 +80,51 @@ func (l *Lease) Release() error {
 	if os.Getpid() != c.pid {
 		return ErrForked
 	}
-	err := c.releaseBlobs(l.blobs)
 	c.state.Lock()
-	c.leases--
-	last := c.leases == 0 && c.pending
-	if last {
-		c.pending = false
+	if zero := c.unpinLocked(ids.EmptyBlob, l.blobs); len(zero) > 0 { // a blob id: no object stack to pop
+		c.deferReleaseLocked(zero)
 	}
 	c.state.Unlock()
-	if last {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if e := c.shutdownLocked(); err == nil {
-			err = e
-		}
+	if dropHold(c) {
+		c.finishClose()
 	}
-	return err
+	return nil
 }
 
-// releaseBlobs drops one reference to each of blobs, as Release does for an
-// object, also after Close (the connection stays open while leases live).
-func (c *Client) releaseBlobs(blobs []ids.ObjectID) error {
-	// The empty blob is a blob id: there is no object stack to pop.
-	return c.drop(ids.EmptyBlob, func() ([]ids.ObjectID, error) { return blobs, nil }, c.exchangeLocked)
-}
-
-// releaseZeroLocked tells the daemon that the client's counts of blobs
-// reached zero, one release_request each, through call (callLocked, or
-// exchangeLocked for a closed client's leases). c.mu must be held.
-func (c *Client) releaseZeroLocked(zero []ids.ObjectID, call func(protocol.Request, protocol.Reply) error) error {
-	var first error
-	for _, bid := range zero {
-		var reply protocol.AckReply
-		if err := call(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
-			first = err
-		}
+// holdOpen counts one more live hold (a lease) on c, which keeps a Close
+// from disconnecting; it reports false if c is closed already. views.mu is a
+// leaf lock (private.go).
+func holdOpen(c *Client) bool {
+	views.mu.Lock()
+	defer views.mu.Unlock()
+	if c.isClosed.Load() { // Close decides under views.mu whether to wait
+		return false
 	}
-	return first
+	views.live[c]++
+	return true
 }
 
-// Leases returns the number of live leases of the client (for tests).
-func (c *Client) Leases() int {
-	c.state.Lock()
-	defer c.state.Unlock()
-	return c.leases
+// dropHold drops a hold of c and reports whether it was the last of a client
+// whose Close waits for it.
+func dropHold(c *Client) bool {
+	views.mu.Lock()
+	defer views.mu.Unlock()
+	views.live[c]--
+	if views.live[c] > 0 {
+		return false
+	}
+	finish := views.closing[c]
+	delete(views.live, c)
+	delete(views.closing, c)
+	return finish
+}
+
+// Holds returns the number of live leases and private views of the client
+// (for tests).
+func (c *Client) Holds() int {
+	views.mu.Lock()
+	defer views.mu.Unlock()
+	return views.live[c]
 }
 
 // IsSharedMemory reports whether addr points into an arena this process maps

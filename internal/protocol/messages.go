@@ -156,9 +156,12 @@ type ShrinkBufferRequest struct {
 	Size uint64       `json:"size"`
 }
 
-// ReleaseRequest drops the connection's reference to a blob.
+// ReleaseRequest drops the connection's reference to a blob. IDs (our
+// extension) releases more blobs in the same request; the client uses it to
+// send the releases it deferred ahead of its next request.
 type ReleaseRequest struct {
-	ObjectID ids.ObjectID `json:"object_id"`
+	ObjectID ids.ObjectID   `json:"object_id"`
+	IDs      []ids.ObjectID `json:"ids,omitempty"`
 }
 
 // IncreaseReferenceCountRequest takes a reference to each blob.
@@ -167,10 +170,16 @@ type IncreaseReferenceCountRequest struct {
 }
 
 // CreateDataRequest stores a metadata tree. Seal is our extension: blobs of
-// this connection sealed first, in the same round trip.
+// this connection sealed first, in the same round trip. Inline (our
+// extension) lists the sizes of new blobs whose bytes follow the frame on the
+// socket, back to back; the tree refers to the i-th as {"inline": i}, and
+// Content may then be empty to create only the blobs.
 type CreateDataRequest struct {
 	Content json.RawMessage `json:"content"`
 	Seal    []ids.ObjectID  `json:"seal,omitempty"`
+	Inline  []uint64        `json:"inline,omitempty"`
+	// WithContent (our extension) asks for the stored tree in the reply.
+	WithContent bool `json:"with_content,omitempty"`
 }
 
 // CreateDatasRequest stores several trees; Seal as in CreateDataRequest.
@@ -367,7 +376,9 @@ func DecodeRequest(body []byte) (string, Request, error) {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(body, &head); err != nil {
+	if t, ok := requestType(body); ok {
+		head.Type = t
+	} else if err := json.Unmarshal(body, &head); err != nil {
 		return "", nil, Errorf(Invalid, "malformed message: %v", err)
 	}
 	mk, ok := requestTable[head.Type]
@@ -389,7 +400,12 @@ func DecodeRequest(body []byte) (string, Request, error) {
 
 // EncodeRequest marshals a request with its "type" as the first key.
 func EncodeRequest(wireType string, req Request) ([]byte, error) {
-	body, err := json.Marshal(req)
+	if a, ok := req.(requestAppender); ok {
+		out := append(make([]byte, 0, 96), `{"type":"`...)
+		out = append(out, wireType...)
+		return append(a.appendFields(append(out, '"')), '}'), nil
+	}
+	body, err := Marshal(req)
 	if err != nil {
 		return nil, err
 	}

@@ -40,21 +40,36 @@ func (o *object) encodeFields() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var buf bytes.Buffer
+	size := 0
+	for k, v := range o.fields {
+		size += len(k) + len(v) + 4
+	}
+	buf := make([]byte, 0, size)
 	for i, k := range keys {
 		if i > 0 {
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
-		kb, _ := json.Marshal(k)
-		buf.Write(kb)
-		buf.WriteByte(':')
-		buf.Write(o.fields[k])
+		buf = protocol.AppendString(buf, k)
+		buf = append(buf, ':')
+		buf = append(buf, o.fields[k]...)
 	}
-	o.encoded = buf.Bytes()
+	o.encoded = buf
 }
 
 func (o *object) setField(key string, value any) {
-	raw, _ := json.Marshal(value)
+	var raw []byte
+	switch v := value.(type) { // the fields the daemon sets on every object, without reflection
+	case string:
+		raw = protocol.AppendString(nil, v)
+	case uint64:
+		raw = strconv.AppendUint(nil, v, 10)
+	case int:
+		raw = strconv.AppendInt(nil, int64(v), 10)
+	case bool:
+		raw = strconv.AppendBool(nil, v)
+	default:
+		raw, _ = protocol.Marshal(value)
+	}
 	o.fields[key] = raw
 }
 
@@ -121,7 +136,17 @@ func (s *Store) blobsOfLocked(dst []*blob, id ids.ObjectID, seen map[ids.ObjectI
 type Created struct {
 	ID        ids.ObjectID
 	Signature uint64
-	Tree      []byte
+	Inline    []ids.ObjectID // the blobs of an inline create
+}
+
+// Tree returns the full tree of an object or blob, and whether it exists.
+func (s *Store) Tree(id ids.ObjectID) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.existsLocked(id) {
+		return nil, false
+	}
+	return s.appendTreeLocked(nil, id), true
 }
 
 // CreateData stores a metadata tree. The blobs in seal, created by this
@@ -138,13 +163,13 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 			return Created{}, err
 		}
 	}
-	objs, err := s.buildTreeLocked(content)
+	objs, err := s.buildTreeLocked(content, nil)
 	if err != nil {
 		return Created{}, err
 	}
 	o := s.insertAllLocked(objs)
-	sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
-	return Created{ID: o.id, Signature: sig, Tree: s.appendTreeLocked(nil, o.id)}, nil
+	sig, _ := parseSignature(o)
+	return Created{ID: o.id, Signature: sig}, nil
 }
 
 // CreateDatas stores several trees; on error none of the trees after the
@@ -160,12 +185,12 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	}
 	out := make([]Created, 0, len(contents))
 	for _, c := range contents {
-		objs, err := s.buildTreeLocked(c)
+		objs, err := s.buildTreeLocked(c, nil)
 		if err != nil {
 			return out, err
 		}
 		o := s.insertAllLocked(objs)
-		sig, _ := strconv.ParseUint(string(o.fields["signature"]), 10, 64)
+		sig, _ := parseSignature(o)
 		out = append(out, Created{ID: o.id, Signature: sig})
 	}
 	return out, nil
@@ -174,14 +199,32 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 // maxTreeDepth bounds the nesting of new member trees in one create_data.
 const maxTreeDepth = 128
 
+// parseSignature returns the signature field of o.
+func parseSignature(o *object) (uint64, error) {
+	return strconv.ParseUint(string(o.fields["signature"]), 10, 64)
+}
+
+// treeBuild is one tree being validated and turned into objects.
+type treeBuild struct {
+	objs   []*object      // built so far: new members first, depth-first
+	inline []ids.ObjectID // the blobs of an inline create, for {"inline": i} members
+}
+
 // buildTreeLocked validates a tree and makes objects of it, not yet inserted:
-// the new members first (depth-first), the root last.
-func (s *Store) buildTreeLocked(content json.RawMessage) ([]*object, error) {
-	var objs []*object
-	if _, err := s.buildObjectLocked(content, 0, &objs); err != nil {
+// the new members first (depth-first), the root last. inline are the blobs
+// of an inline create (nil otherwise).
+func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID) ([]*object, error) {
+	if !json.Valid(content) {
+		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
+	}
+	// The objects keep slices of the tree (their raw fields): give them a
+	// copy of their own, not the connection's read buffer.
+	content = append(json.RawMessage(nil), content...)
+	tb := &treeBuild{inline: inline}
+	if _, err := s.buildObjectLocked(content, 0, tb); err != nil {
 		return nil, err
 	}
-	return objs, nil
+	return tb.objs, nil
 }
 
 // insertAllLocked inserts objects built by buildTreeLocked and returns the
@@ -195,34 +238,39 @@ func (s *Store) insertAllLocked(objs []*object) *object {
 
 // buildObjectLocked validates the tree content at nesting depth and makes an
 // object of it, appending it (after its new members) to objs.
-func (s *Store) buildObjectLocked(content json.RawMessage, depth int, objs *[]*object) (*object, error) {
+func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBuild) (*object, error) {
 	if depth > maxTreeDepth {
 		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(content, &top); err != nil || top == nil {
+	o := &object{
+		id:     s.gen.Object(),
+		fields: make(map[string]json.RawMessage, 12),
+		users:  map[ids.ObjectID]int{},
+	}
+	var memberTrees map[string]json.RawMessage
+	if err := objectFields(content, func(key string, raw []byte) error {
+		if len(raw) > 0 && raw[0] == '{' {
+			delete(o.fields, key) // a repeated key: the last one counts
+			if memberTrees == nil {
+				memberTrees = make(map[string]json.RawMessage)
+			}
+			memberTrees[key] = raw
+			return nil
+		}
+		delete(memberTrees, key)
+		o.fields[key] = raw
+		return nil
+	}); err != nil {
 		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
 	}
-	var typename string
-	if raw, ok := top["typename"]; !ok || json.Unmarshal(raw, &typename) != nil || typename == "" {
+	if raw, ok := o.fields["typename"]; !ok || json.Unmarshal(raw, &o.typename) != nil || o.typename == "" {
 		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "no 'typename' field in the metadata")
 	}
-	if typename == BlobTypename {
+	if o.typename == BlobTypename {
 		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
-	o := &object{
-		id:       s.gen.Object(),
-		typename: typename,
-		fields:   make(map[string]json.RawMessage, len(top)+4),
-		users:    map[ids.ObjectID]int{},
-	}
-	for key, raw := range top {
-		trimmed := bytes.TrimLeft(raw, " \t\r\n")
-		if len(trimmed) == 0 || trimmed[0] != '{' {
-			o.fields[key] = raw
-			continue
-		}
-		mid, err := s.memberLocked(key, raw, depth, objs)
+	for key, raw := range memberTrees {
+		mid, err := s.memberLocked(key, raw, depth, tb)
 		if err != nil {
 			return nil, err
 		}
@@ -239,26 +287,38 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, objs *[]*o
 		o.setField("nbytes", 0)
 	}
 	o.encodeFields()
-	*objs = append(*objs, o)
+	tb.objs = append(tb.objs, o)
 	return o, nil
 }
 
 // memberLocked resolves the member tree raw under key: the id of an existing
 // object it links, or of a new object built from it (appended to objs).
-func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, objs *[]*object) (ids.ObjectID, error) {
+func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *treeBuild) (ids.ObjectID, error) {
 	var link struct {
-		ID       json.RawMessage `json:"id"`
-		Typename json.RawMessage `json:"typename"`
+		ID, Typename, Inline json.RawMessage
 	}
-	if err := json.Unmarshal(raw, &link); err != nil {
+	if err := objectFields(raw, func(k string, v []byte) error {
+		switch k {
+		case "id":
+			link.ID = v
+		case "typename":
+			link.Typename = v
+		case "inline":
+			link.Inline = v
+		}
+		return nil
+	}); err != nil {
 		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+	}
+	if link.Inline != nil && tb.inline != nil {
+		return inlineMember(key, link.Inline, tb.inline)
 	}
 	if link.ID == nil {
 		if link.Typename == nil {
 			return 0, protocol.Errorf(protocol.MetaTreeInvalid,
 				"member %q has neither an \"id\" (an existing object) nor a \"typename\" (a new one)", key)
 		}
-		o, err := s.buildObjectLocked(raw, depth+1, objs)
+		o, err := s.buildObjectLocked(raw, depth+1, tb)
 		if err != nil {
 			return 0, err
 		}
@@ -353,12 +413,13 @@ func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
 }
 
 // GetDataWithBuffers returns the trees of the ids that exist, like GetData,
-// and the payloads of every blob in them, taking a reference to each.
-func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, bool) {
+// the payloads of every blob in them, taking a reference to each, and the
+// meta epoch the trees belong to.
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	content, all := s.contentLocked(idl)
+	content, _ := s.contentLocked(idl)
 	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
 	for _, id := range idl {
@@ -372,7 +433,7 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Pa
 		ss.addRefLocked(b)
 		payloads = append(payloads, s.payload(b))
 	}
-	return content, payloads, all
+	return content, payloads, s.epochLocked()
 }
 
 // List returns {"o…": tree} of objects (and sealed blobs) whose typename
@@ -427,6 +488,7 @@ func (s *Store) persistLocked(o *object) {
 	o.persisted = true
 	o.setField("transient", false)
 	o.encodeFields()
+	s.bumpEpochLocked()
 	for _, m := range o.members {
 		if mo, ok := s.objects[m.id]; ok {
 			s.persistLocked(mo)
@@ -478,6 +540,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	text, _ := json.Marshal(labels)
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	s.bumpEpochLocked()
 	return nil
 }
 

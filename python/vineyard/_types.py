@@ -63,6 +63,7 @@ class ObjectMeta:
     def __init__(self, tree: dict[str, Any] | None = None, global_: bool = False) -> None:
         self._tree: dict[str, Any] = dict(tree or {})
         self._seal: list[int] = []  # unsealed blobs of ours this tree references
+        self._inline: list[tuple[dict[str, Any], Any]] = []  # (placeholder, data) of inline blobs
         if global_:
             self._tree["global"] = True
 
@@ -71,6 +72,34 @@ class ObjectMeta:
         """True once the object exists in the store (the tree has an id); a
         tree being built has none yet."""
         return "id" in self._tree
+
+    @property
+    def inline_data(self) -> list[tuple[dict[str, Any], Any]]:
+        """The new blobs this tree carries by value (see
+        :meth:`add_inline_member`): their placeholder members and data."""
+        return self._inline
+
+    def add_inline_member(self, key: str, data: Any, tree: ObjectMeta | None = None) -> None:
+        """Adds, as member ``key``, a new blob holding a copy of ``data`` (a
+        contiguous NumPy array, copied in memory order, or any bytes-like
+        object; kept alive until the tree is created). The bytes travel with
+        the tree: the blob and the object are created in one round trip.
+        Meant for small data; the client falls back to shared-memory blobs
+        when the total grows large. With ``tree`` (a tree embedded in this one
+        already), the member goes into ``tree`` and this tree carries it."""
+        target = self if tree is None else tree
+        if key in target._tree:
+            raise KeyError(f"member {key!r} exists already")
+        placeholder = {"inline": len(self._inline)}
+        target._tree[key] = placeholder
+        self._inline.append((placeholder, data))
+
+    def _adopt(self, child: ObjectMeta) -> None:
+        """Takes over the blobs a pending child tree brings along."""
+        self._seal.extend(child._seal)
+        for placeholder, data in child._inline:
+            placeholder["inline"] = len(self._inline)
+            self._inline.append((placeholder, data))
 
     @property
     def seal_ids(self) -> list[int]:
@@ -126,7 +155,7 @@ class ObjectMeta:
             raise KeyError(f"member {key!r} exists already")
         if isinstance(value, ObjectMeta):
             self._tree[key] = value._tree
-            self._seal.extend(value._seal)
+            self._adopt(value)
             return
         if getattr(value, "issealed", True) is False:  # a BlobBuilder
             self._seal.append(int(value.id))
@@ -152,7 +181,7 @@ class ObjectMeta:
     def __setitem__(self, key: str, value: Any) -> None:
         if isinstance(value, ObjectMeta):
             self._tree[key] = value._tree
-            self._seal.extend(value._seal)
+            self._adopt(value)
         elif isinstance(value, (list, tuple, dict)):
             self._tree[key] = json.dumps(value)
         elif value is None or isinstance(value, (str, bool, int, float)):

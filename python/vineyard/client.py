@@ -30,29 +30,63 @@ def _id(value: IdLike) -> int:
     return int(ObjectID(value))
 
 
+_fns: dict[str, Any] = {}  # name -> bound library function, filled on first use
+_byref = ctypes.byref
+
+
+def _fn(name: str) -> Any:
+    fn = _fns.get(name)
+    if fn is None:
+        fn = _fns[name] = getattr(_ffi.lib(), name)
+    return fn
+
+
 def _call(name: str, *args: Any) -> None:
-    """Calls a v6d function and raises its status as an exception."""
+    """Calls a v6d function and raises its status as an exception. The fork
+    guard is the caller's: every client call takes its handle from
+    ``Client._handle()``, which checks the process first."""
     err = V6DError()
-    status = getattr(_ffi.lib(), name)(*args, ctypes.byref(err))
+    status = (_fns.get(name) or _fn(name))(*args, _byref(err))
     if status != 0:
         message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
-        _ffi.lib().v6d_error_release(ctypes.byref(err))
+        _fn("v6d_error_release")(_byref(err))
         raise exception_for(status, message)
 
 
 def _take_string(p: ctypes.c_void_p, n: ctypes.c_size_t) -> bytes:
     """Copies and frees a library-allocated string."""
+    if not p.value:
+        return b""
     try:
-        return ctypes.string_at(p.value, n.value) if p.value else b""
+        return ctypes.string_at(p.value, n.value)
     finally:
-        if p.value:
-            _ffi.lib().v6d_free(p)
+        _fn("v6d_free")(p)
 
 
 def _disconnect(handle: int) -> None:
     if _ffi.usable():
         with contextlib.suppress(Exception):  # best effort at teardown
             _call("v6d_disconnect", handle)
+
+
+# Inline puts (v6d_put_inline) send the bytes through the socket: one round
+# trip instead of two, which pays up to a few hundred KiB.
+INLINE_LIMIT = 256 << 10
+
+
+def _address_of(data: Any) -> tuple[int, int, Any]:
+    """(address, nbytes, object keeping them alive) of contiguous data."""
+    import numpy as np
+
+    arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    return arr.ctypes.data, arr.nbytes, arr
+
+
+def _inline_total(inline: Sequence[tuple[dict[str, Any], Any]]) -> int:
+    total = 0
+    for _, d in inline:
+        total += d.nbytes if hasattr(d, "nbytes") else memoryview(d).nbytes
+    return total
 
 
 class _Conn:
@@ -71,7 +105,11 @@ def _release(conn: _Conn, oid: int) -> None:
 
 
 class _Pin:
-    """Keeps what one get pinned alive; releases it when garbage collected."""
+    """Keeps what one get pinned alive; releases it when garbage collected.
+    (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
+    and a finalizer costs several times more to create.)"""
+
+    __slots__ = ("__weakref__", "conn", "oid", "root")  # pandas tracks a got frame's references by weakref
 
     def __init__(self, conn: _Conn, oid: int) -> None:
         self.conn = conn
@@ -79,7 +117,10 @@ class _Pin:
         # (root tree, its JSON) while a get resolves: a resolver that hands
         # the tree back to libv6d reuses the JSON instead of re-encoding it.
         self.root: tuple[dict[str, Any], bytes] | None = None
-        self._finalizer = weakref.finalize(self, _release, conn, oid)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # also at interpreter shutdown
+            _release(self.conn, self.oid)
 
 
 class _ArrayHolder:
@@ -180,7 +221,7 @@ class BlobBuilder:
         self.id = ObjectID(oid)
         self.address = address
         self.size = size
-        self.issealed = False
+        self.issealed = oid == 1 << 63  # the empty blob is sealed by nature
         self._view: Any = None  # made on first use: put's memmove path never needs it
 
     @property
@@ -209,9 +250,14 @@ class BlobBuilder:
         self._array[offset:offset + src.nbytes] = src
 
     def seal(self, client: Client | None = None) -> ObjectID:
-        """Seals the blob; it becomes immutable and readable by others."""
-        _call("v6d_seal", self._client._handle(), int(self.id))
+        """Seals the blob; it becomes immutable and readable by others. The
+        builder's memory must not be used afterwards: get the blob to read it."""
+        handle = self._client._handle()
+        _call("v6d_seal", handle, int(self.id))
         self.issealed = True
+        # Sealing gave this connection a reference; nothing here reads through
+        # it, and holding it would keep the blob's memory after a delete.
+        _call("v6d_release", handle, int(self.id))
         return self.id
 
     def abort(self, client: Client | None = None) -> None:
@@ -315,10 +361,9 @@ class Client:
                     for i in range(n)]
         if size < 0:
             raise ValueError("blob size must not be negative")
-        oid = ctypes.c_uint64()
-        ptr = ctypes.POINTER(ctypes.c_uint8)()
-        _call("v6d_create_buffer", self._handle(), size, ctypes.byref(oid), ctypes.byref(ptr))
-        return BlobBuilder(self, oid.value, ctypes.cast(ptr, ctypes.c_void_p).value or 0, size)
+        oid, ptr = ctypes.c_uint64(), ctypes.c_void_p()
+        _call("v6d_create_buffer", self._handle(), size, _byref(oid), _byref(ptr))
+        return BlobBuilder(self, oid.value, ptr.value or 0, size)
 
     def create_empty_blob(self) -> Blob:
         return Blob(1 << 63, 0, 0, None)
@@ -339,10 +384,10 @@ class Client:
                 for i in range(n)]
 
     def _blob_pointer(self, blob_id: int) -> tuple[int, int]:
-        ptr = ctypes.POINTER(ctypes.c_uint8)()
-        size = ctypes.c_uint64()
-        _call("v6d_blob_pointer", self._handle(), blob_id, ctypes.byref(ptr), ctypes.byref(size), None)
-        return ctypes.cast(ptr, ctypes.c_void_p).value or 0, size.value
+        """(address, size) of a blob this client holds; no round trip."""
+        ptr, size = ctypes.c_void_p(), ctypes.c_uint64()
+        _call("v6d_blob_pointer", self._handle(), blob_id, _byref(ptr), _byref(size), None)
+        return ptr.value or 0, size.value
 
     # -- metadata ---------------------------------------------------------
 
@@ -351,16 +396,66 @@ class Client:
         has no id yet, in one round trip; the unsealed blobs it references
         (``meta.seal_ids``) and those in ``seal`` are sealed first. Returns the
         stored metadata (with ids)."""
+        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
+        self._create(meta, seal, p, ln)
+        return ObjectMeta(json.loads(_take_string(p, ln)))
+
+    def _create(self, meta: ObjectMeta, seal: Sequence[int] = (), tree: ctypes.c_void_p | None = None,
+                tree_len: ctypes.c_size_t | None = None) -> ObjectID:
+        """create_metadata's round trip; the stored tree is copied out only
+        when ``tree`` is given (a put needs just the id). Blobs the tree
+        carries by value go with it (v6d_put_inline) when they are few and
+        small, else into shared-memory blobs first."""
+        if meta.inline_data:
+            inline = meta.inline_data
+            if tree is None and not seal and not meta.seal_ids and _inline_total(inline) <= INLINE_LIMIT:
+                return self._put_inline(meta.to_json().encode(), [d for _, d in inline])[0]
+            self._materialize_inline(meta)
         body = meta.to_json().encode()
         to_seal = [*meta.seal_ids, *seal]
         n = len(to_seal)
-        c_seal = (ctypes.c_uint64 * n)(*[int(s) for s in to_seal]) if n else None
+        c_seal = (ctypes.c_uint64 * n)(*to_seal) if n else None
         oid = ctypes.c_uint64()
-        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
-        _call("v6d_create_metadata", self._handle(), body, len(body), c_seal, n, ctypes.byref(oid),
-              ctypes.byref(p), ctypes.byref(ln))
+        handle = self._handle()
+        _call("v6d_create_metadata", handle, body, len(body), c_seal, n, _byref(oid),
+              None if tree is None else _byref(tree), None if tree_len is None else _byref(tree_len))
         meta.seal_ids.clear()
-        return ObjectMeta(json.loads(_take_string(p, ln)))
+        if n:
+            # Drop the references sealing took (no round trip): a put keeps
+            # no view, and holding them would keep the memory after a delete.
+            _call("v6d_release", handle, oid.value)
+        return ObjectID(oid.value)
+
+    def _put_inline(self, body: bytes | None, datas: Sequence[Any]) -> tuple[ObjectID, list[ObjectID]]:
+        """One round trip: new sealed blobs holding copies of ``datas`` and,
+        unless ``body`` is None, the object of that tree (v6d_put_inline)."""
+        n = len(datas)
+        addrs = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_uint64 * n)()
+        keep = []
+        for i, d in enumerate(datas):
+            addrs[i], sizes[i], view = _address_of(d)
+            keep.append(view)
+        bids = (ctypes.c_uint64 * n)()
+        oid = ctypes.c_uint64()
+        _call("v6d_put_inline", self._handle(), body, len(body) if body else 0, n, addrs, sizes, bids, _byref(oid))
+        del keep
+        return ObjectID(oid.value), [ObjectID(b) for b in bids]
+
+    def _materialize_inline(self, meta: ObjectMeta) -> None:
+        """Turns the inline blobs of a tree into shared-memory blobs (one
+        round trip), for data too large to send by value."""
+        inline = meta.inline_data
+        builders = self.create_blob([_address_of(d)[1] for _, d in inline])
+        for (placeholder, data), builder in zip(inline, builders):
+            address, size, _view = _address_of(data)
+            if size:
+                ctypes.memmove(builder.address, address, size)
+            placeholder.clear()
+            placeholder["id"] = repr(builder.id)
+            if not builder.issealed:
+                meta.seal_ids.append(int(builder.id))
+        inline.clear()
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
         """Returns the metadata tree of an object."""
@@ -464,9 +559,9 @@ class Client:
         """One round trip: the tree, with every blob in it pinned."""
         conn = self._conn
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _call("v6d_get_object", self._handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
+        _call("v6d_get_object", self._handle(), object_id, 0, _byref(p), _byref(n))
         raw = _take_string(p, n)
-        tree = json.loads(raw or b"null")
+        tree = json.loads(raw)
         assert conn is not None
         pin = _Pin(conn, object_id)
         pin.root = (tree, raw)
@@ -517,11 +612,11 @@ class Client:
         Buffer, a NumPy array, a memoryview...) points into the shared memory
         of the store, i.e. is a view rather than a copy. No round trip."""
         out = ctypes.c_int32()
-        _call("v6d_is_shared_memory", self._handle(), _address_of(target), ctypes.byref(out))
+        _call("v6d_is_shared_memory", self._handle(), _target_address(target), ctypes.byref(out))
         return bool(out.value)
 
 
-def _address_of(target: Any) -> int:
+def _target_address(target: Any) -> int:
     """The address of the first byte of target (see is_shared_memory)."""
     if isinstance(target, int):
         return target
@@ -531,10 +626,7 @@ def _address_of(target: Any) -> int:
     interface = getattr(target, "__array_interface__", None)
     if interface is not None:
         return int(interface["data"][0])
-    import numpy as np
-
-    view = memoryview(target).cast("B")
-    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
+    return _address_of(memoryview(target).cast("B"))[0]
 
 
 def connect(socket: str | None = None) -> Client:

@@ -33,6 +33,7 @@ _builders: dict[type | str, Builder] = {}
 _protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
 _resolvers: dict[str, Resolver] = {}
 _by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
+_by_typename: dict[str, Resolver] = {}  # the same for resolvers
 _object_types: dict[str, type] = {}
 
 
@@ -54,6 +55,7 @@ def register_protocol_builder(accepts: Callable[[Any], bool], fn: Builder) -> No
 def register_resolver(typename_prefix: str, fn: Resolver) -> None:
     """Registers ``fn`` to get objects whose typename starts with the prefix."""
     _resolvers[typename_prefix] = fn
+    _by_typename.clear()
 
 
 def register_object_type(typename_prefix: str, cls: type) -> None:
@@ -103,7 +105,7 @@ def build(client: Any, value: Any, **kw: Any) -> ObjectID:
     """Stores ``value`` and returns its id."""
     out = build_meta(client, value, **kw)
     if isinstance(out, ObjectMeta):
-        return out.id if out.created else client.create_metadata(out).id
+        return out.id if out.created else client._create(out)
     return ObjectID(out)
 
 
@@ -111,21 +113,30 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     """Turns a tree into a value with the resolver of its typename, or returns
     its ObjectMeta when no resolver matches."""
     typename = str(tree.get("typename", ""))
-    best = ""
-    for prefix in _resolvers:
-        if typename.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
-    if not best:
-        return ObjectMeta(tree)
-    return _resolvers[best](client, tree, pin)
+    fn = _by_typename.get(typename)
+    if fn is None:
+        best = ""
+        for prefix in _resolvers:
+            if typename.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        if not best:
+            return ObjectMeta(tree)
+        fn = _by_typename[typename] = _resolvers[best]
+    return fn(client, tree, pin)
 
 
 def _register_builtins() -> None:
-    from . import arrow, base, tensor
+    from . import arrays, arrow, base, dataframe, index, series, tensor
+    from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
+    torch_types.register()
     arrow.register()
+    arrays.register()
+    index.register()
+    series.register()
+    dataframe.register()
 
 
 _register_builtins()

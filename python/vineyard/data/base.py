@@ -9,11 +9,15 @@ from typing import Any
 
 from .._types import BLOB_TYPENAME, ObjectID, ObjectMeta
 
-__all__ = ["build_pickle", "register", "resolve_blob"]
+__all__ = ["build_pickle", "pickle_tree", "register", "resolve_blob"]
 
 
 def build_bytes(client: Any, value: Any, **kw: Any) -> ObjectID:
+    from .batch import INLINE_BYTES
+
     view = memoryview(value).cast("B")
+    if 0 < view.nbytes <= INLINE_BYTES:
+        return client._put_inline(None, [view])[1][0]  # the blob is the object: one round trip
     builder = client.create_blob(view.nbytes)
     if view.nbytes:
         builder.copy(0, view)
@@ -62,23 +66,28 @@ def resolve_sequence(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     return items if tree.get("is_list_") else tuple(items)
 
 
-def build_pickle(client: Any, value: Any, **kw: Any) -> ObjectMeta:
-    """Pickles ``value`` with protocol 5: the stream in one blob, each
-    out-of-band buffer (NumPy arrays, ...) in a blob of its own."""
+def pickle_tree(value: Any) -> tuple[ObjectMeta, list[tuple[str, memoryview]]]:
+    """The ``vineyard::PickleBuffer`` tree of ``value`` (pickle protocol 5)
+    without its blobs, and the bytes each blob member must hold, as
+    ``(member key, bytes)``: the stream, then each out-of-band buffer."""
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
-    blobs = client.create_blob([len(data)] + [r.nbytes for r in raws])
-    if data:
-        blobs[0].copy(0, data)
-    for blob, raw in zip(blobs[1:], raws):
-        if raw.nbytes:
-            blob.copy(0, raw)
     meta = ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data), "__buffers_-size": len(raws)})
     meta.nbytes = len(data) + sum(r.nbytes for r in raws)
-    meta.add_member("buffer_", blobs[0])
-    for i, blob in enumerate(blobs[1:]):
-        meta.add_member(f"__buffers_-{i}", blob)
+    return meta, [("buffer_", memoryview(data))] + [(f"__buffers_-{i}", raw) for i, raw in enumerate(raws)]
+
+
+def build_pickle(client: Any, value: Any, **kw: Any) -> ObjectMeta:
+    """Pickles ``value`` with protocol 5: the stream in one blob, each
+    out-of-band buffer (NumPy arrays, ...) in a blob of its own."""
+    from .batch import BlobBatch
+
+    meta, parts = pickle_tree(value)
+    batch = BlobBatch()
+    for key, part in parts:
+        batch.add(meta, key, part)
+    batch.commit(client, meta)
     return meta
 
 

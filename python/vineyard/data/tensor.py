@@ -3,39 +3,69 @@ on get (C or Fortran order kept)."""
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import json
+import math
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
 
-__all__ = ["build_numpy", "register", "resolve_numpy"]
+__all__ = ["build_numpy", "register", "resolve_numpy", "tensor_meta"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
 
 
-def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
+@functools.lru_cache(maxsize=4096)
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return json.dumps(list(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_shape(text: str) -> tuple[int, ...]:
+    return tuple(json.loads(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_fields(dtype: Any) -> tuple[str, str, str]:
+    """(typename, value_type_, value_type_meta_) of a dtype; dtype.name is
+    slow (computed in Python by NumPy)."""
+    return f"vineyard::Tensor<{_CPP_TYPES.get(dtype.name, dtype.name)}>", dtype.name, dtype.str
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype(text: str) -> Any:
     import numpy as np
 
+    return np.dtype(text)
+
+
+def tensor_meta(arr: Any) -> ObjectMeta:
+    """The ``vineyard::Tensor`` tree of ``arr`` without its ``buffer_`` blob,
+    which must hold ``arr.nbytes`` bytes in the tree's ``order_`` (F for an
+    array that is F- but not C-contiguous, else C)."""
+    typename, name, typestr = _dtype_fields(arr.dtype)
+    return ObjectMeta({
+        "typename": typename,
+        "shape_": _shape_text(arr.shape),
+        "partition_index_": "[]",
+        "order_": "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C",
+        "value_type_": name,
+        "value_type_meta_": typestr,
+        "nbytes": arr.nbytes,
+    })
+
+
+def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     from .base import build_pickle
+    from .batch import BlobBatch
 
     if arr.dtype.hasobject:
         return build_pickle(client, arr)
-    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        arr = np.ascontiguousarray(arr)
-    order = "C" if arr.flags.c_contiguous else "F"
-    builder = client.create_blob(arr.nbytes)
-    if arr.nbytes:
-        ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
-    meta = ObjectMeta({"typename": f"vineyard::Tensor<{_CPP_TYPES.get(arr.dtype.name, arr.dtype.name)}>"})
-    meta["shape_"] = list(arr.shape)
-    meta["partition_index_"] = []
-    meta["order_"] = order
-    meta["value_type_"] = arr.dtype.name
-    meta["value_type_meta_"] = arr.dtype.str
-    meta.nbytes = arr.nbytes
-    meta.add_member("buffer_", builder)
+    meta = tensor_meta(arr)
+    batch = BlobBatch()
+    batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
+    batch.commit(client, meta)
     return meta
 
 
@@ -44,17 +74,20 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
     from ..client import _ArrayHolder
 
-    dtype = np.dtype(tree["value_type_meta_"])
-    shape = tuple(json.loads(tree["shape_"]))
-    order: Any = "F" if str(tree.get("order_", "C")).strip('"') == "F" else "C"
+    dtype = _dtype(tree["value_type_meta_"])
+    shape = _parse_shape(tree["shape_"])
+    fortran = str(tree.get("order_", "C")).strip('"') == "F"
     blob = tree["buffer_"]
     if int(blob.get("length", 0)) == 0:
-        out = np.zeros(shape, dtype=dtype, order=order)
+        out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
-    address, _size = client._blob_pointer(int(ObjectID(blob["id"])))
+    address, size = client._blob_pointer(int(ObjectID(blob["id"])))
+    if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
+        raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
+                         f"blob's {size} bytes")
     strides = None
-    if order == "F" and len(shape) > 1:
+    if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
         for dim in shape:
             steps.append(step)

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+// BenchmarkCreateData measures the daemon's side of a put of a small
+// tensor: validating the tree, making the object, and the stored tree.
+func BenchmarkCreateData(b *testing.B) {
+	s, err := New(Config{Size: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ss := s.NewSession()
+	defer ss.Close()
+	p, err := ss.CreateBuffer(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ss.Seal(p.ObjectID); err != nil {
+		b.Fatal(err)
+	}
+	tree := json.RawMessage(fmt.Sprintf(`{"typename":"vineyard::Tensor<int64>","shape_":"[1]","order_":"C",`+
+		`"value_type_":"int64","value_type_meta_":"<i8","partition_index_":"[]","nbytes":8,"buffer_":{"id":"%v"}}`, p.ObjectID))
+	if _, err := ss.CreateData(tree, nil); err != nil { // keeps the blob through the deletes below
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := ss.CreateData(tree, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{})
+	}
+}
+
+// BenchmarkGetData measures the daemon's side of a get: the stored tree and
+// the payloads of its blobs.
+func BenchmarkGetData(b *testing.B) {
+	s, err := New(Config{Size: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ss := s.NewSession()
+	defer ss.Close()
+	p, _ := ss.CreateBuffer(64)
+	tree := json.RawMessage(fmt.Sprintf(`{"typename":"vineyard::Tensor<int64>","shape_":"[1]","buffer_":{"id":"%v"}}`, p.ObjectID))
+	c, err := ss.CreateData(tree, []ids.ObjectID{p.ObjectID})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ss.GetDataWithBuffers([]ids.ObjectID{c.ID})
+	}
+}

@@ -1,0 +1,233 @@
+"""One-dimensional pandas arrays — the values of a column, a Series or an
+Index — stored by dtype (docs/protocol.md, "pandas objects"):
+
+- NumPy dtypes (numbers, bool, ``datetime64``, ``timedelta64``): a
+  ``vineyard::Tensor<T>``; a ``DatetimeTZDtype`` adds the zone as ``tz_``;
+- masked nullable dtypes (``Int64``, ``boolean``, ``Float64``, ...):
+  ``vineyard::pandas::MaskedArray<dtype>``, a values tensor and a mask tensor;
+- categoricals: ``vineyard::pandas::Categorical``, a codes tensor and the
+  categories as an Index object;
+- pandas string dtypes, ``pd.ArrowDtype`` and object arrays of only
+  str/None/NaN: an Arrow object (``vineyard.data.arrow.put_arrow``) inside
+  ``vineyard::pandas::ArrowArray``, which says how to turn it back;
+- anything else (other object arrays, Period, Interval, Sparse, other
+  extension arrays): ``vineyard::PickleBuffer``.
+
+On get, tensors come back as read-only views of the store and the masked and
+categorical arrays are built over such views, without a copy; Arrow-backed
+arrays wrap the zero-copy Arrow object, except object arrays of strings, whose
+Python objects are made by a copy by nature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._types import ObjectMeta
+from . import labels
+from .batch import BlobBatch
+
+__all__ = ["build_array", "register", "resolve_array", "tensor_array", "values_of"]
+
+MASKED = "vineyard::pandas::MaskedArray"
+CATEGORICAL = "vineyard::pandas::Categorical"
+ARROW = "vineyard::pandas::ArrowArray"
+
+
+def values_of(obj: Any) -> Any:
+    """The 1-D values of a Series or an Index without a copy: a NumPy array
+    for NumPy dtypes, else the ExtensionArray."""
+    import numpy as np
+    import pandas as pd
+
+    values = obj.array
+    if type(values) is pd.arrays.NumpyExtensionArray or isinstance(values.dtype, np.dtype):
+        return np.asarray(values)  # naive datetimes and timedeltas too
+    return values
+
+
+def tensor_array(batch: BlobBatch, arr: Any) -> ObjectMeta:
+    """The ``vineyard::Tensor`` tree of ``arr``, its blob recorded in ``batch``."""
+    from .tensor import tensor_meta
+
+    meta = tensor_meta(arr)
+    batch.add(meta, "buffer_", arr)
+    return meta
+
+
+def build_array(client: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
+    """The tree of ``values`` (a 1-D NumPy or extension array), its blobs
+    recorded in ``batch``; Arrow-backed values are stored at once."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"vineyard: expected a 1-D array, got shape {values.shape}")
+        return _object_array(client, values, batch) if values.dtype.hasobject else tensor_array(batch, values)
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype):
+        return build_array(client, np.asarray(values), batch)
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        meta = tensor_array(batch, values.asi8.view(f"M8[{dtype.unit}]"))
+        meta["tz_"] = labels.encode_field(_tz_key(dtype))
+        return meta
+    if isinstance(values, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):
+        meta = ObjectMeta({"typename": f"{MASKED}<{dtype.name}>", "dtype_": dtype.name})
+        meta.add_member("values_", tensor_array(batch, values._data))
+        meta.add_member("mask_", tensor_array(batch, values._mask))
+        meta.nbytes = values._data.nbytes + values._mask.nbytes
+        return meta
+    if isinstance(dtype, pd.CategoricalDtype):
+        from .index import build_index
+
+        meta = ObjectMeta({"typename": CATEGORICAL, "ordered_": bool(dtype.ordered)})
+        meta.add_member("codes_", tensor_array(batch, values.codes))
+        meta.add_member("categories_", build_index(client, dtype.categories, batch))
+        meta.nbytes = values.codes.nbytes
+        return meta
+    if isinstance(dtype, pd.StringDtype) and _arrow_available():
+        return _arrow(client, batch, values.__arrow_array__(), {"kind_": "string", "storage_": dtype.storage,
+                                                                "na_value_": _na_name(dtype.na_value)})
+    if isinstance(dtype, pd.ArrowDtype) and _arrow_available():
+        return _arrow(client, batch, values.__arrow_array__(), {"kind_": "arrow"})
+    return _pickle(batch, values)
+
+
+def _arrow_available() -> bool:
+    """Whether Arrow objects can be stored: pyarrow is installed (pandas
+    works without it) and so is vineyard's Arrow layer; else Arrow-backed and
+    string columns are pickled."""
+    global _ARROW
+    if _ARROW is None:
+        import importlib.util
+
+        _ARROW = all(importlib.util.find_spec(m) is not None for m in ("pyarrow", "vineyard.data.arrow"))
+    return _ARROW
+
+
+_ARROW: bool | None = None
+
+
+def _tz_key(dtype: Any) -> Any:
+    """The zone's name when it names the same zone, else the zone object."""
+    import pandas as pd
+
+    name = str(dtype.tz)
+    try:
+        same = pd.DatetimeTZDtype(dtype.unit, name)
+    except (KeyError, TypeError, ValueError):  # not a name pandas knows (ZoneInfoNotFoundError is a KeyError)
+        return dtype.tz
+    return name if same == dtype and type(same.tz) is type(dtype.tz) else dtype.tz
+
+
+def _na_name(na: Any) -> str:
+    import pandas as pd
+
+    return "NA" if na is pd.NA else "nan"
+
+
+def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
+    from .base import pickle_tree
+
+    meta, parts = pickle_tree(value)
+    for key, part in parts:
+        batch.add(meta, key, part)
+    return meta
+
+
+def _arrow(client: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
+    from .arrow import put_arrow  # type: ignore[import-not-found,unused-ignore]  # until the arrow branch lands
+
+    meta = ObjectMeta({"typename": ARROW, **fields})
+    oid = put_arrow(client, arrow)
+    batch.created.append(int(oid))
+    meta.add_member("value_", oid)
+    meta.nbytes = int(arrow.nbytes)
+    return meta
+
+
+def _object_array(client: Any, arr: Any, batch: BlobBatch) -> ObjectMeta:
+    """Strings with missing values all None or all NaN go to Arrow; any
+    other object array is pickled."""
+    import pandas as pd
+
+    if not _arrow_available() or pd.api.types.infer_dtype(arr, skipna=True) not in ("string", "empty"):
+        return _pickle(batch, arr)
+    missing = arr[pd.isna(arr)]
+    if all(m is None for m in missing):
+        kind = "None"
+    elif all(isinstance(m, float) for m in missing):  # NaN: pd.NA and NaT are not floats
+        kind = "nan"
+    else:
+        return _pickle(batch, arr)
+    import pyarrow as pa
+
+    return _arrow(client, batch, pa.array(arr, type=pa.large_string(), from_pandas=True),
+                  {"kind_": "object", "na_value_": kind})
+
+
+def resolve_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """The array of a tree :func:`build_array` made: a read-only NumPy view or
+    an extension array over such views (Arrow-backed: over Arrow's)."""
+    import pandas as pd
+
+    from .tensor import resolve_numpy
+
+    typename = str(tree.get("typename", ""))
+    if typename.startswith("vineyard::Tensor"):
+        arr = resolve_numpy(client, tree, pin)
+        if "tz_" not in tree:
+            return arr
+        key = labels.decode_field(tree["tz_"])
+        dtype = pd.DatetimeTZDtype(arr.dtype.name[11:-1], key)  # "datetime64[ns]" -> "ns"
+        return pd.arrays.DatetimeArray._simple_new(arr, dtype=dtype)  # no public zero-copy constructor
+    if typename.startswith(MASKED):
+        values = resolve_numpy(client, tree["values_"], pin)
+        mask = resolve_numpy(client, tree["mask_"], pin)
+        klass = pd.api.types.pandas_dtype(tree["dtype_"]).construct_array_type()
+        return klass(values, mask, copy=False)
+    if typename == CATEGORICAL:
+        from .index import resolve_index
+
+        codes = resolve_numpy(client, tree["codes_"], pin)
+        categories = resolve_index(client, tree["categories_"], pin)
+        dtype = pd.CategoricalDtype(categories, ordered=bool(tree["ordered_"]))
+        return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
+    if typename == ARROW:
+        return _resolve_arrow_array(client, tree, pin)
+    from . import resolve
+
+    return resolve(client, tree, pin)  # a pickled array, or a value some other builder stored
+
+
+def _resolve_arrow_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from .arrow import resolve_arrow  # type: ignore[import-not-found,unused-ignore]  # until the arrow branch lands
+
+    arrow = resolve_arrow(client, tree["value_"], pin)
+    if not isinstance(arrow, pa.ChunkedArray):
+        arrow = pa.chunked_array([arrow])
+    kind = tree["kind_"]
+    na_value = tree.get("na_value_")
+    if kind == "arrow":
+        return pd.arrays.ArrowExtensionArray(arrow)
+    if kind == "string":
+        dtype = pd.StringDtype(tree["storage_"], na_value=pd.NA if na_value == "NA" else np.nan)
+        if dtype.storage == "pyarrow":
+            return pd.arrays.ArrowStringArray(arrow, dtype=dtype)
+        return pd.array(arrow.to_numpy(zero_copy_only=False), dtype=dtype)
+    out = np.array(arrow.to_numpy(zero_copy_only=False), dtype=object)  # Python strings: a copy
+    if na_value == "nan" and arrow.null_count:
+        out[arrow.is_null().to_numpy(zero_copy_only=False)] = np.nan
+    return out
+
+
+def register() -> None:
+    from . import register_resolver
+
+    for typename in (MASKED, CATEGORICAL, ARROW):
+        register_resolver(typename, resolve_array)

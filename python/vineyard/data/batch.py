@@ -1,0 +1,176 @@
+"""Blobs of a composite value, created in one round trip and filled once.
+
+A builder of a value made of many arrays (a DataFrame and its columns) first
+builds the metadata trees and records, for each blob, which tree it belongs to,
+under which member key, and which bytes it must hold; :meth:`BlobBatch.commit`
+then creates every blob with one ``create_blob`` round trip, copies each source
+exactly once (large copies split over a few threads: ``ctypes.memmove`` and
+NumPy's copy loops release the GIL) and adds the blobs as members. The root
+tree, created with ``create_metadata``, seals them all in the same round trip.
+
+When all the bytes are few (``INLINE_BYTES``), no blob is created up front:
+they go with the tree itself (``ObjectMeta.add_inline_member``), blobs and
+objects in a single round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from .._types import ObjectMeta
+
+__all__ = ["BlobBatch"]
+
+# A batch of at most this many bytes travels with its tree (one round trip
+# instead of two: the socket copy is cheaper than the second round trip).
+INLINE_BYTES = 64 << 10
+
+# Copies of at least this many bytes are split into chunks over the pool.
+_SPLIT_BYTES = 8 << 20
+_CHUNK_BYTES = 4 << 20
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def _copy_threads() -> int:
+    value = os.environ.get("VINEYARD_COPY_THREADS")
+    if value:
+        return max(1, int(value))
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _executor() -> ThreadPoolExecutor | None:
+    global _pool, _pool_pid
+    threads = _copy_threads()
+    if threads < 2:
+        return None
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():  # a forked child has no threads of ours
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="vineyard-copy")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def _source_array(source: Any) -> Any:
+    import numpy as np
+
+    if isinstance(source, np.ndarray):
+        return source
+    return np.frombuffer(source, dtype=np.uint8)  # bytes, memoryview: read-only is fine
+
+
+def _writable_view(address: int, like: Any) -> Any:
+    """A writable C-order array over ``address`` with ``like``'s shape and dtype."""
+    import numpy as np
+
+    from ..client import _ArrayHolder
+
+    return np.asarray(_ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
+
+
+class BlobBatch:
+    """Blobs to create together: :meth:`add` records them, :meth:`commit`
+    creates, fills and attaches them."""
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[ObjectMeta, str, Any]] = []
+        self._builders: list[Any] = []
+        self.created: list[int] = []  # objects stored while building (Arrow columns)
+
+    def add(self, meta: ObjectMeta, key: str, source: Any) -> None:
+        """Records a blob member ``key`` of ``meta`` holding ``source``: a
+        NumPy array (any strides; stored in F order if it is F- but not
+        C-contiguous, else in C order, as :func:`~vineyard.data.tensor.tensor_meta`
+        says) or a bytes-like object."""
+        self._jobs.append((meta, key, _source_array(source)))
+
+    def commit(self, client: Any, root: ObjectMeta) -> None:
+        """Creates every blob in one round trip, fills them, adds them to
+        their trees, and makes ``root`` (the tree ``create_metadata`` will
+        get) seal them. Every tree given to :meth:`add` must be ``root`` or
+        embedded in it already."""
+        jobs = self._jobs
+        if not jobs:
+            return
+        sizes = [src.nbytes for _, _, src in jobs]
+        if sum(sizes) <= INLINE_BYTES:
+            import numpy as np
+
+            for meta, key, src in jobs:  # a strided source gets its C-order copy here
+                data = src if src.flags.c_contiguous or src.flags.f_contiguous else np.ascontiguousarray(src)
+                root.add_inline_member(key, data, tree=meta)
+            self._jobs = []
+            return
+        builders = self._builders = client.create_blob(sizes) if len(jobs) > 1 else [client.create_blob(sizes[0])]
+        if sum(sizes) < _SPLIT_BYTES:
+            for builder, (_, _, src) in zip(builders, jobs):
+                if src.nbytes:
+                    _copy_one((builder.address, src))
+        else:
+            _run([task for builder, (_, _, src) in zip(builders, jobs) if src.nbytes
+                  for task in _copy_tasks(builder.address, src)])
+        for builder, (meta, key, _) in zip(builders, jobs):
+            meta.add_member(key, builder)
+            if meta is not root and not builder.issealed:  # root copied a member's seal ids when embedding it
+                root.seal_ids.append(int(builder.id))
+        self._jobs = []
+
+    @contextlib.contextmanager
+    def building(self, client: Any) -> Iterator[BlobBatch]:
+        """On an error inside the block, deletes the objects stored for the
+        value (``created``) and drops its unsealed blobs, then re-raises."""
+        try:
+            yield self
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: the original error matters
+                for builder in self._builders:
+                    if not builder.issealed:
+                        builder.abort()
+                if self.created:
+                    client.delete(self.created)
+            raise
+
+
+def _copy_tasks(address: int, src: Any) -> list[tuple[int, Any]]:
+    """Splits one large copy into (destination address, source array) pieces
+    of about _CHUNK_BYTES."""
+    if src.flags.c_contiguous or src.flags.f_contiguous:
+        flat = src.reshape(-1, order="A").view("u1")  # memory order: F for F arrays, as tensor_meta says
+        return [(address + i, flat[i:i + _CHUNK_BYTES]) for i in range(0, flat.nbytes, _CHUNK_BYTES)]
+    row = src.nbytes // len(src)  # strided: stored C-contiguous, copied by slabs of rows
+    step = max(1, _CHUNK_BYTES // row)
+    return [(address + i * row, src[i:i + step]) for i in range(0, len(src), step)]
+
+
+def _copy_one(task: tuple[int, Any]) -> None:
+    address, src = task
+    if src.flags.c_contiguous or src.flags.f_contiguous:
+        ctypes.memmove(address, src.ctypes.data, src.nbytes)  # in memory order; releases the GIL
+    else:
+        import numpy as np
+
+        np.copyto(_writable_view(address, src), src, casting="no")  # into C order; releases the GIL too
+
+
+def _run(tasks: list[tuple[int, Any]]) -> None:
+    pool = _executor() if len(tasks) > 1 else None
+    if pool is None:
+        for task in tasks:
+            _copy_one(task)
+        return
+    futures = [pool.submit(_copy_one, task) for task in tasks]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # on an error (or Ctrl-C) no copy may go on into blobs the caller then aborts
+        for future in futures:
+            future.cancel()
+        wait(futures)

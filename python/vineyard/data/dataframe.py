@@ -1,0 +1,99 @@
+"""pandas DataFrame as ``vineyard::DataFrame`` (docs/protocol.md, "pandas
+objects"): members ``columns_`` and ``index_`` (Index objects, so labels of
+any hashable type, duplicates and MultiIndex round-trip), one member per
+column ``__values_-value-<i>`` (an array by dtype, see
+:mod:`vineyard.data.arrays`), ``__values_-size``, ``attrs_``,
+``allows_duplicate_labels_``.
+
+A put creates every blob of the frame in one round trip and copies each
+column once, then the caller creates the whole tree in one more (Arrow-backed
+columns add two each). A get is one round trip and copies nothing but object
+columns of strings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._types import ObjectMeta
+from .batch import BlobBatch
+
+__all__ = ["build_dataframe", "register", "resolve_dataframe"]
+
+DATAFRAME = "vineyard::DataFrame"
+
+
+def build_dataframe(client: Any, df: Any, **kw: Any) -> ObjectMeta:
+    """Builder of ``client.put(df)``."""
+    from .arrays import build_array
+    from .base import build_pickle
+    from .index import build_index
+    from .ndframe import encode_ndframe
+
+    if type(df).__module__.partition(".")[0] != "pandas":
+        return build_pickle(client, df)  # a subclass: keep its type
+    batch = BlobBatch()
+    with batch.building(client):
+        meta = ObjectMeta({"typename": DATAFRAME, "__values_-size": df.shape[1]})
+        meta.add_member("columns_", build_index(client, df.columns, batch))
+        meta.add_member("index_", build_index(client, df.index, batch))
+        nbytes = 0
+        for i, values in enumerate(_column_arrays(df)):
+            value = build_array(client, values, batch)
+            meta.add_member(f"__values_-value-{i}", value)
+            nbytes += value.nbytes
+        meta.nbytes = nbytes
+        encode_ndframe(meta, df)
+        batch.commit(client, meta)
+    return meta
+
+
+def _column_arrays(df: Any) -> Any:
+    """The values of each column as stored, without a copy."""
+    from .arrays import values_of
+
+    iterate = getattr(df, "_iter_column_arrays", None)  # pandas internals: 20-100x faster than items()
+    if iterate is not None:
+        return iterate()
+    return (values_of(column) for _, column in df.items())
+
+
+def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """A DataFrame over the stored columns, one block per column, without a
+    copy for NumPy-backed, masked and categorical columns; writable (the
+    first write to a column copies that column)."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError as e:
+        raise ImportError(f"vineyard: getting a DataFrame needs pandas 2.3 or newer, not {pd.__version__}") from e
+
+    from .arrays import resolve_array
+    from .index import resolve_index
+    from .ndframe import decode_ndframe
+
+    blocks, rows = [], 0
+    for i in range(int(tree["__values_-size"])):
+        values = resolve_array(client, tree[f"__values_-value-{i}"], pin)
+        rows = len(values)
+        if isinstance(values, np.ndarray):
+            values = values.reshape(1, -1)  # a block of one column: (columns, rows)
+        blocks.append((values, np.array([i], dtype=np.intp)))
+    columns = tree["columns_"]
+    if isinstance(columns, str):  # upstream's frames: a JSON list of labels, index_ optional
+        columns = pd.Index(json.loads(columns))
+    else:
+        columns = resolve_index(client, columns, pin)
+    index = resolve_index(client, tree["index_"], pin) if "index_" in tree else pd.RangeIndex(rows)
+    return decode_ndframe(create_dataframe_from_blocks(blocks, index=index, columns=columns), tree, pin)
+
+
+def register() -> None:
+    from . import register_builder, register_resolver
+
+    for qualname in ("pandas.DataFrame", "pandas.core.frame.DataFrame"):
+        register_builder(qualname, build_dataframe)
+    register_resolver(DATAFRAME, resolve_dataframe)
