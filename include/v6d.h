@@ -499,9 +499,8 @@ enum {
  *  fields added to the root of the stored tree, e.g. {"producer_": "x"};
  *  the layout's own keys are refused. An Arrow type the layout does not know
  *  fails with V6D_NOT_IMPLEMENTED naming it; malformed Arrow data with
- *  V6D_ARROW_ERROR. As after v6d_create_metadata, the client holds a
- *  reference to the new blobs until v6d_release(client, *id).
- *  Thread-safe. \since 2 */
+ *  V6D_ARROW_ERROR. The client keeps no reference to what it stored (no
+ *  v6d_release is needed). Thread-safe. \since 2 */
 v6d_status v6d_put_arrow_array(v6d_client client, struct ArrowArray *array,
                                const struct ArrowSchema *schema,
                                uint32_t flags, const char *extra_json,
@@ -516,9 +515,9 @@ v6d_status v6d_put_arrow_array(v6d_client client, struct ArrowArray *array,
  *
  *  Ownership: the stream is consumed and released when the call returns, on
  *  success and on every failure (also when one of its callbacks fails: the
- *  error carries get_last_error's message, V6D_ARROW_ERROR). extra_json and
- *  the references held are as for v6d_put_arrow_array. Thread-safe; the
- *  stream's callbacks run on the calling thread. \since 2 */
+ *  error carries get_last_error's message, V6D_ARROW_ERROR). extra_json is
+ *  as for v6d_put_arrow_array. Thread-safe; the stream's callbacks run on the
+ *  calling thread. \since 2 */
 v6d_status v6d_put_arrow_stream(v6d_client client,
                                 struct ArrowArrayStream *stream,
                                 uint32_t flags, const char *extra_json,

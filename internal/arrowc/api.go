@@ -48,8 +48,8 @@ const (
 // is released (and marked so) when PutArray returns, also on failure; the
 // schema is only read. A struct array is stored as a StructArray, or as a
 // RecordBatch with FlagRecordBatch. extra is a JSON object of scalar fields
-// for the root of the tree, or nil. Like CreateMetadata, the client then
-// holds a reference to the new blobs until c.Release(id).
+// for the root of the tree, or nil. The client keeps no reference to what it
+// stored.
 func PutArray(c *client.Client, array, schema unsafe.Pointer, flags uint32, extra []byte) (ids.ObjectID, error) {
 	a := (*C.struct_ArrowArray)(array)
 	switch {
@@ -95,7 +95,7 @@ func PutArray(c *client.Client, array, schema unsafe.Pointer, flags uint32, extr
 // (also on failure), and stores its items: struct arrays as a
 // vineyard::Table of record batches (unless FlagChunked), any other type as a
 // vineyard::ChunkedArray. Two round trips, whatever the number of items.
-// extra and the references held are as for PutArray.
+// extra is as for PutArray.
 func PutStream(c *client.Client, stream unsafe.Pointer, flags uint32, extra []byte) (ids.ObjectID, error) {
 	s := (*C.struct_ArrowArrayStream)(stream)
 	switch {

@@ -24,14 +24,18 @@ import (
 // mem allocates test data with malloc, as a C producer would.
 var mem = mallocator.NewMallocator()
 
-func startServer(t *testing.T) *server.Server {
+func startServer(t testing.TB, size ...uint64) *server.Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-arrow-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20})
+	arena := uint64(64 << 20)
+	if len(size) > 0 {
+		arena = size[0]
+	}
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: arena})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func startServer(t *testing.T) *server.Server {
 	return srv
 }
 
-func connect(t *testing.T, srv *server.Server) *client.Client {
+func connect(t testing.TB, srv *server.Server) *client.Client {
 	t.Helper()
 	c, err := client.Connect(srv.Socket())
 	if err != nil {

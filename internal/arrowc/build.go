@@ -73,8 +73,14 @@ func (b *builder) data(n *node) *array.Data {
 		if l.goSlot0 {
 			bufs = append(bufs, nil)
 		}
-		for _, i := range n.bufs {
-			bufs = append(bufs, b.buffer(i))
+		for k, i := range n.bufs {
+			buf := b.buffer(i)
+			if buf == nil && l.variadic && k >= len(l.specs) {
+				// arrow-go reads the length of every data buffer of a view
+				// array: an empty one must be a buffer, not nil.
+				buf = memory.NewBufferBytes(nil)
+			}
+			bufs = append(bufs, buf)
 		}
 	}
 	children := make([]arrow.ArrayData, len(n.children))

@@ -1,6 +1,7 @@
 package arrowc
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -58,6 +59,14 @@ func (s *scanner) rawString() ([]byte, bool, error) {
 		return nil, false, s.fail("expected a string")
 	}
 	start := s.i
+	// Fast path: the layout's strings have no escapes; find the quote.
+	if end := bytes.IndexByte(s.b[start+1:], '"'); end >= 0 {
+		seg := s.b[start+1 : start+1+end]
+		if bytes.IndexByte(seg, '\\') < 0 && !hasControl(seg) {
+			s.i = start + end + 2
+			return s.b[start:s.i], false, nil
+		}
+	}
 	escaped := false
 	for s.i++; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
@@ -74,6 +83,65 @@ func (s *scanner) rawString() ([]byte, bool, error) {
 	return nil, false, s.fail("unterminated string")
 }
 
+// typename reads a typename; the blob's, which every buffer has, without
+// allocating.
+func (s *scanner) typename() (string, error) {
+	raw, escaped, err := s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !escaped && string(raw[1:len(raw)-1]) == typeBlob {
+		return typeBlob, nil
+	}
+	if !escaped {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	return s.strFrom(raw)
+}
+
+// id reads an object id; the daemon's spelling, "o%016x", without
+// allocating.
+func (s *scanner) id() (ids.ObjectID, error) {
+	raw, _, err := s.rawString()
+	if err != nil {
+		return 0, err
+	}
+	text := raw[1 : len(raw)-1]
+	slow := func() (ids.ObjectID, error) { // any other spelling ids.Parse takes
+		id, err := ids.Parse(string(text))
+		if err != nil {
+			return 0, s.fail("bad id")
+		}
+		return id, nil
+	}
+	if len(text) != 17 || text[0] != 'o' {
+		return slow()
+	}
+	var v uint64
+	for _, c := range text[1:] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
+		default:
+			return slow()
+		}
+	}
+	return ids.ObjectID(v), nil
+}
+
+// hasControl reports whether b holds a byte below 0x20 (not allowed raw in
+// a JSON string).
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *scanner) str() (string, error) {
 	raw, escaped, err := s.rawString()
 	if err != nil {
@@ -82,6 +150,12 @@ func (s *scanner) str() (string, error) {
 	if !escaped {
 		return string(raw[1 : len(raw)-1]), nil
 	}
+	return s.strFrom(raw)
+}
+
+// strFrom unescapes the quoted string raw (rare: the layout's own strings
+// need no escapes).
+func (s *scanner) strFrom(raw []byte) (string, error) {
 	var out string
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return "", s.fail("bad string escape")
@@ -158,37 +232,18 @@ func (s *scanner) skip(depth int) error {
 	}
 }
 
-// object reads an object, calling fn for each key with the cursor on its
-// value; fn must consume the value.
-func (s *scanner) object(fn func(key string) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
+// key reads an object key. Keys are compared, not kept: one without escapes
+// is returned in place, without a copy.
+func (s *scanner) key() ([]byte, error) {
+	raw, escaped, err := s.rawString()
+	if err != nil {
+		return nil, err
 	}
-	if s.peek() == '}' {
-		s.i++
-		return nil
+	if !escaped {
+		return raw[1 : len(raw)-1], nil
 	}
-	for {
-		key, err := s.str()
-		if err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
-			return err
-		}
-		if err := fn(key); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.fail("expected , or }")
-		}
-	}
+	str, err := s.strFrom(raw)
+	return []byte(str), err
 }
 
 // pairs reads a metadata list [[key, value], ...], base64-encoded when b64.
@@ -281,71 +336,94 @@ func (s *scanner) raw(depth int) (*raw, error) {
 		return nil, s.fail("nested too deeply")
 	}
 	r := &raw{sizes: [5]int64{-1, -1, -1, -1, -1}}
-	err := s.object(func(key string) error {
-		var err error
-		switch key {
-		case "typename":
-			r.typename, err = s.str()
-		case "id":
-			var text string
-			if text, err = s.str(); err == nil {
-				r.id, err = ids.Parse(text)
-				r.hasID = err == nil
-				if err != nil {
-					err = s.fail("bad id")
-				}
-			}
-		case keyFormat:
-			r.format, err = s.str()
-			r.hasFmt = true
-		case keyName:
-			r.name, err = s.str()
-		case keyFlags:
-			r.flags, err = s.int()
-		case keyLength, "row_num_", "num_rows_":
-			r.length, err = s.int()
-			r.hasLen = true
-		case "length": // a blob's size; the view's length is what counts
-			err = s.skip(depth)
-		case keyNullCount:
-			r.nulls, err = s.int()
-		case keyOffset:
-			r.offset, err = s.int()
-		case keyMetadata, keySchemaMeta:
-			r.meta, err = s.pairs(false)
-		case keyMetadata64, keySchemaMeta4:
-			r.meta, err = s.pairs(true)
-		case keyDictionary:
-			r.dict, err = s.raw(depth + 1)
-		case keySchema, keyType:
-			r.schema, err = s.raw(depth + 1)
-		default:
-			return s.indexed(r, key, depth)
+	if err := s.expect('{'); err != nil {
+		return nil, err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return r, nil
+	}
+	for {
+		key, err := s.key()
+		if err == nil {
+			err = s.expect(':')
 		}
-		return err
-	})
-	return r, err
+		if err == nil {
+			err = s.field(r, key, depth)
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return r, nil
+		default:
+			return nil, s.fail("expected , or }")
+		}
+	}
+}
+
+// field reads the value of key into r; key is not kept.
+func (s *scanner) field(r *raw, key []byte, depth int) error {
+	var err error
+	switch string(key) { // no allocation: the compiler compares in place
+	case "typename":
+		r.typename, err = s.typename()
+	case "id":
+		r.id, err = s.id()
+		r.hasID = err == nil
+	case keyFormat:
+		r.format, err = s.str()
+		r.hasFmt = true
+	case keyName:
+		r.name, err = s.str()
+	case keyFlags:
+		r.flags, err = s.int()
+	case keyLength, "row_num_", "num_rows_":
+		r.length, err = s.int()
+		r.hasLen = true
+	case "length": // a blob's size; the view's length is what counts
+		err = s.skip(depth)
+	case keyNullCount:
+		r.nulls, err = s.int()
+	case keyOffset:
+		r.offset, err = s.int()
+	case keyMetadata, keySchemaMeta:
+		r.meta, err = s.pairs(false)
+	case keyMetadata64, keySchemaMeta4:
+		r.meta, err = s.pairs(true)
+	case keyDictionary:
+		r.dict, err = s.raw(depth + 1)
+	case keySchema, keyType:
+		r.schema, err = s.raw(depth + 1)
+	default:
+		return s.indexed(r, key, depth)
+	}
+	return err
 }
 
 // indexed reads a "<prefix><i>" member or "<prefix>size" field, or skips an
 // unknown key.
-func (s *scanner) indexed(r *raw, key string, depth int) error {
+func (s *scanner) indexed(r *raw, key []byte, depth int) error {
 	for k, prefix := range indexedKeys {
-		rest, ok := strings.CutPrefix(key, prefix)
+		rest, ok := bytes.CutPrefix(key, []byte(prefix))
 		if !ok {
 			continue
 		}
-		if rest == "size" {
+		if string(rest) == "size" {
 			n, err := s.int()
 			if err == nil && (n < 0 || n > int64(len(s.b))) {
-				err = s.fail("bad " + key)
+				err = s.fail("bad " + string(key))
 			}
 			r.sizes[k] = n
 			return err
 		}
-		i, err := strconv.Atoi(rest)
-		if err != nil || i < 0 || i > len(s.b) || (i > 0 && rest[0] == '0') {
-			return s.fail("bad member key " + strconv.Quote(key))
+		i, ok := index(rest)
+		if !ok || i > len(s.b) {
+			return s.fail("bad member key " + strconv.Quote(string(key)))
 		}
 		m, err := s.raw(depth + 1)
 		if err != nil {
@@ -356,13 +434,28 @@ func (s *scanner) indexed(r *raw, key string, depth int) error {
 			list = append(list, nil)
 		}
 		if list[i] != nil {
-			return s.fail("repeated member " + strconv.Quote(key))
+			return s.fail("repeated member " + strconv.Quote(string(key)))
 		}
 		list[i] = m
 		r.members[k] = list
 		return nil
 	}
 	return s.skip(depth)
+}
+
+// index parses a member index: decimal digits, no leading zero.
+func index(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 || (len(b) > 1 && b[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // list returns the members of kind k, checked against their "-size" field.

@@ -249,6 +249,12 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 		}
 		return 0, err
 	}
+	if len(blobs) > 0 {
+		// Drop the references sealing took (no round trip: the release is
+		// deferred): a put keeps no view, and holding them would keep the
+		// memory after a delete.
+		_ = c.Release(id)
+	}
 	return id, nil
 }
 

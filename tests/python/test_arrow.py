@@ -11,6 +11,7 @@ import gc
 import json
 import multiprocessing as mp
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -78,6 +79,9 @@ def _arrays() -> dict[str, pa.Array]:
                            pa.struct([("l", pa.list_(pa.struct([("m", pa.map_(pa.string(),
                                                                                 pa.list_(pa.float64())))])))])),
     }
+    # Inlined views only, with an empty data buffer (the fuzzer found that one).
+    out["string_view_empty_data"] = pa.Array.from_buffers(
+        pa.string_view(), 2, [None, pa.py_buffer(struct.pack("<i12si12s", 3, b"abc", 0, b"")), pa.py_buffer(b"")])
     for t in (pa.int8(), pa.uint8(), pa.int16(), pa.uint16(), pa.int32(), pa.uint32(), pa.int64(), pa.uint64()):
         out[str(t)] = pa.array(_ints(), t)
     return out
