@@ -382,6 +382,209 @@ v6d_status v6d_clear(v6d_client client, v6d_error *err);
 v6d_status v6d_memory_trim(v6d_client client, int32_t *trimmed,
                            v6d_error *err);
 
+
+/* ---- Arrow C data interface ------------------------------------------- */
+
+/*
+ * Arrow data crosses this ABI as the structs of the Arrow C data interface
+ * (https://arrow.apache.org/docs/format/CDataInterface.html) and C stream
+ * interface. They are defined here under the standard guards, so this header
+ * coexists with arrow/c/abi.h, nanoarrow and others.
+ *
+ * Objects (docs/protocol.md, "Arrow objects"): an array is one object per
+ * array node (children and dictionary are member objects, every buffer a
+ * blob); a record batch (vineyard::RecordBatch) holds its columns, a table
+ * (vineyard::Table) its record batches, a chunked array
+ * (vineyard::ChunkedArray) its chunks.
+ *
+ * Get: the buffers of what a get returns point into the shared arena, mapped
+ * PROT_READ (no copy; a write faults). Each get holds references to the
+ * blobs it points into until the consumer has released every struct it got
+ * (the top-level struct, and any child or dictionary struct it moved out of
+ * it), on whatever thread, at whatever time: also after v6d_disconnect of the
+ * client, which then keeps the connection (and the daemon's references) and
+ * the mapping alive until the last of them is released. While held, the
+ * bytes never change, even if the object is deleted. Release callbacks are
+ * thread-safe; in a child forked after the get they only mark the struct
+ * released (leaking it), since the library's Go runtime does not survive
+ * fork(). Streams follow the C stream interface: one consumer thread at a
+ * time.
+ *
+ * Output structs (out, out_schema) must be zero-initialised, or released:
+ * a call refuses to overwrite a struct whose release callback is set.
+ */
+
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+
+#define ARROW_FLAG_DICTIONARY_ORDERED 1
+#define ARROW_FLAG_NULLABLE 2
+#define ARROW_FLAG_MAP_KEYS_SORTED 4
+
+struct ArrowSchema {
+  /* Array type description */
+  const char *format;
+  const char *name;
+  const char *metadata;
+  int64_t flags;
+  int64_t n_children;
+  struct ArrowSchema **children;
+  struct ArrowSchema *dictionary;
+
+  /* Release callback */
+  void (*release)(struct ArrowSchema *);
+  /* Opaque producer-specific data */
+  void *private_data;
+};
+
+struct ArrowArray {
+  /* Array data description */
+  int64_t length;
+  int64_t null_count;
+  int64_t offset;
+  int64_t n_buffers;
+  int64_t n_children;
+  const void **buffers;
+  struct ArrowArray **children;
+  struct ArrowArray *dictionary;
+
+  /* Release callback */
+  void (*release)(struct ArrowArray *);
+  /* Opaque producer-specific data */
+  void *private_data;
+};
+
+#endif /* ARROW_C_DATA_INTERFACE */
+
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+
+struct ArrowArrayStream {
+  /* Callbacks providing stream functionality */
+  int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+  int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+  const char *(*get_last_error)(struct ArrowArrayStream *);
+
+  /* Release callback */
+  void (*release)(struct ArrowArrayStream *);
+
+  /* Opaque producer-specific data */
+  void *private_data;
+};
+
+#endif /* ARROW_C_STREAM_INTERFACE */
+
+/** Flags of v6d_put_arrow_array and v6d_put_arrow_stream. */
+enum {
+  /** v6d_put_arrow_array: store a struct array as a vineyard::RecordBatch
+   *  (its children are the columns, its schema metadata is kept) rather than
+   *  as a vineyard::StructArray. */
+  V6D_ARROW_RECORD_BATCH = 1,
+  /** v6d_put_arrow_stream: store the stream as a vineyard::ChunkedArray also
+   *  when its items are struct arrays (by default such a stream is a table). */
+  V6D_ARROW_CHUNKED = 2
+};
+
+/** Stores an Arrow array: `array` of the type `schema` describes, every
+ *  buffer copied once into the shared arena, in two round trips whatever the
+ *  number of buffers. *id receives the new object's id.
+ *
+ *  Ownership: the array is MOVED: when the call returns, on success and on
+ *  every failure, it has been released (array->release is NULL). The schema
+ *  is only read; the caller keeps it and releases it.
+ *
+ *  A struct array is stored as a vineyard::StructArray, or as a
+ *  vineyard::RecordBatch with V6D_ARROW_RECORD_BATCH (then it may not have
+ *  top-level nulls). extra_json (NULL for none) is a JSON object of scalar
+ *  fields added to the root of the stored tree, e.g. {"producer_": "x"};
+ *  the layout's own keys are refused. An Arrow type the layout does not know
+ *  fails with V6D_NOT_IMPLEMENTED naming it; malformed Arrow data with
+ *  V6D_ARROW_ERROR. The client keeps no reference to what it stored (no
+ *  v6d_release is needed). Thread-safe. \since 2 */
+v6d_status v6d_put_arrow_array(v6d_client client, struct ArrowArray *array,
+                               const struct ArrowSchema *schema,
+                               uint32_t flags, const char *extra_json,
+                               uint64_t *id, v6d_error *err);
+
+/** Stores an Arrow stream: it is read to its end and its items stored in two
+ *  round trips in all. A stream of struct arrays becomes a vineyard::Table of
+ *  record batches (the stream schema's metadata is kept), unless
+ *  V6D_ARROW_CHUNKED; a stream of any other type a vineyard::ChunkedArray
+ *  (as pyarrow's ChunkedArray.__arrow_c_stream__ yields). A stream without
+ *  items is stored with its schema.
+ *
+ *  Ownership: the stream is consumed and released when the call returns, on
+ *  success and on every failure (also when one of its callbacks fails: the
+ *  error carries get_last_error's message, V6D_ARROW_ERROR). extra_json is
+ *  as for v6d_put_arrow_array. Thread-safe; the stream's callbacks run on the
+ *  calling thread. \since 2 */
+v6d_status v6d_put_arrow_stream(v6d_client client,
+                                struct ArrowArrayStream *stream,
+                                uint32_t flags, const char *extra_json,
+                                uint64_t *id, v6d_error *err);
+
+/** Gets an Arrow object as one array, in one round trip: an array; a record
+ *  batch as a struct array whose children are the columns (out_schema holds
+ *  the schema metadata); a table or chunked array of exactly one chunk as
+ *  that chunk. Other objects fail with V6D_OBJECT_TYPE_ERROR (a table of
+ *  several batches names v6d_get_arrow_stream).
+ *
+ *  Ownership: *out and *out_schema (zero-initialised) are filled with
+ *  structs the caller owns and releases with their release callbacks. The
+ *  buffers of *out point into the shared arena and stay valid, unchanged,
+ *  until *out and everything moved out of it are released (see the section
+ *  comment above); out_schema owns only C memory. Thread-safe. \since 2 */
+v6d_status v6d_get_arrow_array(v6d_client client, uint64_t id,
+                               struct ArrowArray *out,
+                               struct ArrowSchema *out_schema, v6d_error *err);
+
+/** Gets an Arrow object as a stream, in one round trip: the record batches
+ *  of a table (schema: a struct of the columns, with the schema metadata),
+ *  the chunks of a chunked array (schema: their type), or a single array or
+ *  record batch as a stream of one item.
+ *
+ *  Ownership: *out (zero-initialised) is a stream the caller owns and
+ *  releases with out->release. Each array get_next returns is the caller's
+ *  too; its buffers stay valid until it is released, also after the stream
+ *  is. Thread-safe to make; the stream itself is used by one thread at a
+ *  time. \since 2 */
+v6d_status v6d_get_arrow_stream(v6d_client client, uint64_t id,
+                                struct ArrowArrayStream *out, v6d_error *err);
+
+/** As v6d_get_arrow_array, but from a metadata tree (`json`, `len` bytes; len
+ *  0 means NUL-terminated) the client already holds the blobs of: the tree
+ *  v6d_get_object returned, or any Arrow member subtree of it (a column of a
+ *  data frame, a batch of a table). No round trip. The export takes its own
+ *  references: the caller may release the v6d_get_object reference at once.
+ *  A blob of the tree the client does not hold fails with
+ *  V6D_OBJECT_NOT_EXISTS; a tree that is not a valid Arrow object with
+ *  V6D_META_TREE_INVALID (buffers shorter than the shape needs are caught;
+ *  offsets are checked at their ends only). Thread-safe. \since 2 */
+v6d_status v6d_arrow_array_from_meta(v6d_client client, const char *json,
+                                     size_t len, struct ArrowArray *out,
+                                     struct ArrowSchema *out_schema,
+                                     v6d_error *err);
+
+/** As v6d_get_arrow_stream, but from a metadata (sub)tree whose blobs the
+ *  client holds, as v6d_arrow_array_from_meta. No round trip.
+ *  Thread-safe. \since 2 */
+v6d_status v6d_arrow_stream_from_meta(v6d_client client, const char *json,
+                                      size_t len,
+                                      struct ArrowArrayStream *out,
+                                      v6d_error *err);
+
+/** *out receives 1 if `address` lies in a shared arena this process maps
+ *  (through any client), else 0: how a caller checks that data it got is a
+ *  view of the store, not a copy. No round trip. Thread-safe. \since 2 */
+v6d_status v6d_is_shared_memory(v6d_client client, const void *address,
+                                int32_t *out, v6d_error *err);
+
+/** Returns the number of Arrow structs this library exported (top-level
+ *  arrays, schemas and streams, and the schemas and arrays streams
+ *  returned) whose release callback has not run yet: for leak checks in
+ *  tests. Never fails. \since 2 */
+int64_t v6d_arrow_exports(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,6 +69,15 @@ SIGNATURES = {
     "v6d_list_names": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
     "v6d_clear": (c_int32, [_client, _err]),
     "v6d_memory_trim": (c_int32, [_client, POINTER(c_int32), _err]),
+    # Arrow C data interface: struct pointers as c_void_p (vineyard.data.arrow mirrors them).
+    "v6d_put_arrow_array": (c_int32, [_client, c_void_p, c_void_p, c_uint32, c_char_p, POINTER(c_uint64), _err]),
+    "v6d_put_arrow_stream": (c_int32, [_client, c_void_p, c_uint32, c_char_p, POINTER(c_uint64), _err]),
+    "v6d_get_arrow_array": (c_int32, [_client, c_uint64, c_void_p, c_void_p, _err]),
+    "v6d_get_arrow_stream": (c_int32, [_client, c_uint64, c_void_p, _err]),
+    "v6d_arrow_array_from_meta": (c_int32, [_client, c_char_p, c_size_t, c_void_p, c_void_p, _err]),
+    "v6d_arrow_stream_from_meta": (c_int32, [_client, c_char_p, c_size_t, c_void_p, _err]),
+    "v6d_is_shared_memory": (c_int32, [_client, c_void_p, POINTER(c_int32), _err]),
+    "v6d_arrow_exports": (c_int64, []),
 }
 
 

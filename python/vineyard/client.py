@@ -109,11 +109,14 @@ class _Pin:
     (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
     and a finalizer costs several times more to create.)"""
 
-    __slots__ = ("__weakref__", "conn", "oid")  # pandas tracks a got frame's references by weakref
+    __slots__ = ("__weakref__", "conn", "oid", "root")  # pandas tracks a got frame's references by weakref
 
     def __init__(self, conn: _Conn, oid: int) -> None:
         self.conn = conn
         self.oid = oid
+        # (root tree, its JSON) while a get resolves: a resolver that hands
+        # the tree back to libv6d reuses the JSON instead of re-encoding it.
+        self.root: tuple[dict[str, Any], bytes] | None = None
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # also at interpreter shutdown
@@ -174,10 +177,12 @@ class Blob(_blob_base()):  # type: ignore[misc]
 
 class Object:
     """An object got from the store: its metadata, with ``id``, ``typename``,
-    ``nbytes`` and ``member(name)``."""
+    ``nbytes`` and ``member(name)``. One from :meth:`Client.get_object` keeps
+    the blobs of its tree pinned while it lives."""
 
-    def __init__(self, meta: ObjectMeta) -> None:
+    def __init__(self, meta: ObjectMeta, pin: _Pin | None = None) -> None:
         self.meta = meta
+        self._pin = pin
 
     @property
     def id(self) -> ObjectID:
@@ -196,7 +201,10 @@ class Object:
         return self.meta.signature
 
     def member(self, name: str) -> Object:
-        return Object(self.meta.member(name))
+        from . import data
+
+        meta = self.meta.member(name)
+        return data.object_type(meta.typename)(meta, self._pin)
 
     def __getitem__(self, name: str) -> Object:
         return self.member(name)
@@ -552,9 +560,12 @@ class Client:
         conn = self._conn
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
         _call("v6d_get_object", self._handle(), object_id, 0, _byref(p), _byref(n))
-        tree = json.loads(_take_string(p, n))
+        raw = _take_string(p, n)
+        tree = json.loads(raw)
         assert conn is not None
-        return tree, _Pin(conn, object_id)
+        pin = _Pin(conn, object_id)
+        pin.root = (tree, raw)
+        return tree, pin
 
     def put(self, value: Any, persist: bool = False, name: str | None = None, **kwargs: Any) -> ObjectID:
         """Stores ``value`` and returns its id (see vineyard.data for types)."""
@@ -581,11 +592,41 @@ class Client:
                 raise ValueError("get needs an object_id or a name")
             object_id = self.get_name(name)
         tree, pin = self._get_tree(_id(object_id))
-        return data.resolve(self, tree, pin)
+        try:
+            return data.resolve(self, tree, pin)
+        finally:
+            pin.root = None
 
     def get_object(self, object_id: IdLike) -> Object:
-        """Returns the object (its metadata) without resolving it to a value."""
-        return Object(self.get_meta(object_id))
+        """Returns the object (its metadata) without resolving it to a value,
+        with its blobs pinned while it lives (one round trip). An Arrow object
+        is an ``ArrowObject``, which exposes the Arrow PyCapsule interface."""
+        from . import data
+
+        tree, pin = self._get_tree(_id(object_id))
+        return data.object_type(str(tree.get("typename", "")))(ObjectMeta(tree), pin)
+
+    def is_shared_memory(self, target: Any) -> bool:
+        """Reports whether ``target`` (an address, or an object with an
+        ``address``, ``__array_interface__`` or the buffer protocol: a pyarrow
+        Buffer, a NumPy array, a memoryview...) points into the shared memory
+        of the store, i.e. is a view rather than a copy. No round trip."""
+        out = ctypes.c_int32()
+        _call("v6d_is_shared_memory", self._handle(), _target_address(target), ctypes.byref(out))
+        return bool(out.value)
+
+
+def _target_address(target: Any) -> int:
+    """The address of the first byte of target (see is_shared_memory)."""
+    if isinstance(target, int):
+        return target
+    address = getattr(target, "address", None)
+    if isinstance(address, int):
+        return address
+    interface = getattr(target, "__array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    return _address_of(memoryview(target).cast("B"))[0]
 
 
 def connect(socket: str | None = None) -> Client:

@@ -23,7 +23,8 @@ from typing import Any, Callable, Union
 
 from .._types import ObjectID, ObjectMeta
 
-__all__ = ["build", "build_meta", "register_builder", "register_protocol_builder", "register_resolver", "resolve"]
+__all__ = ["build", "build_meta", "object_type", "register_builder", "register_object_type",
+           "register_protocol_builder", "register_resolver", "resolve"]
 
 Builder = Callable[..., Union[ObjectID, ObjectMeta]]
 Resolver = Callable[[Any, dict[str, Any], Any], Any]
@@ -33,6 +34,7 @@ _protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
 _resolvers: dict[str, Resolver] = {}
 _by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
 _by_typename: dict[str, Resolver] = {}  # the same for resolvers
+_object_types: dict[str, type] = {}
 
 
 def register_builder(pytype: type | str, fn: Builder) -> None:
@@ -54,6 +56,24 @@ def register_resolver(typename_prefix: str, fn: Resolver) -> None:
     """Registers ``fn`` to get objects whose typename starts with the prefix."""
     _resolvers[typename_prefix] = fn
     _by_typename.clear()
+
+
+def register_object_type(typename_prefix: str, cls: type) -> None:
+    """Registers the :class:`~vineyard.Object` subclass that
+    ``Client.get_object`` returns for typenames with this prefix (e.g. one
+    that exposes the Arrow PyCapsule interface)."""
+    _object_types[typename_prefix] = cls
+
+
+def object_type(typename: str) -> type:
+    """The Object class for typename: the longest registered prefix wins."""
+    from ..client import Object
+
+    best = ""
+    for prefix in _object_types:
+        if typename.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return _object_types[best] if best else Object
 
 
 def _builder_for(value: Any) -> Builder:
@@ -106,12 +126,13 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def _register_builtins() -> None:
-    from . import arrays, base, dataframe, index, series, tensor
+    from . import arrays, arrow, base, dataframe, index, series, tensor
     from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
     torch_types.register()
+    arrow.register()
     arrays.register()
     index.register()
     series.register()
