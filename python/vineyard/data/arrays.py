@@ -137,7 +137,7 @@ def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
 
 
 def _arrow(client: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
-    from .arrow import put_arrow  # type: ignore[import-not-found,unused-ignore]  # until the arrow branch lands
+    from .arrow import put_arrow
 
     meta = ObjectMeta({"typename": ARROW, **fields})
     oid = put_arrow(client, arrow)
@@ -206,7 +206,7 @@ def _resolve_arrow_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    from .arrow import resolve_arrow  # type: ignore[import-not-found,unused-ignore]  # until the arrow branch lands
+    from .arrow import resolve_arrow
 
     arrow = resolve_arrow(client, tree["value_"], pin)
     if not isinstance(arrow, pa.ChunkedArray):
