@@ -100,7 +100,7 @@ func appendBool(dst []byte, key string, v bool) []byte {
 	return strconv.AppendBool(appendKey(dst, key), v)
 }
 
-func appendIDs[T ~uint64](dst []byte, key string, vs []T) []byte {
+func appendUints[T ~uint64](dst []byte, key string, vs []T) []byte {
 	dst = append(appendKey(dst, key), '[')
 	for i, v := range vs {
 		if i > 0 {
@@ -176,7 +176,7 @@ func (r *CreateBufferReply) appendJSON(dst []byte) ([]byte, bool) {
 func (r *BuffersReply) appendJSON(dst []byte) ([]byte, bool) {
 	dst = appendHead(dst, &r.Header)
 	if len(r.IDs) > 0 {
-		dst = appendIDs(dst, "ids", r.IDs)
+		dst = appendUints(dst, "ids", r.IDs)
 	}
 	dst = appendPayloads(dst, "payloads", r.Payloads)
 	dst = appendInts(dst, "fds", r.Fds)
@@ -196,7 +196,7 @@ func (r *CreateDataReply) appendJSON(dst []byte) ([]byte, bool) {
 		dst = appendRaw(dst, "content", r.Content)
 	}
 	if len(r.InlineIDs) > 0 {
-		dst = appendIDs(dst, "inline_ids", r.InlineIDs)
+		dst = appendUints(dst, "inline_ids", r.InlineIDs)
 	}
 	return append(dst, '}'), true
 }
@@ -227,14 +227,7 @@ func (r *CreateBufferRequest) appendFields(dst []byte) []byte {
 
 func (r *CreateBuffersRequest) appendFields(dst []byte) []byte {
 	dst = strconv.AppendInt(appendKey(dst, "num"), int64(r.Num), 10)
-	dst = append(appendKey(dst, "sizes"), '[')
-	for i, s := range r.Sizes {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = strconv.AppendUint(dst, s, 10)
-	}
-	return append(dst, ']')
+	return appendUints(dst, "sizes", r.Sizes)
 }
 
 func (r *SealRequest) appendFields(dst []byte) []byte {
@@ -244,7 +237,7 @@ func (r *SealRequest) appendFields(dst []byte) []byte {
 func (r *ReleaseRequest) appendFields(dst []byte) []byte {
 	dst = appendUint(dst, "object_id", uint64(r.ObjectID))
 	if len(r.IDs) > 0 {
-		dst = appendIDs(dst, "ids", r.IDs)
+		dst = appendUints(dst, "ids", r.IDs)
 	}
 	return dst
 }
@@ -254,7 +247,7 @@ func (r *ExistsRequest) appendFields(dst []byte) []byte {
 }
 
 func (r *GetDataRequest) appendFields(dst []byte) []byte {
-	dst = appendIDs(dst, "id", r.ID)
+	dst = appendUints(dst, "id", r.ID)
 	dst = appendBool(dst, "sync_remote", r.SyncRemote)
 	dst = appendBool(dst, "wait", r.Wait)
 	if r.WithBuffers {
@@ -268,17 +261,10 @@ func (r *GetDataRequest) appendFields(dst []byte) []byte {
 func (r *CreateDataRequest) appendFields(dst []byte) []byte {
 	dst = appendRaw(dst, "content", r.Content)
 	if len(r.Seal) > 0 {
-		dst = appendIDs(dst, "seal", r.Seal)
+		dst = appendUints(dst, "seal", r.Seal)
 	}
 	if len(r.Inline) > 0 {
-		dst = append(appendKey(dst, "inline"), '[')
-		for i, s := range r.Inline {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendUint(dst, s, 10)
-		}
-		dst = append(dst, ']')
+		dst = appendUints(dst, "inline", r.Inline)
 	}
 	if r.WithContent {
 		dst = appendBool(dst, "with_content", true)
