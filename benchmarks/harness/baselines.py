@@ -1,0 +1,107 @@
+"""Physical floors, measured in the harness's own process (which never loads libv6d).
+
+- Python socket round trip: a 64-byte message echoed by another process over a UNIX
+  stream socket (send, then read the 64 bytes back).
+- NumPy memcpy: ``np.copyto`` into a destination whose pages are already touched
+  (warm), and into fresh anonymous pages that the copy faults in (cold, first touch).
+"""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing as mp
+import os
+import socket
+import tempfile
+import time
+
+MESSAGE = 64
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("peer closed")
+        buf += chunk
+    return buf
+
+
+def _echo_server(path: str, ready: object) -> None:
+    with socket.socket(socket.AF_UNIX) as srv:
+        srv.bind(path)
+        srv.listen(1)
+        ready.set()  # type: ignore[attr-defined]
+        conn, _ = srv.accept()
+        with conn:
+            try:
+                while True:
+                    conn.sendall(_recv_exact(conn, MESSAGE))
+            except EOFError:
+                pass
+
+
+def socket_rtt(trials: int, inner: int) -> list[float]:
+    """Seconds per round trip, one sample per trial of ``inner`` round trips."""
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="v6d-bench-") as tmp:
+        path = os.path.join(tmp, "echo.sock")
+        ready = ctx.Event()
+        proc = ctx.Process(target=_echo_server, args=(path, ready), daemon=True)
+        proc.start()
+        try:
+            if not ready.wait(60):
+                raise TimeoutError("echo server did not start")
+            out = []
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+                msg = b"x" * MESSAGE
+                for trial in range(trials + 1):
+                    t0 = time.perf_counter()
+                    for _ in range(inner):
+                        s.sendall(msg)
+                        _recv_exact(s, MESSAGE)
+                    dt = time.perf_counter() - t0
+                    if trial:
+                        out.append(dt / inner)
+        finally:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    return out
+
+
+def memcpy_warm(nbytes: int, trials: int) -> list[float]:
+    """Seconds per copy of nbytes into an already-touched destination."""
+    import numpy as np
+
+    src = np.full(nbytes, 7, dtype=np.uint8)
+    dst = np.zeros(nbytes, dtype=np.uint8)
+    dst[:] = 1
+    out = []
+    for trial in range(trials + 1):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        dt = time.perf_counter() - t0
+        if trial:
+            out.append(dt)
+    return out
+
+
+def memcpy_cold(nbytes: int, trials: int) -> list[float]:
+    """Seconds per copy of nbytes into fresh anonymous pages (mmap'd per trial, so the
+    copy pays every first-touch page fault)."""
+    import numpy as np
+
+    src = np.full(nbytes, 7, dtype=np.uint8)
+    out = []
+    for _ in range(trials):
+        region = mmap.mmap(-1, nbytes)
+        dst = np.frombuffer(region, dtype=np.uint8)
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        out.append(time.perf_counter() - t0)
+        del dst
+        region.close()
+    return out

@@ -1,0 +1,215 @@
+"""Runs one benchmark: baselines, the C figures, then ours and each peer in an agent."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+from . import agents, baselines, cbench, values
+from .plan import Figure, Mode, Selection, baseline_figures, c_figures, system_figures
+from .results import FAILED, NA, OK, SKIPPED, Progress, Result
+
+ROOT = agents.ROOT
+
+
+def library() -> Path:
+    return Path(os.environ.get("V6D_LIBRARY") or ROOT / "build" / "libv6d.so")
+
+
+def daemon_binary() -> str:
+    return os.environ.get("VINEYARDD") or str(ROOT / "build" / "vineyardd")
+
+
+class Runner:
+    def __init__(self, mode: Mode, selection: Selection, peers: Sequence[str], work: Path) -> None:
+        self.mode = mode
+        self.sel = selection
+        self.peers = list(peers)
+        self.work = work  # logs and the compiled C program
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.results: list[Result] = []
+        self._rtt_samples: dict[str, list[float]] = {}
+        self._rtt_errors: dict[str, str] = {}
+        self.systems: dict[str, dict[str, Any]] = {}
+        self.plan = self._plan()
+        self.progress = Progress(sum(len(figs) for _, figs in self.plan))
+
+    def _plan(self) -> list[tuple]:
+        def pick(system: str, figs: list[Figure]) -> list[Figure]:
+            return [f for f in figs if self.sel.wants(f.id, system)]
+
+        plan = [("baseline", pick("baseline", baseline_figures(self.mode))), ("c", pick("ours", c_figures(self.mode)))]
+        for name in ["ours"] + self.peers:
+            plan.append((name, pick(name, system_figures(self.mode))))
+        return [(name, figs) for name, figs in plan if figs]
+
+    def record(self, fig: Figure, system: str, status: str, samples: Sequence[float] = (), reason: str = "") -> None:
+        r = Result(fig, system, status, list(samples), reason)
+        self.results.append(r)
+        self.progress.record(r)
+
+    def measure(self, fig: Figure, system: str, fn: Callable[[], Sequence[float]]) -> None:
+        try:
+            self.record(fig, system, OK, fn())
+        except Exception as e:  # noqa: BLE001 - a figure that fails is reported, the run goes on
+            self.record(fig, system, FAILED, reason=f"{type(e).__name__}: {e}")
+
+    def run(self) -> list[Result]:
+        rtt = [f for name, figs in self.plan if name == "baseline" for f in figs if f.id.startswith("rtt.")]
+        chunks = len(self.plan) + 1
+        for name, figs in self.plan:
+            self._rtt_chunk(rtt, chunks)
+            if name == "baseline":
+                self.run_baselines([f for f in figs if f not in rtt])
+            elif name == "c":
+                self.run_c(figs)
+            else:
+                self.run_system(name, figs)
+        self._rtt_chunk(rtt, chunks)
+        for fig in rtt:
+            if fig.id in self._rtt_errors:
+                self.record(fig, "baseline", FAILED, reason=self._rtt_errors[fig.id])
+            else:
+                self.record(fig, "baseline", OK, self._rtt_samples[fig.id])
+        return self.results
+
+    def _rtt_chunk(self, figs: list[Figure], chunks: int) -> None:
+        """Some trials of the socket round trips. They run between the systems, so that
+        the floor is measured throughout the run, under the same load as the figures
+        it is compared with (the machine is shared and its load drifts)."""
+        m = self.mode
+        trials = -(-m.trials // chunks) + 1
+        for fig in figs:
+            if fig.id in self._rtt_errors:
+                continue
+            try:
+                if fig.id == "rtt.python":
+                    got = baselines.socket_rtt(trials, m.rtt_inner)
+                else:
+                    got = cbench.socket_rtt(self.c_program(), trials, m.rtt_inner)
+                self._rtt_samples.setdefault(fig.id, []).extend(got)
+            except Exception as e:  # noqa: BLE001 - reported as the figure's failure
+                self._rtt_errors[fig.id] = f"{type(e).__name__}: {e}"
+
+    # -- in the harness ----------------------------------------------------
+
+    def run_baselines(self, figs: list[Figure]) -> None:
+        m = self.mode
+        for fig in figs:
+            if fig.id.startswith("memcpy.warm."):
+                self.measure(fig, "baseline", partial(baselines.memcpy_warm, fig.nbytes, m.large_trials))
+            elif fig.id.startswith("memcpy.cold."):
+                self.measure(fig, "baseline", partial(baselines.memcpy_cold, fig.nbytes, m.cold_trials))
+
+    _c_program: Path | None = None
+
+    def c_program(self) -> Path:
+        if self._c_program is None:
+            self._c_program = cbench.build(library(), self.work / "bench_c")
+        return self._c_program
+
+    def run_c(self, figs: list[Figure]) -> None:
+        m = self.mode
+        sizes = sorted({f.nbytes for f in figs})
+        try:
+            got = cbench.client(self.c_program(), daemon_binary(), sizes, m.trials, m.inner, str(self.work / "c.log"))
+        except Exception as e:  # noqa: BLE001 - reported against each C figure
+            for fig in figs:
+                self.record(fig, "ours", FAILED, reason=f"{type(e).__name__}: {e}")
+            return
+        for fig in figs:
+            self.record(fig, "ours", OK, got[fig.nbytes][fig.id.split(".")[1]])
+
+    # -- in an agent -------------------------------------------------------
+
+    def python_for(self, name: str) -> str:
+        if name in agents.REQUIREMENTS:
+            with open(self.work / f"venv-{name}.log", "a") as log:
+                return agents.ensure_venv(name, log)
+        return sys.executable
+
+    def run_system(self, name: str, figs: list[Figure]) -> None:
+        try:
+            python = self.python_for(name)
+            agent = agents.AgentProcess(name, python, self.work / f"{name}.log")
+        except Exception as e:  # noqa: BLE001 - the peer is skipped, with why
+            for fig in figs:
+                self.record(fig, name, SKIPPED, reason=str(e))
+            self.systems[name] = {"status": SKIPPED, "reason": str(e)}
+            return
+        try:
+            reply = agent.call("start", timeout=300, cfg={"arena": self.mode.arena(),
+                                                           "log": str(self.work / f"{name}-daemon.log")})
+            if not reply["ok"]:
+                reason = f"did not start: {reply.get('error') or reply.get('na')}"
+                for fig in figs:
+                    self.record(fig, name, SKIPPED, reason=reason)
+                self.systems[name] = {"status": SKIPPED, "reason": reason}
+                return
+            self.systems[name] = {"status": OK, **reply["info"]}
+            self._agent_figures(agent, name, figs)
+        except Exception as e:  # noqa: BLE001 - the agent died: the rest of its figures fail
+            done = {r.figure.id for r in self.results if r.system == name}
+            for fig in figs:
+                if fig.id not in done:
+                    self.record(fig, name, FAILED, reason=f"{type(e).__name__}: {e}")
+        finally:
+            agent.close()
+
+    def _call(self, agent: agents.AgentProcess, cmd: str, **args: Any) -> dict[str, Any]:
+        return agent.call(cmd, timeout=self.mode.timeout, **args)
+
+    def _record_reply(self, fig: Figure, name: str, reply: dict[str, Any], key: str = "samples") -> None:
+        if reply["ok"]:
+            self.record(fig, name, OK, reply[key])
+        elif "na" in reply:
+            self.record(fig, name, NA, reason=reply["na"])
+        else:
+            with open(self.work / f"{name}.log", "a") as log:
+                log.write(f"\n{fig.id}: {reply.get('trace', '')}\n")
+            self.record(fig, name, FAILED, reason=reply["error"])
+
+    def _agent_figures(self, agent: agents.AgentProcess, name: str, figs: list[Figure]) -> None:
+        m = self.mode
+        cold = [f for f in figs if f.id.startswith("put.cold.")]
+        if cold:
+            reply = self._call(agent, "put_cold", specs=[values.array(f.nbytes) for f in cold], trials=m.cold_trials)
+            for f in cold:
+                sub = dict(reply, samples=reply["samples"][str(f.nbytes)]) if reply["ok"] else reply
+                self._record_reply(f, name, sub)
+        frame = {"pandas": values.frame(m.frame_rows, m.frame_cols), "arrow": values.table(m.frame_rows, m.frame_cols)}
+        for f in figs:
+            group, _, rest = f.id.partition(".")
+            if f.id.startswith("put.cold."):
+                continue
+            if f.id.startswith("put.warm."):
+                reply = self._call(agent, "put_warm", spec=values.array(f.nbytes), trials=m.large_trials)
+            elif group == "put":
+                reply = self._call(agent, "put_small", spec=values.array(f.nbytes), trials=m.trials, inner=m.inner)
+            elif group == "get":
+                small = f.nbytes in m.small
+                reply = self._call(agent, "get", spec=values.array(f.nbytes), trials=m.trials if small else m.large_trials,
+                                   inner=m.inner if small else m.large_inner)
+            elif group == "conc":
+                # One command measures both conc.Np.latency and conc.Np.rate.
+                procs = int(rest.split("p.")[0])
+                pair = [g for g in figs if g.id.startswith(f"conc.{procs}p.")]
+                if f is not pair[0]:
+                    continue
+                reply = self._call(agent, "concurrency", spec=values.array(m.conc_size), procs=procs, ops=m.conc_ops,
+                                   trials=m.conc_trials)
+                for g in pair:
+                    self._record_reply(g, name, reply, key="rate" if g.kind == "rate" else "samples")
+                continue
+            elif rest == "put":
+                reply = self._call(agent, "put_warm", spec=frame[group], trials=m.frame_trials)
+            elif rest == "get":
+                reply = self._call(agent, "get", spec=frame[group], trials=m.frame_trials, inner=1)
+            else:
+                raise ValueError(f"no command measures {f.id}")
+            self._record_reply(f, name, reply)
+
