@@ -24,7 +24,7 @@ class Mode:
     small: Sequence[int] = (8, KiB, 64 * KiB)
     large: Sequence[int] = (MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB)
     large_trials: int = 5  # warm put, large get and memcpy trials
-    large_inner: int = 4  # objects got per large-get trial (each trial's figure is their mean)
+    large_inner: int = 4  # objects got per large-get trial, at most 1 GiB of them (see get_inner)
     cold_trials: int = 3
     rtt_inner: int = 2000
     frame_rows: int = 10_000_000
@@ -41,13 +41,20 @@ class Mode:
         """Bytes of store each system gets: room for the whole cold series (nothing is
         deleted during it), or two copies of a frame, plus slack."""
         frame = self.frame_rows * self.frame_cols * 8
-        return max(self.cold_trials * sum(self.large), 3 * frame, (self.large_inner + 1) * max(self.large)) + 512 * MiB
+        return max(self.cold_trials * sum(self.large), 3 * frame, 2 * GiB, 2 * max(self.large)) + 512 * MiB
+
+    def get_inner(self, nbytes: int) -> int:
+        """Objects got per trial of a get figure: many small ones, a few large ones
+        (at most 1 GiB of them, to bound memory and the time copying peers take)."""
+        if nbytes in self.small:
+            return self.inner
+        return max(1, min(self.large_inner, GiB // nbytes))
 
 
 MODES = {
     "full": Mode("full", trials=7, inner=200),
-    "quick": Mode("quick", trials=5, inner=50, large=(MiB, 8 * MiB, 64 * MiB), large_trials=3, cold_trials=2,
-                  rtt_inner=500, frame_rows=1_000_000, conc_ops=300, conc_trials=2, timeout=600),
+    "quick": Mode("quick", trials=5, inner=50, large=(MiB, 8 * MiB, 64 * MiB), large_trials=3, cold_trials=3,
+                  rtt_inner=500, frame_rows=1_000_000, conc_ops=200, conc_trials=2, timeout=600),
     "smoke": Mode("smoke", trials=2, inner=3, large=(MiB, 2 * MiB), large_trials=2, cold_trials=1, rtt_inner=20,
                   large_inner=1, frame_rows=1000, frame_cols=3, frame_trials=1, procs=(1, 2), conc_ops=5, conc_trials=1,
                   peers=False, timeout=300),

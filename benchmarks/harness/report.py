@@ -236,7 +236,7 @@ def chart(doc: dict[str, Any], path: Path) -> str | None:
         ("ours", "put.warm.", "ours, warm"), ("ours", "put.cold.", "ours, cold"),
         ("baseline", "memcpy.warm.", "memcpy, warm"), ("baseline", "memcpy.cold.", "memcpy, first touch"),
         ("shm", "put.warm.", "shared_memory"), ("ray", "put.warm.", "Ray, warm"),
-        ("upstream", "put.warm.", "upstream, warm")], lambda v: v / 1e9)
+        ("upstream", "put.warm.", "upstream, warm")], lambda v: v / 1e9, log_y=True)
     _series_panel(axes[1][0], t, "get latency vs size, another process (lower is better)", "µs", [
         (s, "get.", PEER_TITLES.get(s, s)) for s in SYSTEMS], lambda v: v * 1e6, log_y=True)
     _frames_panel(axes[1][1], t)
@@ -260,7 +260,7 @@ def _small_panel(ax: Any, t: Table) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("µs")
     ax.set_title("small put / get latency (lower is better)")
-    ax.legend(fontsize=8)
+    _legend(ax)
 
 
 def _series_panel(ax: Any, t: Table, title: str, unit: str, series: list[tuple[str, str, str]],
@@ -277,7 +277,7 @@ def _series_panel(ax: Any, t: Table, title: str, unit: str, series: list[tuple[s
     ax.set_xlabel("bytes")
     ax.set_ylabel(unit)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend(ax)
 
 
 def _frames_panel(ax: Any, t: Table) -> None:
@@ -290,7 +290,12 @@ def _frames_panel(ax: Any, t: Table) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("ms")
     ax.set_title("DataFrame / Arrow Table put and get (lower is better)")
-    ax.legend(fontsize=8)
+    _legend(ax)
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 # -- files -------------------------------------------------------------------------

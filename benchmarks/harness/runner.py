@@ -191,9 +191,9 @@ class Runner:
             elif group == "put":
                 reply = self._call(agent, "put_small", spec=values.array(f.nbytes), trials=m.trials, inner=m.inner)
             elif group == "get":
-                small = f.nbytes in m.small
-                reply = self._call(agent, "get", spec=values.array(f.nbytes), trials=m.trials if small else m.large_trials,
-                                   inner=m.inner if small else m.large_inner)
+                reply = self._call(agent, "get", spec=values.array(f.nbytes),
+                                   trials=m.trials if f.nbytes in m.small else m.large_trials,
+                                   inner=m.get_inner(f.nbytes))
             elif group == "conc":
                 # One command measures both conc.Np.latency and conc.Np.rate.
                 procs = int(rest.split("p.")[0])
