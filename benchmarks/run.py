@@ -54,9 +54,11 @@ def update_readme(md: str, doc: dict) -> None:
     text = readme.read_text()
     if README_BEGIN not in text or README_END not in text:
         raise SystemExit(f"bench: README.md has no {README_BEGIN} ... {README_END} block")
-    body = md.split("\n## Targets", 1)[1]
-    block = "\n".join([README_BEGIN, "", (f"Measured on {report.machine_line(doc)}, with "
-                       f"`{' '.join(doc['machine']['argv'])}`."), "", "### Targets" + body.rstrip(), "", README_END])
+    body = ("## Targets" + md.split("\n## Targets", 1)[1]).replace("## ", "### ").rstrip()
+    make = "make bench" if doc["mode"] == "full" else f"make bench BENCH_ARGS=--{doc['mode']}"
+    intro = (f"Measured on {report.machine_line(doc)}, with `{make}` (`{' '.join(doc['machine']['argv'])}`). "
+             "A peer's cell shows how many times better ours is (above 1: ours wins).")
+    block = f"{README_BEGIN}\n\n{intro}\n\n{body}\n\n{README_END}"
     head, rest = text.split(README_BEGIN, 1)
     readme.write_text(head + block + rest.split(README_END, 1)[1])
 

@@ -231,7 +231,11 @@ def chart(doc: dict[str, Any], path: Path) -> str | None:
         return f"no chart: matplotlib is missing ({e}); pip install -r requirements-dev.txt"
     t = Table([Result.from_json(d) for d in doc["results"]])
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))
-    _small_panel(axes[0][0], t)
+    _bars_panel(axes[0][0], t, "small", "µs", 1e6, "small put / get latency (lower is better)")
+    rtt = t.value("rtt.python", "baseline")
+    if rtt:
+        axes[0][0].axhline(rtt * 1e6, color="black", linestyle="--", label="Python socket round trip")
+    _legend(axes[0][0])
     _series_panel(axes[0][1], t, "put bandwidth (higher is better)", "GB/s", [
         ("ours", "put.warm.", "ours, warm"), ("ours", "put.cold.", "ours, cold"),
         ("baseline", "memcpy.warm.", "memcpy, warm"), ("baseline", "memcpy.cold.", "memcpy, first touch"),
@@ -239,7 +243,8 @@ def chart(doc: dict[str, Any], path: Path) -> str | None:
         ("upstream", "put.warm.", "upstream, warm")], lambda v: v / 1e9, log_y=True)
     _series_panel(axes[1][0], t, "get latency vs size, another process (lower is better)", "µs", [
         (s, "get.", PEER_TITLES.get(s, s)) for s in SYSTEMS], lambda v: v * 1e6, log_y=True)
-    _frames_panel(axes[1][1], t)
+    _bars_panel(axes[1][1], t, "frames", "ms", 1e3, "DataFrame / Arrow Table put and get (lower is better)")
+    _legend(axes[1][1])
     fig.suptitle(f"v6d-go benchmark ({doc['mode']}): {doc['machine']['cpu']}, {doc['machine']['date']}")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -247,20 +252,17 @@ def chart(doc: dict[str, Any], path: Path) -> str | None:
     return None
 
 
-def _small_panel(ax: Any, t: Table) -> None:
-    figs = [r.figure.id for r in t.figures() if r.figure.group == "small"]
+def _bars_panel(ax: Any, t: Table, group: str, unit: str, scale: float, title: str) -> None:
+    """One bar per system for each figure of the group."""
+    figs = [r.figure.id for r in t.figures() if r.figure.group == group]
     width = 0.8 / len(SYSTEMS)
     for i, s in enumerate(SYSTEMS):
-        ys = [(t.value(f, s) or 0) * 1e6 for f in figs]
+        ys = [(t.value(f, s) or 0) * scale for f in figs]
         ax.bar([x + i * width for x in range(len(figs))], ys, width, label=PEER_TITLES.get(s, s))
-    rtt = t.value("rtt.python", "baseline")
-    if rtt:
-        ax.axhline(rtt * 1e6, color="black", linestyle="--", label="Python socket round trip")
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(figs))], figs, rotation=30)
     ax.set_yscale("log")
-    ax.set_ylabel("µs")
-    ax.set_title("small put / get latency (lower is better)")
-    _legend(ax)
+    ax.set_ylabel(unit)
+    ax.set_title(title)
 
 
 def _series_panel(ax: Any, t: Table, title: str, unit: str, series: list[tuple[str, str, str]],
@@ -277,19 +279,6 @@ def _series_panel(ax: Any, t: Table, title: str, unit: str, series: list[tuple[s
     ax.set_xlabel("bytes")
     ax.set_ylabel(unit)
     ax.set_title(title)
-    _legend(ax)
-
-
-def _frames_panel(ax: Any, t: Table) -> None:
-    figs = [r.figure.id for r in t.figures() if r.figure.group == "frames"]
-    width = 0.8 / len(SYSTEMS)
-    for i, s in enumerate(SYSTEMS):
-        ys = [(t.value(f, s) or 0) * 1e3 for f in figs]
-        ax.bar([x + i * width for x in range(len(figs))], ys, width, label=PEER_TITLES.get(s, s))
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(figs))], figs)
-    ax.set_yscale("log")
-    ax.set_ylabel("ms")
-    ax.set_title("DataFrame / Arrow Table put and get (lower is better)")
     _legend(ax)
 
 

@@ -32,8 +32,8 @@ class Runner:
         self.work = work  # logs and the compiled C program
         self.work.mkdir(parents=True, exist_ok=True)
         self.results: list[Result] = []
-        self._rtt_samples: dict[str, list[float]] = {}
-        self._rtt_errors: dict[str, str] = {}
+        self._floor_samples: dict[str, list[float]] = {}
+        self._floor_errors: dict[str, str] = {}
         self.systems: dict[str, dict[str, Any]] = {}
         self.plan = self._plan()
         self.progress = Progress(sum(len(figs) for _, figs in self.plan))
@@ -59,50 +59,50 @@ class Runner:
             self.record(fig, system, FAILED, reason=f"{type(e).__name__}: {e}")
 
     def run(self) -> list[Result]:
-        rtt = [f for name, figs in self.plan if name == "baseline" for f in figs if f.id.startswith("rtt.")]
+        floors = [f for name, figs in self.plan if name == "baseline" for f in figs
+                  if f.id.startswith(("rtt.", "memcpy.warm."))]
         chunks = len(self.plan) + 1
         for name, figs in self.plan:
-            self._rtt_chunk(rtt, chunks)
+            self._floor_chunk(floors, chunks)
             if name == "baseline":
-                self.run_baselines([f for f in figs if f not in rtt])
+                self.run_baselines([f for f in figs if f not in floors])
             elif name == "c":
                 self.run_c(figs)
             else:
                 self.run_system(name, figs)
-        self._rtt_chunk(rtt, chunks)
-        for fig in rtt:
-            if fig.id in self._rtt_errors:
-                self.record(fig, "baseline", FAILED, reason=self._rtt_errors[fig.id])
+        self._floor_chunk(floors, chunks)
+        baselines.release()
+        for fig in floors:
+            if fig.id in self._floor_errors:
+                self.record(fig, "baseline", FAILED, reason=self._floor_errors[fig.id])
             else:
-                self.record(fig, "baseline", OK, self._rtt_samples[fig.id])
+                self.record(fig, "baseline", OK, self._floor_samples[fig.id])
         return self.results
 
-    def _rtt_chunk(self, figs: list[Figure], chunks: int) -> None:
-        """Some trials of the socket round trips. They run between the systems, so that
-        the floor is measured throughout the run, under the same load as the figures
-        it is compared with (the machine is shared and its load drifts)."""
+    def _floor_chunk(self, figs: list[Figure], chunks: int) -> None:
+        """Some trials of the floors that ratios are taken against (socket round trips,
+        warm memcpy). They run before, between and after the systems, so that each floor
+        is measured throughout the run, under the same load as the figures it is
+        compared with: the machine is shared and its load drifts."""
         m = self.mode
-        trials = -(-m.trials // chunks) + 1
         for fig in figs:
-            if fig.id in self._rtt_errors:
+            if fig.id in self._floor_errors:
                 continue
             try:
                 if fig.id == "rtt.python":
-                    got = baselines.socket_rtt(trials, m.rtt_inner)
+                    got = baselines.socket_rtt(-(-m.trials // chunks) + 1, m.rtt_inner)
+                elif fig.id == "rtt.c":
+                    got = cbench.socket_rtt(self.c_program(), -(-m.trials // chunks) + 1, m.rtt_inner)
                 else:
-                    got = cbench.socket_rtt(self.c_program(), trials, m.rtt_inner)
-                self._rtt_samples.setdefault(fig.id, []).extend(got)
+                    got = baselines.memcpy_warm(fig.nbytes, -(-m.large_trials // chunks) + 1)
+                self._floor_samples.setdefault(fig.id, []).extend(got)
             except Exception as e:  # noqa: BLE001 - reported as the figure's failure
-                self._rtt_errors[fig.id] = f"{type(e).__name__}: {e}"
-
-    # -- in the harness ----------------------------------------------------
+                self._floor_errors[fig.id] = f"{type(e).__name__}: {e}"
 
     def run_baselines(self, figs: list[Figure]) -> None:
         m = self.mode
         for fig in figs:
-            if fig.id.startswith("memcpy.warm."):
-                self.measure(fig, "baseline", partial(baselines.memcpy_warm, fig.nbytes, m.large_trials))
-            elif fig.id.startswith("memcpy.cold."):
+            if fig.id.startswith("memcpy.cold."):
                 self.measure(fig, "baseline", partial(baselines.memcpy_cold, fig.nbytes, m.cold_trials))
 
     _c_program: Path | None = None

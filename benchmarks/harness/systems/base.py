@@ -9,9 +9,11 @@ object in the consumer, so no system can answer from a per-process cache.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing as mp
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -103,9 +105,58 @@ class System:
             raise NotApplicable(f"{self.name} does not store {kind} values")
 
 
-def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
+class DaemonClient(System):
+    """A system with a daemon this agent starts, and a client per process."""
+
+    def __init__(self) -> None:
+        self.daemon: Any = None  # a daemons.Daemon, in the producer only
+        self.client: Any = None
+
+    @classmethod
+    def connect(cls, socket: str) -> Any:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.detach()
+            self.client = None
+        if self.daemon is not None:
+            self.daemon.stop()
+            self.daemon = None
+
+    def attach_info(self) -> Any:
+        return self.daemon.socket
+
+    @classmethod
+    def attach(cls, info: Any) -> System:
+        self = cls()
+        self.client = cls.connect(info)
+        return self
+
+    def detach(self) -> None:
+        with contextlib.suppress(Exception):  # best effort at teardown
+            self.client.close()
+
+
+def time_gets(name: str, get: Callable[[Any], Any], refs: list[Any], expect: int) -> list[float]:
+    """Times get + drop of each ref (the size check in between is not timed)."""
     from .. import values
 
+    times = []
+    for ref in refs:
+        t0 = time.perf_counter()
+        v = get(ref)
+        t1 = time.perf_counter()
+        n = values.size_of(v)
+        del v
+        t2 = time.perf_counter()
+        if n != expect:
+            raise AssertionError(f"{name}: get returned {n} bytes, expected {expect}")
+        times.append((t1 - t0) + (time.perf_counter() - t2))
+    return times
+
+
+def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
     system = getattr(importlib.import_module(module), cls_name).attach(info)
     try:
         while True:
@@ -114,18 +165,7 @@ def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
                 break
             _, refs, expect = msg
             try:
-                times = []
-                for ref in refs:
-                    t0 = time.perf_counter()
-                    v = system.get(ref)
-                    t1 = time.perf_counter()
-                    n = values.size_of(v)
-                    del v
-                    t2 = time.perf_counter()
-                    if n != expect:
-                        raise AssertionError(f"{system.name}: get returned {n} bytes, expected {expect}")
-                    times.append((t1 - t0) + (time.perf_counter() - t2))
-                conn.send(("ok", times))
+                conn.send(("ok", time_gets(system.name, system.get, refs, expect)))
             except Exception as e:  # noqa: BLE001 - reported to the producer
                 conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:

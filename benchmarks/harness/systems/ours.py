@@ -12,15 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import daemons
-from .base import System
+from .base import DaemonClient
 
 
-class Ours(System):
+class Ours(DaemonClient):
     name = "ours"
 
     def __init__(self) -> None:
-        self.daemon: Any = None
-        self.client: Any = None
+        super().__init__()
         self.release_on_delete = False  # see start()
 
     def start(self, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +27,7 @@ class Ours(System):
         from vineyard.deploy import daemon_path
 
         self.daemon = daemons.ours(daemon_path(), int(cfg["arena"]), bool(cfg.get("reserve_memory")), cfg.get("log"))
-        self.client = vineyard.connect(self.daemon.socket)
+        self.client = self.connect(self.daemon.socket)
         info = {"version": vineyard.__version__, "library": os.environ.get("V6D_LIBRARY", "")}
         if not self._frees_on_delete():
             # The connection that put an object keeps the reference its seal took on
@@ -48,27 +47,11 @@ class Ours(System):
         self.client.delete([self.client.put(np.zeros(1 << 20, dtype=np.uint8))])
         return bool(self.client.status.memory_usage <= before)
 
-    def stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self.daemon is not None:
-            self.daemon.stop()
-            self.daemon = None
-
-    def attach_info(self) -> Any:
-        return self.daemon.socket
-
     @classmethod
-    def attach(cls, info: Any) -> Ours:
+    def connect(cls, socket: str) -> Any:
         import vineyard
 
-        self = cls()
-        self.client = vineyard.connect(info)
-        return self
-
-    def detach(self) -> None:
-        self.client.close()
+        return vineyard.connect(socket)
 
     def put(self, value: Any) -> Any:
         return int(self.client.put(value))

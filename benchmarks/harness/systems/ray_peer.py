@@ -12,26 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .base import Consumer, System
-
-
-def _time_gets(refs: list[Any], expect: int) -> list[float]:
-    import ray
-
-    from .. import values
-
-    times = []
-    for ref in refs:
-        t0 = time.perf_counter()
-        v = ray.get(ref)
-        t1 = time.perf_counter()
-        n = values.size_of(v)
-        del v
-        t2 = time.perf_counter()
-        if n != expect:
-            raise AssertionError(f"ray: get returned {n} bytes, expected {expect}")
-        times.append((t1 - t0) + (time.perf_counter() - t2))
-    return times
+from .base import Consumer, System, time_gets
 
 
 def _loop(spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
@@ -75,7 +56,9 @@ class _Getter:
         return True
 
     def time_gets(self, wrapped: list[list[Any]], expect: int) -> list[float]:
-        return _time_gets(wrapped[0], expect)
+        import ray
+
+        return time_gets("ray", ray.get, wrapped[0], expect)
 
     def loop(self, spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
         return _loop(spec, ops, start_at)

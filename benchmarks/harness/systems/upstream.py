@@ -4,63 +4,36 @@ its client through ``vineyard.connect(socket)``, ``client.put`` / ``client.get``
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from typing import Any
 
 from .. import daemons
-from .base import System
+from .base import DaemonClient
 
 
-def _connect(sock: str) -> Any:
-    import vineyard
-
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return vineyard.connect(sock)
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-class Upstream(System):
+class Upstream(DaemonClient):
     name = "upstream"
 
-    def __init__(self) -> None:
-        self.daemon: Any = None
-        self.client: Any = None
+    @classmethod
+    def connect(cls, socket: str) -> Any:
+        import vineyard
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return vineyard.connect(socket)
+            except Exception:
+                if time.monotonic() > deadline:  # the daemon may still be starting its meta service
+                    raise
+                time.sleep(0.1)
 
     def start(self, cfg: dict[str, Any]) -> dict[str, Any]:
         import vineyard
 
         self.daemon = daemons.upstream(sys.executable, int(cfg["arena"]), cfg.get("log"))
-        self.client = _connect(self.daemon.socket)
+        self.client = self.connect(self.daemon.socket)
         return {"version": vineyard.__version__, "module": vineyard.__file__}
-
-    def stop(self) -> None:
-        if self.client is not None:
-            with contextlib.suppress(Exception):  # best effort at teardown
-                self.client.close()
-            self.client = None
-        if self.daemon is not None:
-            self.daemon.stop()
-            self.daemon = None
-
-    def attach_info(self) -> Any:
-        return self.daemon.socket
-
-    @classmethod
-    def attach(cls, info: Any) -> Upstream:
-        self = cls()
-        self.client = _connect(info)
-        return self
-
-    def detach(self) -> None:
-        with contextlib.suppress(Exception):  # best effort at teardown
-            self.client.close()
 
     def put(self, value: Any) -> Any:
         return int(self.client.put(value))
