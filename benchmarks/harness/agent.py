@@ -9,7 +9,8 @@ apply to the system, or ``{"ok": false, "error": ..., "trace": ...}``.
 Every timed loop runs with the garbage collector off (as ``timeit`` does) and times only
 the operation named; making values, handing references over and deleting are outside.
 Each command returns per-operation durations in seconds, one per trial; a warm-up trial
-is run first and not reported.
+is run first and not reported (put_small and get skip it when told ``warmup=False``: the
+runner interleaves their trials across systems and warms each up once).
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ class Agent:
         self.system.stop()
         return {}
 
-    def put_small(self, spec: dict[str, Any], trials: int, inner: int) -> dict[str, Any]:
+    def put_small(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
         """inner puts of distinct objects per trial; then they are deleted."""
         value = self._value(spec)
         out = []
-        for trial in range(trials + 1):
+        for trial in range(0 if warmup else 1, trials + 1):
             refs: list[Any] = []
             with _no_gc():
                 t0 = time.perf_counter()
@@ -123,14 +124,14 @@ class Agent:
             kept.clear()
         return {"samples": out}
 
-    def get(self, spec: dict[str, Any], trials: int, inner: int) -> dict[str, Any]:
+    def get(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
         """Per trial: inner distinct objects are put here (untimed), their refs handed to
         the consumer process, which times get + drop of each; then they are deleted."""
         value = self._value(spec, put=False)
         expect = values.size_of(value)
         consumer = self.consumer()
         out = []
-        for trial in range(trials + 1):
+        for trial in range(0 if warmup else 1, trials + 1):
             refs = [self.system.put(value) for _ in range(inner if trial else min(inner, 3))]
             try:
                 times = consumer.time_gets(refs, expect)

@@ -62,6 +62,7 @@ class Runner:
         floors = [f for name, figs in self.plan if name == "baseline" for f in figs
                   if f.id.startswith(("rtt.", "memcpy.warm."))]
         chunks = len(self.plan) + 1
+        small = []
         for name, figs in self.plan:
             self._floor_chunk(floors, chunks)
             if name == "baseline":
@@ -69,7 +70,9 @@ class Runner:
             elif name == "c":
                 self.run_c(figs)
             else:
-                self.run_system(name, figs)
+                small.append((name, [f for f in figs if f.group == "small"]))
+                self.run_system(name, [f for f in figs if f.group != "small"])
+        self.run_interleaved(small)
         self._floor_chunk(floors, chunks)
         baselines.release()
         for fig in floors:
@@ -132,33 +135,92 @@ class Runner:
                 return agents.ensure_venv(name, log)
         return sys.executable
 
-    def run_system(self, name: str, figs: list[Figure]) -> None:
+    def _start_agent(self, name: str, figs: list[Figure]) -> agents.AgentProcess | None:
+        """Starts the system's agent, or records its figures as skipped, with why."""
+        agent = None
         try:
-            python = self.python_for(name)
-            agent = agents.AgentProcess(name, python, self.work / f"{name}.log")
-        except Exception as e:  # noqa: BLE001 - the peer is skipped, with why
-            for fig in figs:
-                self.record(fig, name, SKIPPED, reason=str(e))
-            self.systems[name] = {"status": SKIPPED, "reason": str(e)}
-            return
-        try:
+            agent = agents.AgentProcess(name, self.python_for(name), self.work / f"{name}.log")
             reply = agent.call("start", timeout=300, cfg={"arena": self.mode.arena(),
                                                            "log": str(self.work / f"{name}-daemon.log")})
-            if not reply["ok"]:
-                reason = f"did not start: {reply.get('error') or reply.get('na')}"
-                for fig in figs:
-                    self.record(fig, name, SKIPPED, reason=reason)
-                self.systems[name] = {"status": SKIPPED, "reason": reason}
-                return
-            self.systems[name] = {"status": OK, **reply["info"]}
+            if reply["ok"]:
+                self.systems[name] = {"status": OK, **reply["info"]}
+                return agent
+            reason = f"did not start: {reply.get('error') or reply.get('na')}"
+        except Exception as e:  # noqa: BLE001 - the peer is skipped, with why
+            reason = str(e)
+        if agent is not None:
+            agent.close()
+        for fig in figs:
+            self.record(fig, name, SKIPPED, reason=reason)
+        self.systems[name] = {"status": SKIPPED, "reason": reason}
+        return None
+
+    def _fail_rest(self, name: str, figs: list[Figure], e: Exception) -> None:
+        """The agent died: the figures it has not done fail."""
+        done = {r.figure.id for r in self.results if r.system == name}
+        for fig in figs:
+            if fig.id not in done:
+                self.record(fig, name, FAILED, reason=f"{type(e).__name__}: {e}")
+
+    def run_system(self, name: str, figs: list[Figure]) -> None:
+        agent = self._start_agent(name, figs)
+        if agent is None:
+            return
+        try:
             self._agent_figures(agent, name, figs)
-        except Exception as e:  # noqa: BLE001 - the agent died: the rest of its figures fail
-            done = {r.figure.id for r in self.results if r.system == name}
-            for fig in figs:
-                if fig.id not in done:
-                    self.record(fig, name, FAILED, reason=f"{type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - reported against each figure left
+            self._fail_rest(name, figs, e)
         finally:
             agent.close()
+
+    def run_interleaved(self, plan: list[tuple[str, list[Figure]]]) -> None:
+        """The small put and get figures of every system, trial by trial in turn (the
+        order rotating each round), so that each trial of each system sees about the
+        same load: the figures the targets compare most closely."""
+        m = self.mode
+        live: dict[str, tuple[agents.AgentProcess, list[Figure]]] = {}
+        for name, figs in plan:
+            if figs and self.systems.get(name, {}).get("status") != SKIPPED:
+                agent = self._start_agent(name, figs)
+                if agent is not None:
+                    live[name] = (agent, figs)
+            elif figs:
+                for fig in figs:
+                    self.record(fig, name, SKIPPED, reason=self.systems[name].get("reason", ""))
+        try:
+            for fid in dict.fromkeys(f.id for _, figs in plan for f in figs):
+                self._interleave_figure(fid, live, m)
+        finally:
+            for agent, _ in live.values():
+                agent.close()
+
+    def _interleave_figure(self, fid: str, live: dict[str, tuple[agents.AgentProcess, list[Figure]]],
+                           m: Mode) -> None:
+        names = [n for n, (_, figs) in live.items() if any(f.id == fid for f in figs)]
+        if not names:
+            return
+        fig = {n: next(f for f in live[n][1] if f.id == fid) for n in names}
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        for rnd in range(m.trials):
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                if name not in samples:
+                    continue
+                f = fig[name]
+                cmd = "put_small" if fid.startswith("put.") else "get"
+                try:
+                    reply = self._call(live[name][0], cmd, spec=values.array(f.nbytes), trials=1, inner=m.inner,
+                                       warmup=rnd == 0)
+                except Exception as e:  # noqa: BLE001 - the agent died: its figures fail
+                    self.record(f, name, FAILED, reason=f"{type(e).__name__}: {e}")
+                    del samples[name]
+                    continue
+                if reply["ok"]:
+                    samples[name] += reply["samples"]
+                else:
+                    self._record_reply(f, name, reply)
+                    del samples[name]
+        for name, got in samples.items():
+            self.record(fig[name], name, OK, got)
 
     def _call(self, agent: agents.AgentProcess, cmd: str, **args: Any) -> dict[str, Any]:
         return agent.call(cmd, timeout=self.mode.timeout, **args)
@@ -188,8 +250,6 @@ class Runner:
                 continue
             if f.id.startswith("put.warm."):
                 reply = self._call(agent, "put_warm", spec=values.array(f.nbytes), trials=m.large_trials)
-            elif group == "put":
-                reply = self._call(agent, "put_small", spec=values.array(f.nbytes), trials=m.trials, inner=m.inner)
             elif group == "get":
                 reply = self._call(agent, "get", spec=values.array(f.nbytes),
                                    trials=m.trials if f.nbytes in m.small else m.large_trials,
