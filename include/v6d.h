@@ -202,7 +202,8 @@ v6d_status v6d_shrink(v6d_client client, uint64_t id, uint64_t size,
  *  *size their count. The pointer lies in the shared arena, mapped PROT_READ
  *  (a write faults). The client holds a reference until v6d_release(id);
  *  while held, the bytes never change, even if the blob is deleted. Repeated
- *  gets of the same blob count up; each needs a release. \since 1 */
+ *  gets of the same blob count up; each needs a release. A get of a blob the
+ *  client already holds is answered without a round trip. \since 1 */
 v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
                    uint64_t *size, v6d_error *err);
 
@@ -214,10 +215,46 @@ v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
                            uint64_t *sizes, v6d_error *err);
 
 /** Releases one reference taken by v6d_get, v6d_get_buffers, v6d_seal or
- *  v6d_get_object (for an object id, the blobs that get pinned). When the
- *  client's count reaches 0 the daemon is told, and memory of a deleted blob
- *  may then be reused: the pointer must not be read afterwards. \since 1 */
+ *  v6d_get_object (for an object id, the blobs that get pinned). No round
+ *  trip: when the client's count reaches 0 the daemon is told ahead of the
+ *  client's next request (or within a few milliseconds), and memory of a
+ *  deleted blob may then be reused: the pointer must not be read after this
+ *  call. \since 1 */
 v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err);
+
+/* ---- private copy-on-write views --------------------------------------- */
+
+/** Maps a private, copy-on-write view of a blob this client holds (from
+ *  v6d_get, v6d_get_buffers, v6d_get_object or v6d_seal). *data receives a
+ *  WRITABLE pointer to the blob's bytes, *size their count (size may be NULL).
+ *  Reads share the physical pages of the store: nothing is copied or faulted
+ *  in up front, so the cost does not depend on the size. The first write to a
+ *  4 KiB page copies that page into this process (the kernel does it); writes
+ *  never reach the store or any other reader, and never fault.
+ *
+ *  Ownership: the view holds a reference to the blob of its own (taken
+ *  locally, no round trip), so it stays valid, and the blob's memory is never
+ *  reused, until v6d_unmap_private(*data), even after v6d_release of the
+ *  caller's reference or v6d_disconnect: a disconnected client keeps its
+ *  connection open until its last view is unmapped. Each call makes a new
+ *  mapping. The empty blob fails with V6D_INVALID, an unsealed blob with
+ *  V6D_OBJECT_NOT_SEALED, a blob not held with V6D_OBJECT_NOT_EXISTS.
+ *  Thread-safe; it never waits behind another thread's request. \since 2 */
+v6d_status v6d_map_private(v6d_client client, uint64_t blob_id, uint8_t **data,
+                           uint64_t *size, v6d_error *err);
+
+/** Unmaps a view v6d_map_private returned (`data` exactly as returned) and
+ *  drops the view's reference to the blob; when it was the client's last, the
+ *  daemon is told (a round trip) and a deleted blob's memory is freed. The
+ *  view must not be touched afterwards. It takes no client handle: it works
+ *  after v6d_disconnect. An address that is not a live view (never mapped,
+ *  or unmapped already) fails with V6D_INVALID and changes nothing.
+ *  Thread-safe. \since 2 */
+v6d_status v6d_unmap_private(uint8_t *data, v6d_error *err);
+
+/** Returns the number of live private views in the process (for leak checks
+ *  in tests). \since 2 */
+int64_t v6d_private_views(void);
 
 /* ---- metadata ---------------------------------------------------------- */
 
@@ -235,14 +272,18 @@ v6d_status v6d_create_metadata(v6d_client client, const char *json, size_t len,
 
 /** Returns the metadata tree of an object as JSON in *json (free with
  *  v6d_free()), *len its length (may be NULL). Blobs included as members are
- *  not pinned. \since 1 */
+ *  not pinned. Served from the client's cache as v6d_get_object. \since 1 */
 v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
                             size_t *len, v6d_error *err);
 
 /** Gets an object in one round trip: its metadata tree as v6d_get_metadata
  *  returns it, and a reference to every blob in the tree, so that
  *  v6d_blob_pointer() answers for them without a round trip. For a blob id
- *  the tree is the blob's own. Release with v6d_release(id) once. \since 1 */
+ *  the tree is the blob's own. Release with v6d_release(id) once.
+ *  A get of an object this client got recently is answered from the client's
+ *  cache, without a round trip, unless any client deleted or changed an
+ *  object since (the daemon's meta epoch, docs/protocol.md): the result is
+ *  the same as from the daemon. \since 1 */
 v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
                           char **json, size_t *len, v6d_error *err);
 

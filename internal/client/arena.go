@@ -22,8 +22,9 @@ type arenaKey struct {
 // it once and a pointer stays valid while any client still uses the arena.
 //
 // The read-only mapping is made when the first fd arrives; the writable one
-// on the first create, from an fd the arena keeps open until then (the daemon
-// sends the fd only once per connection).
+// on the first create, and private views (private.go) on demand, from the fd
+// the arena keeps open for its life (the daemon sends the fd only once per
+// connection).
 type arena struct {
 	key  arenaKey
 	size uint64
@@ -32,7 +33,7 @@ type arena struct {
 	refs int          // clients (per region they received) using the arena
 	ro   *shm.Mapping // PROT_READ, for every blob got
 	rw   *shm.Mapping // PROT_READ|PROT_WRITE, nil until a create needs it
-	fd   int          // kept for the writable mapping; -1 once it exists
+	fd   int          // kept for the writable mapping and private views
 	roB  []byte       // ro.Bytes(), cached
 	rwB  []byte       // rw.Bytes(), cached
 }
@@ -45,7 +46,7 @@ var arenas = struct {
 
 // attachArena takes ownership of fd, an arena fd received from the daemon, and
 // returns the process's arena for it with one more reference. fd is closed
-// (now or once the writable mapping exists).
+// now, or with the arena.
 func attachArena(fd int) (*arena, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -116,8 +117,6 @@ func (a *arena) view(off, size uint64, writable bool) ([]byte, error) {
 			if err != nil {
 				return nil, protocol.Errorf(protocol.IOError, "map arena read-write: %v", err)
 			}
-			_ = unix.Close(a.fd)
-			a.fd = -1
 			a.rw, a.rwB = rw, rw.Bytes()
 		}
 		b = a.rwB

@@ -205,6 +205,9 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	if len(want) == 0 {
 		return out, c.check()
 	}
+	if ok, err := c.getHeld(idl, out); ok || err != nil {
+		return out, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
@@ -230,6 +233,32 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 		c.pinLocked(id, views[id])
 	}
 	return out, nil
+}
+
+// getHeld answers GetBuffers without a round trip when the client already
+// holds a reference to every blob of idl (pins > 0): the daemon holds one for
+// this connection, so the bytes stay valid, and the count goes up locally.
+// It reports whether it did; out receives the views.
+func (c *Client) getHeld(idl []ids.ObjectID, out [][]byte) (bool, error) {
+	if err := c.check(); err != nil {
+		return false, err
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	c.validateCacheLocked() // references the cache holds for deleted blobs go first
+	for _, id := range idl {
+		if b, ok := c.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
+			return false, nil
+		}
+	}
+	for i, id := range idl {
+		if id != ids.EmptyBlob {
+			b := c.blobs[id]
+			b.pins++
+			out[i] = b.ro
+		}
+	}
+	return true, nil
 }
 
 // Get returns a read-only view of one blob, as GetBuffers does.
@@ -302,52 +331,26 @@ func (c *Client) BlobPointer(id ids.ObjectID) (data []byte, writable bool, err e
 // Release drops one reference taken by Get, GetBuffers, Seal, GetObject or
 // CreateMetadata. For a blob id it drops one of the blob's references; for
 // any other object id, the references the last GetObject or CreateMetadata of
-// that id took. When a blob's count reaches 0 the daemon is told (a round
-// trip), and the memory of a deleted blob may then be reused: its views must
-// no longer be read. Releasing an id not held is ObjectNotExists; releasing
-// the empty blob does nothing.
+// that id took. When a blob's count reaches 0 the daemon is told, not at once
+// but ahead of the client's next request or within releaseDelay (see
+// release.go), so a release costs no round trip of its own; from then on the
+// memory of a deleted blob may be reused: its views must no longer be read.
+// Releasing an id not held is ObjectNotExists; releasing the empty blob does
+// nothing.
 func (c *Client) Release(id ids.ObjectID) error {
-	if id == ids.EmptyBlob {
-		return c.check()
-	}
-	if err := c.check(); err != nil {
+	if err := c.check(); err != nil || id == ids.EmptyBlob {
 		return err
 	}
-	// Fast path: no count reaches zero, so the daemon need not be told and
-	// no exchange lock is needed.
 	c.state.Lock()
+	defer c.state.Unlock()
 	blobs, err := c.toReleaseLocked(id)
 	if err != nil {
-		c.state.Unlock()
 		return err
 	}
-	if !c.anyLastLocked(blobs) {
-		c.unpinLocked(id, blobs)
-		c.state.Unlock()
-		return nil
+	if zero := c.unpinLocked(id, blobs); len(zero) > 0 {
+		c.deferReleaseLocked(zero)
 	}
-	c.state.Unlock()
-
-	// Slow path: hold mu so that no get can take a reference between the
-	// local count reaching zero and the daemon dropping its reference.
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.state.Lock()
-	blobs, err = c.toReleaseLocked(id)
-	if err != nil {
-		c.state.Unlock()
-		return err
-	}
-	zero := c.unpinLocked(id, blobs)
-	c.state.Unlock()
-	var first error
-	for _, bid := range zero {
-		var reply protocol.AckReply
-		if err := c.callLocked(&protocol.ReleaseRequest{ObjectID: bid}, &reply); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return nil
 }
 
 // toReleaseLocked returns the blobs one Release of id drops a reference to.
@@ -366,19 +369,10 @@ func (c *Client) toReleaseLocked(id ids.ObjectID) ([]ids.ObjectID, error) {
 	return stack[len(stack)-1], nil
 }
 
-// anyLastLocked reports whether dropping one reference to each of blobs
-// brings one to zero. c.state must be held.
-func (c *Client) anyLastLocked(blobs []ids.ObjectID) bool {
-	for _, bid := range blobs {
-		if b, ok := c.blobs[bid]; ok && b.pins == 1 {
-			return true
-		}
-	}
-	return false
-}
-
 // unpinLocked drops the references of one Release of id, and returns the
-// blobs whose count reached zero. c.state must be held.
+// blobs whose count reached zero; their entries stay until the deferred
+// release is sent, so that a get in between can take them again. c.state
+// must be held.
 func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.ObjectID) {
 	if !id.IsBlob() {
 		stack := c.objects[id]
@@ -394,11 +388,8 @@ func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.
 			continue // already released through its own id
 		}
 		b.pins--
-		if b.pins == 0 {
+		if b.pins == 0 && b.cached == 0 {
 			zero = append(zero, bid)
-			if !b.owned {
-				delete(c.blobs, bid)
-			}
 		}
 	}
 	return zero

@@ -6,8 +6,9 @@
 //
 // Lock order: Client.mu (one request/reply exchange at a time), then
 // Client.state (the local reference tables), then arenas.mu (the process's
-// mappings). BlobPointer and releases that do not reach zero take only
-// Client.state, so they never wait behind a blocking exchange.
+// mappings), then views.mu (private views, a leaf). BlobPointer, MapPrivate
+// and releases that do not reach zero take only Client.state, so they never
+// wait behind a blocking exchange.
 package client
 
 import (
@@ -45,25 +46,34 @@ type Client struct {
 	isClosed   atomic.Bool // closed, readable without mu
 
 	mu      sync.Mutex // serialises exchanges; guards the fields below
-	conn    *net.UnixConn
+	conn    *protocol.Sock
 	rbuf    []byte
 	wbuf    []byte
 	regions map[int]*arena // daemon store_fd → arena
 	closed  bool
 	lost    error // set once the connection broke
 
-	state   sync.Mutex // guards blobs and objects
-	blobs   map[ids.ObjectID]*blob
-	objects map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
+	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
+
+	state      sync.Mutex // guards the fields below
+	blobs      map[ids.ObjectID]*blob
+	objects    map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
+	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
+	flushArmed bool                              // a timer will send pending
+	cache      treeCache                         // trees got recently (cache.go)
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
-// or referenced (pins > 0).
+// or referenced (pins > 0, or cached > 0), or whose last reference was
+// dropped but not yet released on the daemon (both 0, queued in
+// Client.pending).
 type blob struct {
-	ro    []byte // read-only view
-	rw    []byte // writable view, for an unsealed blob this client created
-	owned bool   // created by this client and not sealed
-	pins  int    // local references; the daemon holds one while pins > 0
+	ro     []byte // read-only view
+	rw     []byte // writable view, for an unsealed blob this client created
+	owned  bool   // created by this client and not sealed
+	pins   int    // the caller's references (gets, seals)
+	cached int    // references of the tree cache (cache.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -77,7 +87,7 @@ func Connect(socket string) (*Client, error) {
 				"no socket given and %s is not set", SocketEnv)
 		}
 	}
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	conn, err := protocol.Dial(socket)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.ConnectionFailed,
 			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
@@ -91,10 +101,11 @@ func Connect(socket string) (*Client, error) {
 	}
 	c.instanceID = reply.InstanceID
 	c.rpc = reply.RPCEndpoint
+	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
 
-func newClient(conn *net.UnixConn, socket string) *Client {
+func newClient(conn *protocol.Sock, socket string) *Client {
 	return &Client{
 		socket:  socket,
 		pid:     os.Getpid(),
@@ -132,9 +143,11 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // Close sends exit_request, closes the connection and drops the client's
 // mappings; the daemon then releases every reference the connection held and
 // frees its unsealed blobs. Slices returned by this client stay readable
-// while another Client of the process maps the same arena. Close is
-// idempotent. In a forked child it does nothing and returns ErrForked: the
-// connection is the parent's.
+// while another Client of the process maps the same arena. While private
+// views of the client are live (MapPrivate), the connection and mappings stay
+// until the last is unmapped; the client refuses calls from now on either
+// way. Close is idempotent. In a forked child it does nothing and returns
+// ErrForked: the connection is the parent's.
 func (c *Client) Close() error {
 	if os.Getpid() != c.pid {
 		return ErrForked
@@ -146,15 +159,26 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.isClosed.Store(true)
+	if c.waitForViewsLocked() {
+		return nil // the last UnmapPrivate disconnects
+	}
+	return c.disconnectLocked()
+}
+
+// disconnectLocked does the work of Close. c.mu must be held.
+func (c *Client) disconnectLocked() error {
 	if c.lost == nil {
-		if frame, err := c.encode(&protocol.ExitRequest{}); err == nil {
-			_, _ = c.conn.Write(frame)
+		c.wbuf = c.wbuf[:0]
+		if err := c.encode(&protocol.ExitRequest{}); err == nil {
+			_, _ = c.conn.Write(c.wbuf)
 		}
 	}
 	err := c.conn.Close()
 	c.state.Lock()
 	clear(c.blobs)
 	clear(c.objects)
+	c.pending = nil // the daemon releases everything at disconnect
+	c.cache.entries = nil
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -186,19 +210,54 @@ func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
 	return c.callLocked(req, reply)
 }
 
-// callLocked is call with c.mu held.
+// callLocked is call with c.mu held. Releases the client deferred go ahead
+// of req, in the same write (see release.go).
 func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
-	frame, err := c.encode(req)
-	if err != nil {
-		return protocol.Errorf(protocol.Invalid, "encode %s: %v", req.RequestType(), err)
+	c.state.Lock()
+	rel := c.takeReleasesLocked()
+	c.state.Unlock()
+	var ahead protocol.Request
+	if len(rel) > 0 {
+		ahead = releaseRequest(rel)
+	}
+	return c.exchangeLocked(req, reply, ahead)
+}
+
+// exchangeLocked writes ahead (if not nil) and req in one write, reads the
+// acknowledgement of ahead and then req's reply into reply, and receives the
+// fds the reply announces. c.mu must be held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request) error {
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	c.wbuf = c.wbuf[:0]
+	for _, r := range []protocol.Request{ahead, req} {
+		if r == nil {
+			continue
+		}
+		if err := c.encode(r); err != nil {
+			return protocol.Errorf(protocol.Invalid, "encode %s: %v", r.RequestType(), err)
+		}
 	}
 	c.roundTrips.Add(1)
-	if _, err := c.conn.Write(frame); err != nil {
+	if _, err := c.conn.Write(c.wbuf); err != nil {
 		return c.loseLocked(err)
 	}
+	if ahead != nil {
+		var ack protocol.AckReply
+		if err := c.readReplyLocked(ahead, &ack); err != nil {
+			return err
+		}
+	}
+	return c.readReplyLocked(req, reply)
+}
+
+// readReplyLocked reads the reply to req into reply, and the fds it
+// announces. c.mu must be held.
+func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)
@@ -220,14 +279,14 @@ func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
 	return nil
 }
 
-// encode builds the frame of req in c.wbuf.
-func (c *Client) encode(req protocol.Request) ([]byte, error) {
+// encode appends the frame of req to c.wbuf.
+func (c *Client) encode(req protocol.Request) error {
 	body, err := protocol.EncodeRequest(req.RequestType(), req)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c.wbuf = protocol.AppendFrame(c.wbuf[:0], body)
-	return c.wbuf, nil
+	c.wbuf = protocol.AppendFrame(c.wbuf, body)
+	return nil
 }
 
 // loseLocked marks the connection broken and returns the error every later
@@ -292,6 +351,7 @@ func (c *Client) receiveFdsLocked(fds []int) error {
 			old.detach()
 		}
 		c.regions[key] = a
+		c.noteArenaLocked(a)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // startServer runs a real daemon in-process on a temp socket.
-func startServer(t *testing.T, size uint64) *server.Server {
+func startServer(t testing.TB, size uint64) *server.Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-")
 	if err != nil {
@@ -32,7 +32,7 @@ func startServer(t *testing.T, size uint64) *server.Server {
 	return srv
 }
 
-func connect(t *testing.T, srv *server.Server) *Client {
+func connect(t testing.TB, srv *server.Server) *Client {
 	t.Helper()
 	c, err := Connect(srv.Socket())
 	if err != nil {
@@ -45,7 +45,7 @@ func connect(t *testing.T, srv *server.Server) *Client {
 func code(err error) protocol.Code { return protocol.CodeOf(err) }
 
 // put creates a blob with data and a tensor-like object over it.
-func put(t *testing.T, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
+func put(t testing.TB, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
 	t.Helper()
 	bid, buf, err := c.CreateBuffer(uint64(len(data)))
 	if err != nil {
@@ -85,6 +85,9 @@ func TestPutGetAcrossClients(t *testing.T) {
 	}
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
+	}
+	if err := b.Release(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("second release: %v", err)
 	}
 	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
 		t.Fatalf("after release: %v", err)
@@ -218,9 +221,90 @@ func TestDeleteWhileReferenced(t *testing.T) {
 	if err := b.Release(bid); err != nil {
 		t.Fatal(err)
 	}
+	// The release rides ahead of b's next request.
+	if _, err := b.Exists(id); err != nil {
+		t.Fatal(err)
+	}
 	after, _ := srv.Store().Usage()
 	if after >= used {
 		t.Fatalf("memory not freed on last release: %d -> %d", used, after)
+	}
+}
+
+func TestDeferredReleases(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	_, bid := put(t, a, bytes.Repeat([]byte{7}, 4096))
+	base := a.RoundTrips()
+	if err := a.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	if a.RoundTrips() != base {
+		t.Fatal("a release made a round trip of its own")
+	}
+
+	// Got again before the release went out: the queued release must not
+	// drop the reference the get took.
+	if _, err := a.Get(bid); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Delete([]ids.ObjectID{bid}, true, true, false); err != nil {
+		t.Fatal(err)
+	}
+	usedHeld, _ := srv.Store().Usage()
+	if usedHeld == 0 {
+		t.Fatal("a deleted blob a still holds was freed: a queued release was sent after a new get")
+	}
+
+	// Without another request, the timer sends the release.
+	if err := a.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if used, _ := srv.Store().Usage(); used < usedHeld {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a deferred release was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, _, err := a.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("released blob still readable: %v", err)
+	}
+}
+
+func TestGetOfHeldBlobIsLocal(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	c := connect(t, srv)
+	bid, buf, err := c.CreateBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "hello")
+	if err := c.Seal(bid); err != nil {
+		t.Fatal(err)
+	}
+	base := c.RoundTrips()
+	got, err := c.Get(bid)
+	if err != nil || string(got[:5]) != "hello" {
+		t.Fatalf("get: %q, %v", got, err)
+	}
+	if c.RoundTrips() != base {
+		t.Fatal("get of a blob the client holds made a round trip")
+	}
+	// Two references now (seal, get): both must be released.
+	for i := 0; i < 2; i++ {
+		if err := c.Release(bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(bid); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("third release: %v", err)
 	}
 }
 
@@ -316,5 +400,113 @@ func TestStatus(t *testing.T) {
 	var pe *protocol.Error
 	if !errors.As(protocol.Errorf(protocol.Invalid, "x"), &pe) {
 		t.Fatal("errors.As")
+	}
+}
+
+func TestTreeCache(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	id, _ := put(t, b, bytes.Repeat([]byte{7}, 4096))
+	if err := b.Release(id); err != nil { // the references sealing gave b
+		t.Fatal(err)
+	}
+
+	first, err := a.GetObject(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := a.RoundTrips()
+	again, err := a.GetObject(id)
+	if err != nil || !bytes.Equal(first, again) {
+		t.Fatalf("cached get: %v", err)
+	}
+	if _, err := a.GetMetadata(id); err != nil {
+		t.Fatal(err)
+	}
+	if a.RoundTrips() != base {
+		t.Fatalf("a get of a cached tree made %d round trips", a.RoundTrips()-base)
+	}
+	for i := 0; i < 2; i++ {
+		if err := a.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A change to the object by another client is seen at once.
+	if err := b.Label(id, []string{"k"}, []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	labelled, err := a.GetMetadata(id)
+	if err != nil || !bytes.Contains(labelled, []byte(`__labels`)) {
+		t.Fatalf("label not seen through the cache: %s, %v", labelled, err)
+	}
+	if _, err := a.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(id); err != nil {
+		t.Fatal(err)
+	}
+
+	// So is a delete; and the cache's references go back by themselves, so
+	// the memory is freed although a makes no more requests.
+	used, _ := srv.Store().Usage()
+	if _, err := b.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GetObject(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("deleted object got through the cache: %v", err)
+	}
+	if _, err := a.GetMetadata(id); code(err) != protocol.ObjectNotExists {
+		t.Fatalf("deleted object's metadata got through the cache: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if now, _ := srv.Store().Usage(); now < used {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache kept a deleted object's memory")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTreeCacheBounds(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	c := connect(t, srv)
+	for i := 0; i < cacheMax+10; i++ {
+		id, bid := put(t, c, []byte{byte(i)})
+		if err := c.Release(bid); err != nil { // put's own reference
+			t.Fatal(err)
+		}
+		if _, err := c.GetObject(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.state.Lock()
+	n := len(c.cache.entries)
+	c.state.Unlock()
+	if n > cacheMax {
+		t.Fatalf("%d cached trees, limit %d", n, cacheMax)
+	}
+	// Idle entries go, and with them every reference: nothing is held.
+	deadline := time.Now().Add(10 * cacheIdle)
+	for {
+		c.state.Lock()
+		held := 0
+		for _, b := range c.blobs {
+			held += b.pins + b.cached
+		}
+		c.state.Unlock()
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d references still held by an idle cache", held)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -47,6 +48,15 @@ func (c *Client) CreateMetadata(tree []byte, seal []ids.ObjectID) (ids.ObjectID,
 // caller owns. Blobs in it are not pinned. A missing object is
 // ObjectNotExists.
 func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, false)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	var reply protocol.GetDataReply
 	if err := c.call(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
 		return nil, err
@@ -60,6 +70,15 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 // For a blob id the tree is the blob's own and Release(id) drops the blob's
 // reference. A missing object is ObjectNotExists.
 func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.state.Lock()
+	tree, ok := c.cachedTreeLocked(id, true)
+	c.state.Unlock()
+	if ok {
+		return tree, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
@@ -97,11 +116,23 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 		}
 	}
 	c.objects[id] = append(c.objects[id], pinned)
+	if reply.MetaEpoch != nil {
+		c.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
+	}
 	return tree, nil
 }
 
 // treeOf returns the tree of id in a get_data content map {"o…": tree}.
 func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
+	// Asked for one id, the daemon writes {} or {"o…":tree}: slice the tree
+	// out instead of decoding it again (decodeReply validated the JSON).
+	var key [24]byte
+	head := append(append(append(key[:0], '{', '"'), id.AppendText(nil)...), '"', ':')
+	if n := len(content); bytes.HasPrefix(content, head) && n > len(head) && content[n-1] == '}' {
+		if tree := content[len(head) : n-1]; len(tree) > 0 && tree[0] == '{' && tree[len(tree)-1] == '}' {
+			return tree, nil
+		}
+	}
 	var trees map[string]json.RawMessage
 	if err := json.Unmarshal(content, &trees); err != nil {
 		return nil, errBadReply("content: %v", err)

@@ -156,9 +156,12 @@ type ShrinkBufferRequest struct {
 	Size uint64       `json:"size"`
 }
 
-// ReleaseRequest drops the connection's reference to a blob.
+// ReleaseRequest drops the connection's reference to a blob. IDs (our
+// extension) releases more blobs in the same request; the client uses it to
+// send the releases it deferred ahead of its next request.
 type ReleaseRequest struct {
-	ObjectID ids.ObjectID `json:"object_id"`
+	ObjectID ids.ObjectID   `json:"object_id"`
+	IDs      []ids.ObjectID `json:"ids,omitempty"`
 }
 
 // IncreaseReferenceCountRequest takes a reference to each blob.
@@ -367,7 +370,9 @@ func DecodeRequest(body []byte) (string, Request, error) {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(body, &head); err != nil {
+	if t, ok := requestType(body); ok {
+		head.Type = t
+	} else if err := json.Unmarshal(body, &head); err != nil {
 		return "", nil, Errorf(Invalid, "malformed message: %v", err)
 	}
 	mk, ok := requestTable[head.Type]
@@ -389,7 +394,7 @@ func DecodeRequest(body []byte) (string, Request, error) {
 
 // EncodeRequest marshals a request with its "type" as the first key.
 func EncodeRequest(wireType string, req Request) ([]byte, error) {
-	body, err := json.Marshal(req)
+	body, err := Marshal(req)
 	if err != nil {
 		return nil, err
 	}

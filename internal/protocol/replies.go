@@ -23,6 +23,9 @@ type RegisterReply struct {
 	Version               string `json:"version"`
 	StoreMatch            bool   `json:"store_match"`
 	SupportRPCCompression bool   `json:"support_rpc_compression"`
+	// MetaEpochOffset (our extension) is the offset in the arena of the
+	// meta epoch (docs/protocol.md, "Arena header"); 0 when there is none.
+	MetaEpochOffset uint64 `json:"meta_epoch_offset,omitempty"`
 }
 
 // CreateBufferReply answers create_buffer_request. Fd is the store fd that
@@ -93,6 +96,9 @@ type GetDataReply struct {
 	Content  json.RawMessage `json:"content"`
 	Payloads []Payload       `json:"payloads,omitempty"`
 	Fds      []int           `json:"fds,omitempty"`
+	// MetaEpoch (our extension, with_buffers only) is the daemon's meta
+	// epoch when the trees were read: they stay valid while it reads the same.
+	MetaEpoch *uint64 `json:"meta_epoch,omitempty"`
 }
 
 // DelDataReply answers del_data(_with_feedbacks)_request.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -14,10 +15,12 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// conn is one client connection. Its goroutine owns every field.
+// conn is one client connection. Its goroutine owns every field; the
+// Server closes sock (under Server.mu) once the goroutine is done, and may
+// shut it down at any time to stop it.
 type conn struct {
 	s          *Server
-	nc         *net.UnixConn
+	sock       *protocol.Sock
 	r          *bufio.Reader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
@@ -26,18 +29,15 @@ type conn struct {
 	in         []byte
 }
 
-func newConn(s *Server, nc *net.UnixConn) *conn {
-	return &conn{s: s, nc: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+func newConn(s *Server, sock *protocol.Sock) *conn {
+	return &conn{s: s, sock: sock, r: bufio.NewReaderSize(sock, 64<<10)}
 }
 
 // serve reads requests until the client goes away, then releases everything
 // the connection held.
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
-	defer func() {
-		c.sess.Close()
-		_ = c.nc.Close()
-	}()
+	defer c.sess.Close()
 	for {
 		body, err := protocol.ReadFrame(c.r, c.in, c.s.cfg.MaxFrame)
 		if err != nil {
@@ -85,40 +85,66 @@ func (c *conn) handleFrame(body []byte) bool {
 
 // writeError sends an error reply.
 func (c *conn) writeError(err error) bool {
-	frame, at := protocol.BeginFrame(c.out[:0])
+	frame, at := protocol.BeginFrame(c.out)
 	frame = append(frame, protocol.EncodeError(err)...)
 	protocol.EndFrame(frame, at)
 	c.out = frame
-	return c.send(frame, nil)
+	return c.send(nil)
 }
 
 // write sends a reply and then the fds it announced.
 func (c *conn) write(reply protocol.Reply, fds []int) bool {
-	body, err := marshal(reply)
+	start := len(c.out)
+	frame, at := protocol.BeginFrame(c.out)
+	frame, err := protocol.AppendReply(frame, reply)
 	if err != nil {
+		c.out = frame[:start]
 		return c.writeError(protocol.Errorf(protocol.UnknownError, "encode reply: %v", err))
 	}
-	frame, at := protocol.BeginFrame(c.out[:0])
-	frame = append(frame, body...)
 	protocol.EndFrame(frame, at)
 	c.out = frame
-	return c.send(frame, fds)
+	return c.send(fds)
 }
 
-func (c *conn) send(frame []byte, fds []int) bool {
-	if _, err := c.nc.Write(frame); err != nil {
-		return false
+// send sends the replies in c.out, then fds. When the client pipelined
+// another complete request (the client library sends its deferred releases
+// ahead of a request), the reply waits to go out with the next one: one
+// write, one wake-up of the client instead of one per reply.
+func (c *conn) send(fds []int) bool {
+	if len(fds) == 0 && c.frameBuffered() {
+		return true
+	}
+	return c.flush(fds)
+}
+
+// flush writes the replies in c.out, then fds.
+func (c *conn) flush(fds []int) bool {
+	if len(c.out) > 0 {
+		if _, err := c.sock.Write(c.out); err != nil {
+			return false
+		}
+	}
+	c.out = c.out[:0]
+	if cap(c.out) > 1<<20 {
+		c.out = nil
 	}
 	if len(fds) > 0 {
-		if err := protocol.SendFds(c.nc, fds); err != nil {
+		if err := protocol.SendFds(c.sock, fds); err != nil {
 			c.s.log.Warn("send fd failed", "err", err)
 			return false
 		}
 	}
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	}
 	return true
+}
+
+// frameBuffered reports whether a whole request frame has been read ahead.
+func (c *conn) frameBuffered() bool {
+	n := c.r.Buffered()
+	if n < 8 {
+		return false
+	}
+	hdr, err := c.r.Peek(8)
+	return err == nil && uint64(n-8) >= binary.LittleEndian.Uint64(hdr)
 }
 
 // arenaFds returns the fds to send with a reply that refers to the arena:
@@ -139,21 +165,12 @@ func (c *conn) arenaFds(payloads ...protocol.Payload) []int {
 // alive reports whether the client is still connected, without consuming
 // anything it sent.
 func (c *conn) alive() bool {
-	raw, err := c.nc.SyscallConn()
-	if err != nil {
-		return false
+	var b [1]byte
+	n, _, err := unix.Recvfrom(c.sock.Fd(), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if n == 0 && err == nil {
+		return false // orderly shutdown
 	}
-	ok := true
-	_ = raw.Control(func(fd uintptr) {
-		var b [1]byte
-		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if n == 0 && err == nil {
-			ok = false // orderly shutdown
-		} else if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			ok = false
-		}
-	})
-	return ok
+	return err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)
 }
 
 // wait blocks until check succeeds, the timeout passes (negative: never), the
@@ -165,6 +182,7 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, error)) (bool, er
 		defer t.Stop()
 		deadline = t.C
 	}
+	c.flush(nil) // replies held back for pipelined requests go out before waiting
 	c.s.addWaiting(1)
 	defer c.s.addWaiting(-1)
 	poll := time.NewTicker(250 * time.Millisecond)

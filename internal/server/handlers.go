@@ -13,8 +13,6 @@ import (
 // Version is the protocol version the daemon reports (upstream's numbering).
 const Version = "0.24.0"
 
-func marshal(r protocol.Reply) ([]byte, error) { return json.Marshal(r) }
-
 func ack() protocol.Reply { return &protocol.AckReply{} }
 
 // dispatch runs one decoded request. It returns the reply (nil for none) and
@@ -25,10 +23,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 	case *protocol.RegisterRequest:
 		c.registered = true
 		return &protocol.RegisterReply{
-			IPCSocket:  s.cfg.Socket,
-			InstanceID: st.InstanceID(),
-			Version:    Version,
-			StoreMatch: true,
+			IPCSocket:       s.cfg.Socket,
+			InstanceID:      st.InstanceID(),
+			Version:         Version,
+			MetaEpochOffset: store.EpochOffset,
+			StoreMatch:      true,
 		}, nil, nil
 
 	case *protocol.CreateBufferRequest:
@@ -77,7 +76,7 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		return ack(), nil, sess.ShrinkBuffer(r.ID, r.Size)
 
 	case *protocol.ReleaseRequest:
-		return ack(), nil, sess.Release(r.ObjectID)
+		return ack(), nil, sess.Release(append(r.IDs, r.ObjectID)...)
 
 	case *protocol.IncreaseReferenceCountRequest:
 		return ack(), nil, sess.IncreaseReferenceCount(r.IDs)
@@ -214,8 +213,8 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 		content, _ := st.GetData(r.ID)
 		return &protocol.GetDataReply{Content: content}, nil, nil
 	}
-	content, payloads, _ := c.sess.GetDataWithBuffers(r.ID)
-	out := &protocol.GetDataReply{Content: content, Payloads: payloads}
+	content, payloads, epoch := c.sess.GetDataWithBuffers(r.ID)
+	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
@@ -132,7 +133,7 @@ func (s *Server) Close() error {
 		_ = s.ln.Close()
 		s.mu.Lock()
 		for c := range s.conns {
-			_ = c.nc.Close()
+			_ = c.sock.Shutdown() // its goroutine's read returns
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
@@ -159,11 +160,16 @@ func (s *Server) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		c := newConn(s, nc)
+		sock, err := protocol.SockOf(nc)
+		if err != nil {
+			s.log.Warn("accept failed", "err", err)
+			continue
+		}
+		c := newConn(s, sock)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
-			_ = nc.Close()
+			_ = sock.Close()
 			return
 		}
 		s.conns[c] = struct{}{}
@@ -172,8 +178,11 @@ func (s *Server) acceptLoop() {
 		go func() {
 			defer s.wg.Done()
 			c.serve()
+			// Closed under mu, so that Close never shuts down an fd number
+			// that was closed and reused.
 			s.mu.Lock()
 			delete(s.conns, c)
+			_ = c.sock.Close()
 			s.mu.Unlock()
 		}()
 	}

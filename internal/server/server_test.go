@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
 
@@ -135,4 +137,48 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
+}
+
+// TestPipelinedRequests sends several requests in one write, as the client
+// does with its deferred releases: each gets its reply, in order, and the
+// held-back replies all arrive (also when the last one carries an fd).
+func TestPipelinedRequests(t *testing.T) {
+	s := start(t)
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
+	var batch []byte
+	for _, body := range []string{
+		`{"type":"exists_request","id":1}`,
+		`{"type":"release_request","object_id":1,"ids":[2,3]}`,
+		`{"type":"bogus_request"}`,
+		`{"type":"exists_request","id":2}`,
+	} {
+		batch = protocol.AppendFrame(batch, []byte(body))
+	}
+	if _, err := r.c.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"exists_reply", "release_reply", "", "exists_reply"} {
+		m := r.recv()
+		if got, _ := m["type"].(string); got != want {
+			t.Fatalf("reply %d: %v, want type %q", i, m, want)
+		}
+	}
+	// A reply with an fd after a held-back one: the fd must follow its reply.
+	batch = protocol.AppendFrame(nil, []byte(`{"type":"exists_request","id":1}`))
+	batch = protocol.AppendFrame(batch, []byte(`{"type":"create_buffer_request","size":64}`))
+	if _, err := r.c.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	if m := r.recv(); m["type"] != "exists_reply" {
+		t.Fatalf("first reply: %v", m)
+	}
+	if m := r.recv(); m["type"] != "create_buffer_reply" || m["fd"].(float64) < 0 {
+		t.Fatalf("second reply: %v", m)
+	}
+	fd, err := protocol.RecvFd(r.c.(*net.UnixConn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(fd)
 }

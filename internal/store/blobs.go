@@ -144,8 +144,9 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	off, err := s.alloc.Alloc(size)
 	if err != nil {
 		if errors.Is(err, alloc.ErrNotEnoughMemory) {
+			used, limit := s.usageLocked()
 			return nil, protocol.Errorf(protocol.NotEnoughMemory,
-				"failed to allocate %d bytes: %d of %d bytes are in use", size, s.alloc.Used(), s.alloc.Capacity())
+				"failed to allocate %d bytes: %d of %d bytes are in use", size, used, limit)
 		}
 		return nil, protocol.Errorf(protocol.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}
@@ -321,12 +322,14 @@ func (ss *Session) IncreaseReferenceCount(idl []ids.ObjectID) error {
 	return nil
 }
 
-// Release drops the session's reference to a blob. Releasing a blob the
+// Release drops the session's references to blobs. Releasing a blob the
 // session holds no reference to is not an error (upstream behaves the same).
-func (ss *Session) Release(id ids.ObjectID) error {
+func (ss *Session) Release(idl ...ids.ObjectID) error {
 	ss.s.mu.Lock()
 	defer ss.s.mu.Unlock()
-	ss.releaseLocked(id)
+	for _, id := range idl {
+		ss.releaseLocked(id)
+	}
 	return nil
 }
 

@@ -143,6 +143,9 @@ func (s *Store) deleteLocked(idl []ids.ObjectID, opt DeleteOptions) []ids.Object
 		}
 		delete(s.objects, id)
 	}
+	if len(set) > 0 {
+		s.bumpEpochLocked()
+	}
 	sort.Slice(deleted, func(i, j int) bool { return deleted[i] < deleted[j] })
 	return deleted
 }

@@ -45,7 +45,7 @@ func (o *object) encodeFields() {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		kb, _ := json.Marshal(k)
+		kb, _ := protocol.Marshal(k)
 		buf.Write(kb)
 		buf.WriteByte(':')
 		buf.Write(o.fields[k])
@@ -54,7 +54,7 @@ func (o *object) encodeFields() {
 }
 
 func (o *object) setField(key string, value any) {
-	raw, _ := json.Marshal(value)
+	raw, _ := protocol.Marshal(value)
 	o.fields[key] = raw
 }
 
@@ -353,12 +353,13 @@ func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
 }
 
 // GetDataWithBuffers returns the trees of the ids that exist, like GetData,
-// and the payloads of every blob in them, taking a reference to each.
-func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, bool) {
+// the payloads of every blob in them, taking a reference to each, and the
+// meta epoch the trees belong to.
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	content, all := s.contentLocked(idl)
+	content, _ := s.contentLocked(idl)
 	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
 	for _, id := range idl {
@@ -372,7 +373,7 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Pa
 		ss.addRefLocked(b)
 		payloads = append(payloads, s.payload(b))
 	}
-	return content, payloads, all
+	return content, payloads, s.epochLocked()
 }
 
 // List returns {"o…": tree} of objects (and sealed blobs) whose typename
@@ -427,6 +428,7 @@ func (s *Store) persistLocked(o *object) {
 	o.persisted = true
 	o.setField("transient", false)
 	o.encodeFields()
+	s.bumpEpochLocked()
 	for _, m := range o.members {
 		if mo, ok := s.objects[m.id]; ok {
 			s.persistLocked(mo)
@@ -478,6 +480,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	text, _ := json.Marshal(labels)
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	s.bumpEpochLocked()
 	return nil
 }
 

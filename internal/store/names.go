@@ -43,6 +43,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	o.names[name] = struct{}{}
 	o.setField("__name", name)
 	o.encodeFields()
+	s.bumpEpochLocked()
 	s.notifyLocked()
 	return nil
 }
@@ -83,6 +84,7 @@ func (s *Store) DropName(name string) {
 	if o, ok := s.objects[id]; ok {
 		delete(o.names, name)
 		o.refreshName()
+		s.bumpEpochLocked()
 	}
 }
 

@@ -53,7 +53,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Size < alloc.Alignment {
 		return nil, fmt.Errorf("store: size %d is too small", cfg.Size)
 	}
-	arena, err := shm.Create(cfg.Size)
+	arena, err := shm.Create(cfg.Size + HeaderSize)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +77,10 @@ func New(cfg Config) (*Store, error) {
 	if b := arena.Bytes(); len(b) > 0 {
 		s.base = uint64(uintptrOf(b))
 	}
+	if err := s.initHeader(); err != nil {
+		_ = arena.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -99,11 +103,16 @@ func (s *Store) InstanceID() uint64 { return s.instance }
 // clients but must not close it.
 func (s *Store) ArenaFd() int { return s.arena.Fd() }
 
-// Usage returns the bytes allocated in the arena and its size.
+// Usage returns the bytes allocated to blobs and the limit (the arena's size
+// without its header).
 func (s *Store) Usage() (used, limit uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.alloc.Used(), s.alloc.Capacity()
+	return s.usageLocked()
+}
+
+func (s *Store) usageLocked() (used, limit uint64) {
+	return s.alloc.Used() - HeaderSize, s.alloc.Capacity() - HeaderSize
 }
 
 // Changed returns a channel closed at the next creation of an object or name.

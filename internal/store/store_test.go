@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -240,5 +241,49 @@ func TestCreateNestedIsAllOrNothing(t *testing.T) {
 	}
 	if _, err := ss.CreateData(json.RawMessage(deep), nil); protocol.CodeOf(err) != protocol.MetaTreeInvalid {
 		t.Fatalf("over-deep tree: %v", err)
+	}
+}
+
+func TestMetaEpoch(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	b := blobOf(t, ss, 64)
+	id := create(t, ss, fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, b), b)
+	other := create(t, ss, `{"typename":"t"}`)
+	if err := s.PutName("kept", other); err == nil {
+		t.Fatal("named a transient object")
+	}
+	steps := []struct {
+		name    string
+		do      func()
+		changes bool
+	}{
+		{"create", func() { create(t, ss, `{"typename":"x"}`) }, false},
+		{"get", func() { s.GetData([]ids.ObjectID{id}) }, false},
+		{"label", func() { _ = s.Label(id, []string{"k"}, []string{"v"}) }, true},
+		{"persist", func() { _ = s.Persist(other) }, true},
+		{"persist again", func() { _ = s.Persist(other) }, false},
+		{"put name", func() { _ = s.PutName("n", other) }, true},
+		{"drop name", func() { s.DropName("n") }, true},
+		{"drop unknown name", func() { s.DropName("n") }, false},
+		{"delete missing", func() { s.Delete([]ids.ObjectID{12345}, DeleteOptions{}) }, false},
+		{"delete", func() { s.Delete([]ids.ObjectID{id}, DeleteOptions{Deep: true}) }, true},
+	}
+	for _, step := range steps {
+		before := s.Epoch()
+		step.do()
+		if changed := s.Epoch() != before; changed != step.changes {
+			t.Errorf("%s: epoch changed %v, want %v", step.name, changed, step.changes)
+		}
+	}
+	// Clients read the epoch at EpochOffset of the arena, after the magic.
+	arena := s.arena.Bytes()
+	if string(arena[:6]) != "v6d-go" || binary.NativeEndian.Uint64(arena[EpochOffset:]) != s.Epoch() {
+		t.Fatalf("arena header %q", arena[:16])
+	}
+	ss.Close() // releases the deleted blob
+	if used, _ := s.Usage(); used != 0 {
+		t.Fatalf("the header counts as usage: %d", used)
 	}
 }

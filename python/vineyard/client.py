@@ -30,23 +30,37 @@ def _id(value: IdLike) -> int:
     return int(ObjectID(value))
 
 
+_fns: dict[str, Any] = {}  # name -> bound library function, filled on first use
+_byref = ctypes.byref
+
+
+def _fn(name: str) -> Any:
+    fn = _fns.get(name)
+    if fn is None:
+        fn = _fns[name] = getattr(_ffi.lib(), name)
+    return fn
+
+
 def _call(name: str, *args: Any) -> None:
-    """Calls a v6d function and raises its status as an exception."""
+    """Calls a v6d function and raises its status as an exception. The fork
+    guard is the caller's: every client call takes its handle from
+    ``Client._handle()``, which checks the process first."""
     err = V6DError()
-    status = getattr(_ffi.lib(), name)(*args, ctypes.byref(err))
+    status = (_fns.get(name) or _fn(name))(*args, _byref(err))
     if status != 0:
         message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
-        _ffi.lib().v6d_error_release(ctypes.byref(err))
+        _fn("v6d_error_release")(_byref(err))
         raise exception_for(status, message)
 
 
 def _take_string(p: ctypes.c_void_p, n: ctypes.c_size_t) -> bytes:
     """Copies and frees a library-allocated string."""
+    if not p.value:
+        return b""
     try:
-        return ctypes.string_at(p.value, n.value) if p.value else b""
+        return ctypes.string_at(p.value, n.value)
     finally:
-        if p.value:
-            _ffi.lib().v6d_free(p)
+        _fn("v6d_free")(p)
 
 
 def _disconnect(handle: int) -> None:
@@ -71,12 +85,19 @@ def _release(conn: _Conn, oid: int) -> None:
 
 
 class _Pin:
-    """Keeps what one get pinned alive; releases it when garbage collected."""
+    """Keeps what one get pinned alive; releases it when garbage collected.
+    (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
+    and a finalizer costs several times more to create.)"""
+
+    __slots__ = ("conn", "oid")
 
     def __init__(self, conn: _Conn, oid: int) -> None:
         self.conn = conn
         self.oid = oid
-        self._finalizer = weakref.finalize(self, _release, conn, oid)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # also at interpreter shutdown
+            _release(self.conn, self.oid)
 
 
 class _ArrayHolder:
@@ -172,7 +193,7 @@ class BlobBuilder:
         self.id = ObjectID(oid)
         self.address = address
         self.size = size
-        self.issealed = False
+        self.issealed = oid == 1 << 63  # the empty blob is sealed by nature
         self._view: Any = None  # made on first use: put's memmove path never needs it
 
     @property
@@ -201,9 +222,14 @@ class BlobBuilder:
         self._array[offset:offset + src.nbytes] = src
 
     def seal(self, client: Client | None = None) -> ObjectID:
-        """Seals the blob; it becomes immutable and readable by others."""
-        _call("v6d_seal", self._client._handle(), int(self.id))
+        """Seals the blob; it becomes immutable and readable by others. The
+        builder's memory must not be used afterwards: get the blob to read it."""
+        handle = self._client._handle()
+        _call("v6d_seal", handle, int(self.id))
         self.issealed = True
+        # Sealing gave this connection a reference; nothing here reads through
+        # it, and holding it would keep the blob's memory after a delete.
+        _call("v6d_release", handle, int(self.id))
         return self.id
 
     def abort(self, client: Client | None = None) -> None:
@@ -307,10 +333,9 @@ class Client:
                     for i in range(n)]
         if size < 0:
             raise ValueError("blob size must not be negative")
-        oid = ctypes.c_uint64()
-        ptr = ctypes.POINTER(ctypes.c_uint8)()
-        _call("v6d_create_buffer", self._handle(), size, ctypes.byref(oid), ctypes.byref(ptr))
-        return BlobBuilder(self, oid.value, ctypes.cast(ptr, ctypes.c_void_p).value or 0, size)
+        oid, ptr = ctypes.c_uint64(), ctypes.c_void_p()
+        _call("v6d_create_buffer", self._handle(), size, _byref(oid), _byref(ptr))
+        return BlobBuilder(self, oid.value, ptr.value or 0, size)
 
     def create_empty_blob(self) -> Blob:
         return Blob(1 << 63, 0, 0, None)
@@ -331,10 +356,10 @@ class Client:
                 for i in range(n)]
 
     def _blob_pointer(self, blob_id: int) -> tuple[int, int]:
-        ptr = ctypes.POINTER(ctypes.c_uint8)()
-        size = ctypes.c_uint64()
-        _call("v6d_blob_pointer", self._handle(), blob_id, ctypes.byref(ptr), ctypes.byref(size), None)
-        return ctypes.cast(ptr, ctypes.c_void_p).value or 0, size.value
+        """(address, size) of a blob this client holds; no round trip."""
+        ptr, size = ctypes.c_void_p(), ctypes.c_uint64()
+        _call("v6d_blob_pointer", self._handle(), blob_id, _byref(ptr), _byref(size), None)
+        return ptr.value or 0, size.value
 
     # -- metadata ---------------------------------------------------------
 
@@ -343,16 +368,28 @@ class Client:
         has no id yet, in one round trip; the unsealed blobs it references
         (``meta.seal_ids``) and those in ``seal`` are sealed first. Returns the
         stored metadata (with ids)."""
+        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
+        self._create(meta, seal, p, ln)
+        return ObjectMeta(json.loads(_take_string(p, ln)))
+
+    def _create(self, meta: ObjectMeta, seal: Sequence[int] = (), tree: ctypes.c_void_p | None = None,
+                tree_len: ctypes.c_size_t | None = None) -> ObjectID:
+        """create_metadata's round trip; the stored tree is copied out only
+        when ``tree`` is given (a put needs just the id)."""
         body = meta.to_json().encode()
         to_seal = [*meta.seal_ids, *seal]
         n = len(to_seal)
-        c_seal = (ctypes.c_uint64 * n)(*[int(s) for s in to_seal]) if n else None
+        c_seal = (ctypes.c_uint64 * n)(*to_seal) if n else None
         oid = ctypes.c_uint64()
-        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
-        _call("v6d_create_metadata", self._handle(), body, len(body), c_seal, n, ctypes.byref(oid),
-              ctypes.byref(p), ctypes.byref(ln))
+        handle = self._handle()
+        _call("v6d_create_metadata", handle, body, len(body), c_seal, n, _byref(oid),
+              None if tree is None else _byref(tree), None if tree_len is None else _byref(tree_len))
         meta.seal_ids.clear()
-        return ObjectMeta(json.loads(_take_string(p, ln)))
+        if n:
+            # Drop the references sealing took (no round trip): a put keeps
+            # no view, and holding them would keep the memory after a delete.
+            _call("v6d_release", handle, oid.value)
+        return ObjectID(oid.value)
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
         """Returns the metadata tree of an object."""
@@ -455,7 +492,9 @@ class Client:
     def _get_tree(self, object_id: int) -> tuple[dict[str, Any], _Pin]:
         """One round trip: the tree, with every blob in it pinned."""
         conn = self._conn
-        tree = self._json_out("v6d_get_object", object_id, 0)
+        p, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _call("v6d_get_object", self._handle(), object_id, 0, _byref(p), _byref(n))
+        tree = json.loads(_take_string(p, n))
         assert conn is not None
         return tree, _Pin(conn, object_id)
 

@@ -208,3 +208,13 @@ def test_threads_share_one_client(client):
 def test_python_m_vineyard_help():
     r = subprocess.run([sys.executable, "-m", "vineyard", "--help"], capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 0 and "-socket" in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("value", [np.ones(1 << 17), b"x" * (1 << 20), {"a": np.ones(1 << 17)}])
+def test_put_then_delete_frees_memory(client, value):
+    """A put keeps no reference: deleting what it stored frees the memory
+    (after the client's deferred releases reach the daemon)."""
+    base = client.status.memory_usage
+    for _ in range(5):
+        client.delete(client.put(value))
+    assert client.status.memory_usage == base

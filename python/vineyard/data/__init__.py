@@ -32,6 +32,7 @@ _builders: dict[type | str, Builder] = {}
 _protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
 _resolvers: dict[str, Resolver] = {}
 _by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
+_by_typename: dict[str, Resolver] = {}  # the same for resolvers
 
 
 def register_builder(pytype: type | str, fn: Builder) -> None:
@@ -52,6 +53,7 @@ def register_protocol_builder(accepts: Callable[[Any], bool], fn: Builder) -> No
 def register_resolver(typename_prefix: str, fn: Resolver) -> None:
     """Registers ``fn`` to get objects whose typename starts with the prefix."""
     _resolvers[typename_prefix] = fn
+    _by_typename.clear()
 
 
 def _builder_for(value: Any) -> Builder:
@@ -83,7 +85,7 @@ def build(client: Any, value: Any, **kw: Any) -> ObjectID:
     """Stores ``value`` and returns its id."""
     out = build_meta(client, value, **kw)
     if isinstance(out, ObjectMeta):
-        return out.id if out.created else client.create_metadata(out).id
+        return out.id if out.created else client._create(out)
     return ObjectID(out)
 
 
@@ -91,20 +93,25 @@ def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     """Turns a tree into a value with the resolver of its typename, or returns
     its ObjectMeta when no resolver matches."""
     typename = str(tree.get("typename", ""))
-    best = ""
-    for prefix in _resolvers:
-        if typename.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
-    if not best:
-        return ObjectMeta(tree)
-    return _resolvers[best](client, tree, pin)
+    fn = _by_typename.get(typename)
+    if fn is None:
+        best = ""
+        for prefix in _resolvers:
+            if typename.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        if not best:
+            return ObjectMeta(tree)
+        fn = _by_typename[typename] = _resolvers[best]
+    return fn(client, tree, pin)
 
 
 def _register_builtins() -> None:
     from . import base, tensor
+    from . import torch as torch_types  # never imports torch itself
 
     base.register()
     tensor.register()
+    torch_types.register()
 
 
 _register_builtins()

@@ -4,6 +4,7 @@ on get (C or Fortran order kept)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 from typing import Any
 
@@ -13,6 +14,23 @@ __all__ = ["build_numpy", "register", "resolve_numpy"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return json.dumps(list(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_shape(text: str) -> tuple[int, ...]:
+    return tuple(json.loads(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype(text: str) -> Any:
+    import numpy as np
+
+    return np.dtype(text)
 
 
 def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
@@ -28,13 +46,16 @@ def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     builder = client.create_blob(arr.nbytes)
     if arr.nbytes:
         ctypes.memmove(builder.address, arr.ctypes.data, arr.nbytes)
-    meta = ObjectMeta({"typename": f"vineyard::Tensor<{_CPP_TYPES.get(arr.dtype.name, arr.dtype.name)}>"})
-    meta["shape_"] = list(arr.shape)
-    meta["partition_index_"] = []
-    meta["order_"] = order
-    meta["value_type_"] = arr.dtype.name
-    meta["value_type_meta_"] = arr.dtype.str
-    meta.nbytes = arr.nbytes
+    dtype = arr.dtype
+    meta = ObjectMeta({
+        "typename": f"vineyard::Tensor<{_CPP_TYPES.get(dtype.name, dtype.name)}>",
+        "shape_": _shape_text(arr.shape),
+        "partition_index_": "[]",
+        "order_": order,
+        "value_type_": dtype.name,
+        "value_type_meta_": dtype.str,
+        "nbytes": arr.nbytes,
+    })
     meta.add_member("buffer_", builder)
     return meta
 
@@ -44,17 +65,17 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
     from ..client import _ArrayHolder
 
-    dtype = np.dtype(tree["value_type_meta_"])
-    shape = tuple(json.loads(tree["shape_"]))
-    order: Any = "F" if str(tree.get("order_", "C")).strip('"') == "F" else "C"
+    dtype = _dtype(tree["value_type_meta_"])
+    shape = _parse_shape(tree["shape_"])
+    fortran = str(tree.get("order_", "C")).strip('"') == "F"
     blob = tree["buffer_"]
     if int(blob.get("length", 0)) == 0:
-        out = np.zeros(shape, dtype=dtype, order=order)
+        out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
     address, _size = client._blob_pointer(int(ObjectID(blob["id"])))
     strides = None
-    if order == "F" and len(shape) > 1:
+    if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
         for dim in shape:
             steps.append(step)

@@ -1,0 +1,91 @@
+package client
+
+import (
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// releaseDelay bounds how long the daemon may learn late that this client
+// dropped its last reference to a blob, when the client makes no request in
+// between: until then the memory of a deleted blob stays allocated.
+const releaseDelay = 2 * time.Millisecond
+
+// Deferred releases. When a blob's local count reaches zero, Release does not
+// make a round trip: it queues the blob, and the next exchange writes one
+// release_request (with every queued id) ahead of its own request, in the
+// same write, and reads its acknowledgement before its own reply. A timer
+// sends the queue on its own if no exchange comes within releaseDelay.
+//
+// The daemon handles requests of a connection in order, so a release sent
+// ahead of a get is applied before the get takes its references. A queued
+// blob keeps its entry (no references) until it is sent; a get whose reply
+// pins it again in the meantime removes it from the batch
+// (takeReleasesLocked skips entries with references), so a reference the
+// client counts is never released on the daemon.
+
+// deferReleaseLocked queues blobs whose count reached zero. c.state must be
+// held.
+func (c *Client) deferReleaseLocked(zero []ids.ObjectID) {
+	c.pending = append(c.pending, zero...)
+	if !c.flushArmed {
+		c.flushArmed = true
+		time.AfterFunc(releaseDelay, c.flushReleases)
+	}
+}
+
+// takeReleasesLocked empties the queue and returns the blobs to release now:
+// those still at zero, whose entries it removes. c.state must be held.
+func (c *Client) takeReleasesLocked() []ids.ObjectID {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	out := c.pending[:0:0]
+	for _, id := range c.pending {
+		if b, ok := c.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
+			delete(c.blobs, id)
+			out = append(out, id)
+		}
+	}
+	c.pending = c.pending[:0]
+	return out
+}
+
+// releaseRequest is the request that sends the queued releases rel.
+func releaseRequest(rel []ids.ObjectID) *protocol.ReleaseRequest {
+	return &protocol.ReleaseRequest{ObjectID: rel[0], IDs: rel[1:]}
+}
+
+// flushReleases sends the queue in an exchange of its own (the timer path).
+func (c *Client) flushReleases() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state.Lock()
+	c.flushArmed = false
+	rel := c.takeReleasesLocked()
+	c.state.Unlock()
+	if len(rel) == 0 || c.usableLocked() != nil {
+		return
+	}
+	var reply protocol.AckReply
+	_ = c.exchangeLocked(releaseRequest(rel), &reply, nil)
+}
+
+// FlushReleases sends the queued releases now, if any, so the daemon frees
+// what this client no longer references (tests and shutdown paths use it).
+func (c *Client) FlushReleases() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	c.state.Lock()
+	rel := c.takeReleasesLocked()
+	c.state.Unlock()
+	if len(rel) == 0 {
+		return nil
+	}
+	var reply protocol.AckReply
+	return c.exchangeLocked(releaseRequest(rel), &reply, nil)
+}

@@ -1,0 +1,89 @@
+package protocol
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+// TestAppendReplyMatchesEncodingJSON checks every fast encoder against
+// encoding/json: both must decode to the same value.
+func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
+	p := Payload{ObjectID: ids.ObjectID(1<<63 | 42), StoreFd: 7, DataOffset: 4096, DataSize: 100,
+		MapSize: 1 << 30, Pointer: 1 << 40, IsSealed: true, IsOwner: true}
+	tree := json.RawMessage(`{"o0000000000000001":{"typename":"vineyard::Tensor<int64>","x":[1,2]}}`)
+	for _, tc := range []struct {
+		name  string
+		reply Reply
+	}{
+		{"ack", &AckReply{Header{Type: "seal_reply"}}},
+		{"exists", &ExistsReply{Header{Type: "exists_reply"}, true}},
+		{"create_buffer", &CreateBufferReply{Header{Type: "create_buffer_reply"}, p.ObjectID, p, -1}},
+		{"create_buffers", &BuffersReply{Header: Header{Type: "create_buffers_reply"}, IDs: []ids.ObjectID{1, 2},
+			Payloads: []Payload{p, p}, Fds: []int{3}, Num: 2}},
+		{"get_buffers empty", &BuffersReply{Header: Header{Type: "get_buffers_reply"}, Payloads: []Payload{}, Fds: []int{}}},
+		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree}},
+		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil}},
+		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize}},
+		{"get_data plain", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fast, err := AppendReply(nil, tc.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow, err := json.Marshal(tc.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			if err := json.Unmarshal(fast, &a); err != nil {
+				t.Fatalf("fast encoding is not JSON: %v\n%s", err, fast)
+			}
+			if err := json.Unmarshal(slow, &b); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("encodings differ:\nfast %s\nslow %s", fast, slow)
+			}
+		})
+	}
+}
+
+func TestAppendReplyKeepsErrorsAndEscapes(t *testing.T) {
+	// An error reply never takes a fast path.
+	r := &GetDataReply{Header: Header{Type: "get_data_reply", Code: ObjectNotExists, Message: "gone"}}
+	out, err := AppendReply(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got GetDataReply
+	if err := json.Unmarshal(out, &got); err != nil || got.Code != ObjectNotExists || got.Message != "gone" {
+		t.Fatalf("%s: %v", out, err)
+	}
+	// Typenames keep their angle brackets.
+	b, _ := Marshal(map[string]string{"typename": "vineyard::Tensor<int64>"})
+	if string(b) != `{"typename":"vineyard::Tensor<int64>"}` {
+		t.Fatalf("Marshal escaped HTML: %s", b)
+	}
+}
+
+func TestRequestTypeFastPath(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"type":"get_data_request","id":[1]}`: "get_data_request",
+		`{"id":[1],"type":"get_data_request"}`: "",
+		`{"type":"a\"b"}`:                      "",
+		`{"type":`:                             "",
+	} {
+		got, ok := requestType([]byte(body))
+		if got != want || ok != (want != "") {
+			t.Errorf("requestType(%s) = %q, %v", body, got, ok)
+		}
+	}
+	// Bodies the fast path declines still decode through encoding/json.
+	if typ, _, err := DecodeRequest([]byte(`{"id":1,"type":"exists_request"}`)); err != nil || typ != "exists_request" {
+		t.Fatalf("slow path: %q, %v", typ, err)
+	}
+}

