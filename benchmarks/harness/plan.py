@@ -35,6 +35,7 @@ class Mode:
     conc_trials: int = 3
     conc_size: int = KiB
     peers: bool = True
+    keep_agents: bool = False  # keep each agent from its own figures to the interleaved ones (small stores only)
     timeout: float = 1800  # seconds allowed for one agent command
 
     def arena(self) -> int:
@@ -54,10 +55,11 @@ class Mode:
 MODES = {
     "full": Mode("full", trials=7, inner=200),
     "quick": Mode("quick", trials=5, inner=50, large=(MiB, 8 * MiB, 64 * MiB), large_trials=3, cold_trials=3,
-                  rtt_inner=500, frame_rows=1_000_000, conc_ops=200, conc_trials=2, timeout=600),
+                  large_inner=2, rtt_inner=500, frame_rows=1_000_000, conc_ops=200, conc_trials=2, keep_agents=True,
+                  timeout=600),
     "smoke": Mode("smoke", trials=2, inner=3, large=(MiB, 2 * MiB), large_trials=2, cold_trials=1, rtt_inner=20,
                   large_inner=1, frame_rows=1000, frame_cols=3, frame_trials=1, procs=(1, 2), conc_ops=5, conc_trials=1,
-                  peers=False, timeout=300),
+                  peers=False, keep_agents=True, timeout=300),
 }
 
 

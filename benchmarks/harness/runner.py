@@ -34,6 +34,7 @@ class Runner:
         self.results: list[Result] = []
         self._floor_samples: dict[str, list[float]] = {}
         self._floor_errors: dict[str, str] = {}
+        self._kept: dict[str, agents.AgentProcess] = {}
         self.systems: dict[str, dict[str, Any]] = {}
         self.plan = self._plan()
         self.progress = Progress(sum(len(figs) for _, figs in self.plan))
@@ -71,7 +72,8 @@ class Runner:
                 self.run_c(figs)
             else:
                 small.append((name, [f for f in figs if f.group == "small"]))
-                self.run_system(name, [f for f in figs if f.group != "small"])
+                if any(f.group != "small" for f in figs):
+                    self.run_system(name, [f for f in figs if f.group != "small"])
         self.run_interleaved(small)
         self._floor_chunk(floors, chunks)
         baselines.release()
@@ -170,8 +172,12 @@ class Runner:
             self._agent_figures(agent, name, figs)
         except Exception as e:  # noqa: BLE001 - reported against each figure left
             self._fail_rest(name, figs, e)
-        finally:
             agent.close()
+            return
+        if self.mode.keep_agents:
+            self._kept[name] = agent  # for run_interleaved: starting Ray again takes 10 s
+        else:
+            agent.close()  # its store may hold gigabytes of touched pages
 
     def run_interleaved(self, plan: list[tuple[str, list[Figure]]]) -> None:
         """The small put and get figures of every system, trial by trial in turn (the
@@ -180,11 +186,17 @@ class Runner:
         m = self.mode
         live: dict[str, tuple[agents.AgentProcess, list[Figure]]] = {}
         for name, figs in plan:
-            if figs and self.systems.get(name, {}).get("status") != SKIPPED:
+            kept = self._kept.pop(name, None)
+            if not figs:
+                if kept is not None:
+                    kept.close()
+            elif kept is not None:
+                live[name] = (kept, figs)
+            elif self.systems.get(name, {}).get("status") != SKIPPED:
                 agent = self._start_agent(name, figs)
                 if agent is not None:
                     live[name] = (agent, figs)
-            elif figs:
+            else:
                 for fig in figs:
                     self.record(fig, name, SKIPPED, reason=self.systems[name].get("reason", ""))
         try:
