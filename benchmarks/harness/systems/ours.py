@@ -1,7 +1,7 @@
 """Ours: build/vineyardd and the ``vineyard`` package of this checkout (over libv6d).
 
 put = ``client.put(value)``; get = ``client.get(id)`` (a read-only zero-copy view for
-arrays), and dropping the view releases the object (one more round trip).
+arrays); dropping the view queues the release, which the client's next request carries.
 """
 
 from __future__ import annotations
