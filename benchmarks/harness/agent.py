@@ -45,6 +45,7 @@ class Agent:
     def __init__(self, system: System) -> None:
         self.system = system
         self._consumer: Consumer | None = None
+        self._stopped = False
 
     def consumer(self) -> Consumer:
         if self._consumer is None:
@@ -63,10 +64,13 @@ class Agent:
         return {"info": self.system.start(cfg)}
 
     def stop(self) -> dict[str, Any]:
+        """Stops the consumer and the system. Idempotent."""
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
-        self.system.stop()
+        if not self._stopped:
+            self._stopped = True
+            self.system.stop()
         return {}
 
     def put_small(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
@@ -166,18 +170,24 @@ def main() -> int:
         "start": agent.start, "stop": agent.stop, "put_small": agent.put_small, "put_warm": agent.put_warm,
         "put_cold": agent.put_cold, "get": agent.get, "concurrency": agent.concurrency,
     }
-    for line in sys.stdin:
-        req = json.loads(line)
-        cmd = req.pop("cmd")
-        try:
-            reply = {"ok": True, **handlers[cmd](**req)}
-        except NotApplicable as e:
-            reply = {"ok": False, "na": str(e)}
-        except Exception as e:  # noqa: BLE001 - every failure is reported, the agent goes on
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
-        replies.write(json.dumps(reply) + "\n")
-        if cmd == "stop":
-            break
+    try:
+        for line in sys.stdin:
+            req = json.loads(line)
+            cmd = req.pop("cmd")
+            try:
+                reply = {"ok": True, **handlers[cmd](**req)}
+            except NotApplicable as e:
+                reply = {"ok": False, "na": str(e)}
+            except Exception as e:  # noqa: BLE001 - every failure is reported, the agent goes on
+                reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
+            replies.write(json.dumps(reply) + "\n")
+            if cmd == "stop":
+                return 0
+    finally:
+        # The harness went away without a stop (Ctrl-C, a crash): stop the daemons and
+        # consumers anyway, so that none outlives the run.
+        with contextlib.suppress(Exception):
+            agent.stop()
     return 0
 
 

@@ -64,17 +64,22 @@ class Runner:
                   if f.id.startswith(("rtt.", "memcpy.warm."))]
         chunks = len(self.plan) + 1
         small = []
-        for name, figs in self.plan:
-            self._floor_chunk(floors, chunks)
-            if name == "baseline":
-                self.run_baselines([f for f in figs if f not in floors])
-            elif name == "c":
-                self.run_c(figs)
-            else:
-                small.append((name, [f for f in figs if f.group == "small"]))
-                if any(f.group != "small" for f in figs):
-                    self.run_system(name, [f for f in figs if f.group != "small"])
-        self.run_interleaved(small)
+        try:
+            for name, figs in self.plan:
+                self._floor_chunk(floors, chunks)
+                if name == "baseline":
+                    self.run_baselines([f for f in figs if f not in floors])
+                elif name == "c":
+                    self.run_c(figs)
+                else:
+                    small.append((name, [f for f in figs if f.group == "small"]))
+                    if any(f.group != "small" for f in figs):
+                        self.run_system(name, [f for f in figs if f.group != "small"])
+            self.run_interleaved(small)
+        finally:
+            for agent in self._kept.values():
+                agent.close()
+            self._kept.clear()
         self._floor_chunk(floors, chunks)
         baselines.release()
         for fig in floors:
