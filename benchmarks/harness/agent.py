@@ -128,20 +128,30 @@ class Agent:
             kept.clear()
         return {"samples": out}
 
-    def get(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
+    def get(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True,
+            prime: bool = False) -> dict[str, Any]:
         """Per trial: inner distinct objects are put here (untimed), their refs handed to
-        the consumer process, which times get + drop of each; then they are deleted."""
+        the consumer process, which times get + drop of each; then they are deleted.
+
+        With prime, each timed get is preceded (untimed) by the get of a distinct 8-byte
+        object. For large values: a single get timed right after the producer copied
+        hundreds of megabytes finds the CPU caches and TLB full of that copy, and measures
+        that (for every system alike, shared_memory included), not the get; the small
+        gets amortise it over many. A primer warms the get path again first."""
         value = self._value(spec, put=False)
         expect = values.size_of(value)
+        primer = values.make(values.array(8)) if prime else None
         consumer = self.consumer()
         out = []
         for trial in range(0 if warmup else 1, trials + 1):
             refs = [self.system.put(value) for _ in range(inner if trial else min(inner, 3))]
+            primers = [self.system.put(primer) for _ in refs] if primer is not None else []
             try:
-                times = consumer.time_gets(refs, expect)
+                times = consumer.time_gets(refs, expect, primers or None)
             finally:
-                self.system.delete(refs)
+                self.system.delete(refs + primers)
                 refs.clear()
+                primers.clear()
             if trial:
                 out.append(sum(times) / len(times))
         return {"samples": out}

@@ -270,7 +270,7 @@ class Runner:
             elif group == "get":
                 reply = self._call(agent, "get", spec=values.array(f.nbytes),
                                    trials=m.trials if f.nbytes in m.small else m.large_trials,
-                                   inner=m.get_inner(f.nbytes))
+                                   inner=m.get_inner(f.nbytes), prime=f.nbytes not in m.small)
             elif group == "conc":
                 # One command measures both conc.Np.latency and conc.Np.rate.
                 procs = int(rest.split("p.")[0])
@@ -285,7 +285,7 @@ class Runner:
             elif rest == "put":
                 reply = self._call(agent, "put_warm", spec=frame[group], trials=m.frame_trials)
             elif rest == "get":
-                reply = self._call(agent, "get", spec=frame[group], trials=m.frame_trials, inner=1)
+                reply = self._call(agent, "get", spec=frame[group], trials=m.frame_trials, inner=1, prime=True)
             else:
                 raise ValueError(f"no command measures {f.id}")
             self._record_reply(f, name, reply)

@@ -24,9 +24,10 @@ class NotApplicable(Exception):
 class Consumer:
     """Times gets in a process other than the producer's."""
 
-    def time_gets(self, refs: list[Any], expect_nbytes: int) -> list[float]:
+    def time_gets(self, refs: list[Any], expect_nbytes: int, primers: list[Any] | None = None) -> list[float]:
         """Gets each ref once (get, then drop the value); returns each duration in
-        seconds. Fails if a value does not hold ``expect_nbytes`` bytes."""
+        seconds. Fails if a value does not hold ``expect_nbytes`` bytes. With primers
+        (one per ref), gets and drops primers[i] untimed right before refs[i]."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -138,12 +139,17 @@ class DaemonClient(System):
             self.client.close()
 
 
-def time_gets(name: str, get: Callable[[Any], Any], refs: list[Any], expect: int) -> list[float]:
-    """Times get + drop of each ref (the size check in between is not timed)."""
+def time_gets(name: str, get: Callable[[Any], Any], refs: list[Any], expect: int,
+              primers: list[Any] | None = None) -> list[float]:
+    """Times get + drop of each ref (the size check in between is not timed). A primer
+    is got and dropped, untimed, right before its ref: see Agent.get."""
     from .. import values
 
     times = []
-    for ref in refs:
+    for i, ref in enumerate(refs):
+        if primers:
+            v = get(primers[i])
+            del v
         t0 = time.perf_counter()
         v = get(ref)
         t1 = time.perf_counter()
@@ -163,9 +169,9 @@ def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
             msg = conn.recv()
             if msg[0] == "quit":
                 break
-            _, refs, expect = msg
+            _, refs, expect, primers = msg
             try:
-                conn.send(("ok", time_gets(system.name, system.get, refs, expect)))
+                conn.send(("ok", time_gets(system.name, system.get, refs, expect, primers)))
             except Exception as e:  # noqa: BLE001 - reported to the producer
                 conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
@@ -213,8 +219,8 @@ class ProcessConsumer(Consumer):
         self._proc.start()
         child.close()
 
-    def time_gets(self, refs: list[Any], expect_nbytes: int) -> list[float]:
-        self._conn.send(("get", refs, expect_nbytes))
+    def time_gets(self, refs: list[Any], expect_nbytes: int, primers: list[Any] | None = None) -> list[float]:
+        self._conn.send(("get", refs, expect_nbytes, primers))
         status, payload = self._conn.recv()
         if status != "ok":
             raise RuntimeError(payload)

@@ -40,10 +40,10 @@ class _ActorConsumer(Consumer):
         self._actor = ray.remote(num_cpus=0)(_Getter).remote()
         ray.get(self._actor.ready.remote())
 
-    def time_gets(self, refs: list[Any], expect_nbytes: int) -> list[float]:
+    def time_gets(self, refs: list[Any], expect_nbytes: int, primers: list[Any] | None = None) -> list[float]:
         import ray
 
-        return ray.get(self._actor.time_gets.remote([refs], expect_nbytes))
+        return ray.get(self._actor.time_gets.remote([refs, primers or []], expect_nbytes))
 
     def close(self) -> None:
         import ray
@@ -58,7 +58,7 @@ class _Getter:
     def time_gets(self, wrapped: list[list[Any]], expect: int) -> list[float]:
         import ray
 
-        return time_gets("ray", ray.get, wrapped[0], expect)
+        return time_gets("ray", ray.get, wrapped[0], expect, wrapped[1])
 
     def loop(self, spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
         return _loop(spec, ops, start_at)
