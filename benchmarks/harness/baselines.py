@@ -14,6 +14,7 @@ import os
 import socket
 import tempfile
 import time
+from typing import Self
 
 MESSAGE = 64
 
@@ -42,34 +43,54 @@ def _echo_server(path: str, ready: object) -> None:
                 pass
 
 
-def socket_rtt(trials: int, inner: int) -> list[float]:
-    """Seconds per round trip, one sample per trial of ``inner`` round trips."""
-    ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="v6d-bench-") as tmp:
-        path = os.path.join(tmp, "echo.sock")
+class EchoPeer:
+    """A Python process echoing 64-byte messages over a UNIX socket, and a connection
+    to it; ``trial`` times round trips. Close it (or use it as a context manager)."""
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._tmp = tempfile.TemporaryDirectory(prefix="v6d-bench-")
+        path = os.path.join(self._tmp.name, "echo.sock")
         ready = ctx.Event()
-        proc = ctx.Process(target=_echo_server, args=(path, ready), daemon=True)
-        proc.start()
+        self._proc = ctx.Process(target=_echo_server, args=(path, ready), daemon=True)
+        self._proc.start()
+        self._sock = socket.socket(socket.AF_UNIX)
         try:
             if not ready.wait(60):
                 raise TimeoutError("echo server did not start")
-            out = []
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(path)
-                msg = b"x" * MESSAGE
-                for trial in range(trials + 1):
-                    t0 = time.perf_counter()
-                    for _ in range(inner):
-                        s.sendall(msg)
-                        _recv_exact(s, MESSAGE)
-                    dt = time.perf_counter() - t0
-                    if trial:
-                        out.append(dt / inner)
-        finally:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-    return out
+            self._sock.connect(path)
+            self.trial(10)
+        except BaseException:
+            self.close()
+            raise
+
+    def trial(self, inner: int) -> float:
+        """Seconds per round trip, the mean of ``inner`` of them."""
+        msg = b"x" * MESSAGE
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            self._sock.sendall(msg)
+            _recv_exact(self._sock, MESSAGE)
+        return (time.perf_counter() - t0) / inner
+
+    def close(self) -> None:
+        self._sock.close()
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def socket_rtt(trials: int, inner: int) -> list[float]:
+    """Seconds per round trip, one sample per trial of ``inner`` round trips."""
+    with EchoPeer() as peer:
+        return [peer.trial(inner) for _ in range(trials)]
 
 
 _warm: dict[int, tuple] = {}  # nbytes -> (src, dst), kept between calls: see memcpy_warm

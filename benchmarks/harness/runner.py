@@ -35,6 +35,8 @@ class Runner:
         self._floor_samples: dict[str, list[float]] = {}
         self._floor_errors: dict[str, str] = {}
         self._kept: dict[str, agents.AgentProcess] = {}
+        self._floors: list[Figure] = []
+        self._interleaved_rtt: list[float] = []
         self.systems: dict[str, dict[str, Any]] = {}
         self.plan = self._plan()
         self.progress = Progress(sum(len(figs) for _, figs in self.plan))
@@ -60,8 +62,8 @@ class Runner:
             self.record(fig, system, FAILED, reason=f"{type(e).__name__}: {e}")
 
     def run(self) -> list[Result]:
-        floors = [f for name, figs in self.plan if name == "baseline" for f in figs
-                  if f.id.startswith(("rtt.", "memcpy.warm."))]
+        floors = self._floors = [f for name, figs in self.plan if name == "baseline" for f in figs
+                                 if f.id.startswith(("rtt.", "memcpy.warm."))]
         chunks = len(self.plan) + 1
         small = []
         try:
@@ -82,6 +84,9 @@ class Runner:
             self._kept.clear()
         self._floor_chunk(floors, chunks)
         baselines.release()
+        if self._interleaved_rtt:
+            self._floor_samples["rtt.python"] = self._interleaved_rtt
+            self._floor_errors.pop("rtt.python", None)
         for fig in floors:
             if fig.id in self._floor_errors:
                 self.record(fig, "baseline", FAILED, reason=self._floor_errors[fig.id])
@@ -190,6 +195,9 @@ class Runner:
         same load: the figures the targets compare most closely."""
         m = self.mode
         live: dict[str, tuple[agents.AgentProcess, list[Figure]]] = {}
+        echo = None
+        if any(f.id == "rtt.python" for f in self._floors) and any(figs for _, figs in plan):
+            echo = baselines.EchoPeer()  # the Python floor, one trial per round: see _interleave_figure
         for name, figs in plan:
             kept = self._kept.pop(name, None)
             if not figs:
@@ -206,19 +214,25 @@ class Runner:
                     self.record(fig, name, SKIPPED, reason=self.systems[name].get("reason", ""))
         try:
             for fid in dict.fromkeys(f.id for _, figs in plan for f in figs):
-                self._interleave_figure(fid, live, m)
+                self._interleave_figure(fid, live, m, echo)
         finally:
             for agent, _ in live.values():
                 agent.close()
+            if echo is not None:
+                echo.close()
 
     def _interleave_figure(self, fid: str, live: dict[str, tuple[agents.AgentProcess, list[Figure]]],
-                           m: Mode) -> None:
+                           m: Mode, echo: baselines.EchoPeer | None) -> None:
         names = [n for n, (_, figs) in live.items() if any(f.id == fid for f in figs)]
         if not names:
             return
         fig = {n: next(f for f in live[n][1] if f.id == fid) for n in names}
         samples: dict[str, list[float]] = {n: [] for n in names}
         for rnd in range(m.trials):
+            if echo is not None:
+                # The Python socket round trip the small Python figures are held against,
+                # measured in the same rounds, under the same load.
+                self._interleaved_rtt.append(echo.trial(m.rtt_inner))
             for name in names[rnd % len(names):] + names[:rnd % len(names)]:
                 if name not in samples:
                     continue
