@@ -64,7 +64,7 @@ endef
 
 .PHONY: help build lib daemon lib-cgocheck2 test test-go vet test-python \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
-	lint-fmt lint-python fmt fuzz bench bench-go demo install uninstall clean
+	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET [VARIABLE=value ...]"
@@ -101,8 +101,8 @@ lib-cgocheck2: ## Build build/cgocheck2/libv6d.so with GOEXPERIMENT=cgocheck2
 
 ##@ Test
 
-test: build ## Build, then vet, go test -race, header/symbol/install checks, pytest (what CI runs)
-	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-arrow-cgocheck2)
+test: build ## Build, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
+	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-arrow-cgocheck2 bench-smoke)
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -178,11 +178,12 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
 	done
 
-bench: ## Run the benchmarks: PYTHON benchmarks/run.py BENCH_ARGS
-	@test -f benchmarks/run.py || \
-	  { echo "bench: benchmarks/run.py is missing: there is nothing to run yet" >&2; exit 1; }
+bench: ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min); see docs/performance.md
 	@$(MAKE) --no-print-directory build
 	$(PY_ENV) $(PYTHON) benchmarks/run.py $(BENCH_ARGS)
+
+bench-smoke: $(BUILD_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
+	$(PY_ENV) $(PYTHON) benchmarks/run.py --smoke
 
 bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,205 @@
+"""The agent: drives one system from inside that system's Python environment.
+
+Run as ``python -m harness.agent NAME`` with benchmarks/ on the path (and, for ours,
+python/). It reads one JSON command per line on stdin and writes one JSON reply per line
+on the stdout it was started with; everything else the process prints goes to stderr.
+A reply is ``{"ok": true, ...}``, ``{"ok": false, "na": why}`` when the figure does not
+apply to the system, or ``{"ok": false, "error": ..., "trace": ...}``.
+
+Every timed loop runs with the garbage collector off (as ``timeit`` does) and times only
+the operation named; making values, handing references over and deleting are outside.
+Each command returns per-operation durations in seconds, one per trial; a warm-up trial
+is run first and not reported (put_small and get skip it when told ``warmup=False``: the
+runner interleaves their trials across systems and warms each up once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any, Callable
+
+from . import values
+from .systems import NAMES
+from .systems.base import Consumer, NotApplicable, System
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Agent:
+    def __init__(self, system: System) -> None:
+        self.system = system
+        self._consumer: Consumer | None = None
+        self._stopped = False
+
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = self.system.consumer()
+        return self._consumer
+
+    def _value(self, spec: dict[str, Any], put: bool = True) -> Any:
+        self.system.check_kind(spec["kind"])
+        if put and not self.system.can_put:
+            raise NotApplicable(f"{self.system.name} stores nothing on put")
+        return values.make(spec)
+
+    # -- commands ----------------------------------------------------------
+
+    def start(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {"info": self.system.start(cfg)}
+
+    def stop(self) -> dict[str, Any]:
+        """Stops the consumer and the system. Idempotent."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if not self._stopped:
+            self._stopped = True
+            self.system.stop()
+        return {}
+
+    def put_small(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
+        """inner puts of distinct objects per trial; then they are deleted."""
+        value = self._value(spec)
+        out = []
+        for trial in range(0 if warmup else 1, trials + 1):
+            refs: list[Any] = []
+            with _no_gc():
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    refs.append(self.system.put(value))
+                dt = time.perf_counter() - t0
+            self.system.delete(refs)
+            refs.clear()
+            if trial:
+                out.append(dt / inner)
+        return {"samples": out}
+
+    def put_warm(self, spec: dict[str, Any], trials: int) -> dict[str, Any]:
+        """put, then delete, trials times: each put reuses memory the last one freed."""
+        value = self._value(spec)
+        out = []
+        for trial in range(trials + 1):
+            with _no_gc():
+                t0 = time.perf_counter()
+                ref = self.system.put(value)
+                dt = time.perf_counter() - t0
+            refs = [ref]
+            del ref
+            self.system.delete(refs)
+            refs.clear()
+            if trial:
+                out.append(dt)
+        return {"samples": out}
+
+    def put_cold(self, specs: list[dict[str, Any]], trials: int) -> dict[str, Any]:
+        """trials puts of each spec, smallest first, deleting nothing until the end, so
+        that every put lands on memory no put touched before (call it first)."""
+        kept: list[Any] = []
+        out: dict[str, list[float]] = {}
+        try:
+            for spec in specs:
+                value = self._value(spec)
+                samples = []
+                for _ in range(trials):
+                    with _no_gc():
+                        t0 = time.perf_counter()
+                        kept.append(self.system.put(value))
+                        samples.append(time.perf_counter() - t0)
+                out[str(values.nbytes(spec))] = samples
+                del value
+        finally:
+            self.system.delete(kept)
+            kept.clear()
+        return {"samples": out}
+
+    def get(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True,
+            prime: bool = False) -> dict[str, Any]:
+        """Per trial: inner distinct objects are put here (untimed), their refs handed to
+        the consumer process, which times get + drop of each; then they are deleted.
+
+        With prime, each timed get is preceded (untimed) by the get of a distinct 8-byte
+        object. For large values: a single get timed right after the producer copied
+        hundreds of megabytes finds the CPU caches and TLB full of that copy, and measures
+        that (for every system alike, shared_memory included), not the get; the small
+        gets amortise it over many. A primer warms the get path again first."""
+        value = self._value(spec, put=False)
+        expect = values.size_of(value)
+        primer = values.make(values.array(8)) if prime else None
+        consumer = self.consumer()
+        out = []
+        for trial in range(0 if warmup else 1, trials + 1):
+            refs = [self.system.put(value) for _ in range(inner if trial else min(inner, 3))]
+            primers = [self.system.put(primer) for _ in refs] if primer is not None else []
+            try:
+                times = consumer.time_gets(refs, expect, primers or None)
+            finally:
+                self.system.delete(refs + primers)
+                refs.clear()
+                primers.clear()
+            if trial:
+                out.append(sum(times) / len(times))
+        return {"samples": out}
+
+    def concurrency(self, spec: dict[str, Any], procs: int, ops: int, trials: int) -> dict[str, Any]:
+        """procs clients at once, each ops x (put + get) of its own objects. Reports the
+        per-op latency (median over clients) and the aggregate rate in ops/s."""
+        self._value(spec)
+        latency, rate = [], []
+        for spans in self.system.run_concurrent(procs, ops, spec, trials):
+            per_op = sorted((end - start) / ops for start, end in spans)
+            latency.append(per_op[len(per_op) // 2])
+            wall = max(end for _, end in spans) - min(start for start, _ in spans)
+            rate.append(procs * ops / wall)
+        return {"samples": latency, "rate": rate}
+
+
+def main() -> int:
+    name = sys.argv[1]
+    # Replies go to the original stdout; whatever else prints (Ray, daemons) to stderr.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    agent = Agent(importlib.import_module(NAMES[name]).SYSTEM())
+    handlers: dict[str, Callable[..., dict[str, Any]]] = {
+        "start": agent.start, "stop": agent.stop, "put_small": agent.put_small, "put_warm": agent.put_warm,
+        "put_cold": agent.put_cold, "get": agent.get, "concurrency": agent.concurrency,
+    }
+    try:
+        for line in sys.stdin:
+            req = json.loads(line)
+            cmd = req.pop("cmd")
+            try:
+                reply = {"ok": True, **handlers[cmd](**req)}
+            except NotApplicable as e:
+                reply = {"ok": False, "na": str(e)}
+            except Exception as e:  # noqa: BLE001 - every failure is reported, the agent goes on
+                reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
+            replies.write(json.dumps(reply) + "\n")
+            if cmd == "stop":
+                return 0
+    finally:
+        # The harness went away without a stop (Ctrl-C, a crash): stop the daemons and
+        # consumers anyway, so that none outlives the run.
+        with contextlib.suppress(Exception):
+            agent.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
