@@ -10,9 +10,11 @@
  * one number per trial (the mean of its N operations; a warm-up trial is dropped).
  *
  * v6d figures, per SIZE, with two connections (a producer and a consumer):
- *   put    producer: v6d_create_buffer + memcpy of SIZE bytes + v6d_seal
- *   get    consumer: v6d_get of a blob the producer made + v6d_release
- *   cycle  create_buffer + memcpy + seal (producer) + v6d_get (consumer)
+ *   put     producer: v6d_create_buffer + memcpy of SIZE bytes + v6d_seal
+ *   get     consumer: v6d_get of a blob the producer made + v6d_release
+ *   cycle   create_buffer + memcpy + seal (producer) + v6d_get (consumer)
+ *   put1    producer: v6d_put_inline of SIZE bytes (create, write and seal in one call)
+ *   cycle1  put_inline (producer) + v6d_get (consumer)
  * References and blobs are released and deleted outside the timed calls.
  *
  * Build: cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude benchmarks/c/bench.c \
@@ -160,10 +162,24 @@ static int put_one(struct v6d_bench *b, uint64_t size, uint64_t *id, double *ela
   return 0;
 }
 
-/* Releases the producer's references to ids[0..n) and deletes the blobs. */
-static int drop_all(struct v6d_bench *b, int n) {
+/* Creates, fills and seals one blob in one call (v6d_put_inline); the
+ * producer keeps no reference. */
+static int put_inline_one(struct v6d_bench *b, uint64_t size, uint64_t *id, double *elapsed) {
+  const void *data[1] = {b->src};
   v6d_status st;
-  for (int i = 0; i < n; i++) {
+  double t0 = now();
+  if ((st = v6d_put_inline(b->producer, NULL, 0, 1, data, &size, id, NULL, &b->err)) != V6D_OK) {
+    return v6d_fail(b, "v6d_put_inline", st);
+  }
+  *elapsed = now() - t0;
+  return 0;
+}
+
+/* Releases the producer's references to ids[0..n) (if it holds them) and
+ * deletes the blobs. */
+static int drop_all(struct v6d_bench *b, int n, int held) {
+  v6d_status st;
+  for (int i = 0; held && i < n; i++) {
     if ((st = v6d_release(b->producer, b->ids[i], &b->err)) != V6D_OK) {
       return v6d_fail(b, "v6d_release", st);
     }
@@ -174,18 +190,19 @@ static int drop_all(struct v6d_bench *b, int n) {
   return 0;
 }
 
-/* One trial of the figure `what` ("put", "get" or "cycle") over n blobs of size
- * bytes; *per_op gets the mean time per operation. */
+/* One trial of the figure `what` ("put", "get", "cycle", "put1", "cycle1")
+ * over n blobs of size bytes; *per_op gets the mean time per operation. */
 static int trial(struct v6d_bench *b, const char *what, uint64_t size, int n, double *per_op) {
   double total = 0, dt;
   const uint8_t *view = NULL;
   uint64_t got = 0;
   v6d_status st;
+  int inline_put = what[strlen(what) - 1] == '1';
   for (int i = 0; i < n; i++) {
-    if (put_one(b, size, &b->ids[i], &dt) != 0) {
+    if ((inline_put ? put_inline_one : put_one)(b, size, &b->ids[i], &dt) != 0) {
       return 1;
     }
-    if (strcmp(what, "put") == 0) {
+    if (strncmp(what, "put", 3) == 0) {
       total += dt;
       continue;
     }
@@ -199,7 +216,7 @@ static int trial(struct v6d_bench *b, const char *what, uint64_t size, int n, do
               (unsigned long long)got, (unsigned long long)size);
       return 1;
     }
-    if (strcmp(what, "cycle") == 0) {
+    if (strncmp(what, "cycle", 5) == 0) {
       total += dt + (t1 - t0);
     }
     if ((st = v6d_release(b->consumer, b->ids[i], &b->err)) != V6D_OK) {
@@ -210,11 +227,12 @@ static int trial(struct v6d_bench *b, const char *what, uint64_t size, int n, do
     }
   }
   *per_op = total / n;
-  return drop_all(b, n);
+  return drop_all(b, n, !inline_put);
 }
 
 static int v6d_figures(const char *sock, int trials, int n, int nsizes, char **sizes) {
-  static const char *const figures[] = {"put", "get", "cycle"};
+  static const char *const figures[] = {"put", "get", "cycle", "put1", "cycle1"};
+  const int nfigures = (int)(sizeof(figures) / sizeof(figures[0]));
   struct v6d_bench b = {0, 0, NULL, NULL, {0, NULL}};
   uint64_t max = 0;
   v6d_status st;
@@ -237,7 +255,7 @@ static int v6d_figures(const char *sock, int trials, int n, int nsizes, char **s
   for (int s = 0; s < nsizes; s++) {
     uint64_t size = strtoull(sizes[s], NULL, 10);
     printf("%s\"%llu\": {", s ? ", " : "", (unsigned long long)size);
-    for (int f = 0; f < 3; f++) {
+    for (int f = 0; f < nfigures; f++) {
       for (int t = -1; t < trials; t++) {
         double per_op;
         if (trial(&b, figures[f], size, n, &per_op) != 0) {
@@ -247,7 +265,7 @@ static int v6d_figures(const char *sock, int trials, int n, int nsizes, char **s
           out[t] = per_op;
         }
       }
-      print_samples(figures[f], out, trials, f == 2);
+      print_samples(figures[f], out, trials, f == nfigures - 1);
     }
     printf("}");
   }

@@ -50,7 +50,7 @@ def socket_rtt(program: Path, trials: int, inner: int) -> list[float]:
 
 def client(program: Path, daemon_binary: str, sizes: list[int], trials: int, inner: int,
            log: str | None = None) -> dict[int, dict[str, list[float]]]:
-    """{size: {"put"|"get"|"cycle": seconds per op, one per trial}} against a fresh daemon."""
+    """{size: {"put"|"get"|"cycle"|"put1"|"cycle1": seconds per op, one per trial}} against a fresh daemon."""
     d = daemons.ours(daemon_binary, 256 << 20, log=log)
     try:
         out = subprocess.run([str(program), "v6d", d.socket, str(trials), str(inner), *map(str, sizes)],

@@ -109,7 +109,9 @@ def c_figures(m: Mode) -> list[Figure]:
         s = size_label(n)
         figs += [Figure(f"c.put.{size_key(n)}", f"C put {s} (create + write + seal)", nbytes=n, group="c"),
                  Figure(f"c.get.{size_key(n)}", f"C get + release {s} (other connection)", nbytes=n, group="c"),
-                 Figure(f"c.cycle.{size_key(n)}", f"C create + seal + get {s}", nbytes=n, group="c")]
+                 Figure(f"c.cycle.{size_key(n)}", f"C create + seal + get {s}", nbytes=n, group="c"),
+                 Figure(f"c.put1.{size_key(n)}", f"C put {s} in one call (v6d_put_inline)", nbytes=n, group="c"),
+                 Figure(f"c.cycle1.{size_key(n)}", f"C put_inline + get {s}", nbytes=n, group="c")]
     return figs
 
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
@@ -25,6 +26,10 @@ import (
 
 // Version is the version of this client, sent in register_request.
 const Version = "0.1.0"
+
+// replySpin is how long a call polls for its reply before it sleeps in a
+// blocking read (protocol.Sock.Poll): most replies come within it.
+const replySpin = 50 * time.Microsecond
 
 // SocketEnv is the environment variable Connect reads when given no socket.
 const SocketEnv = "VINEYARD_IPC_SOCKET"
@@ -277,6 +282,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 // readReplyLocked reads the reply to req into reply, and the fds it
 // announces. c.mu must be held.
 func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
+	c.conn.Poll(replySpin)
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)

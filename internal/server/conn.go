@@ -15,6 +15,14 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
+// requestSpin is how long a connection polls for the client's next request
+// before its goroutine sleeps in a blocking read (protocol.Sock.Poll), when
+// the client's last request came that soon after the reply before it: a
+// client making calls in a row finds the daemon awake, and a connection
+// whose client pauses, or that takes turns with others (on 2 cores several
+// spinners starve each other), does not spin at all.
+const requestSpin = 30 * time.Microsecond
+
 // conn is one client connection. Its goroutine owns every field; the
 // Server closes sock (under Server.mu) once the goroutine is done, and may
 // shut it down at any time to stop it.
@@ -38,8 +46,16 @@ func newConn(s *Server, sock *protocol.Sock) *conn {
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	defer c.sess.Close()
+	var answered time.Time // when the last reply went out
+	spin := false          // the client's last request came soon after the reply before it
 	for {
+		if spin && c.r.Buffered() == 0 {
+			c.sock.Poll(requestSpin)
+		}
 		body, err := protocol.ReadFrame(c.r, c.in, c.s.cfg.MaxFrame)
+		if !answered.IsZero() {
+			spin = time.Since(answered) < requestSpin
+		}
 		if err != nil {
 			if errors.Is(err, protocol.ErrFrameTooLarge) {
 				c.s.log.Warn("closing connection: frame too large", "err", err)
@@ -54,6 +70,7 @@ func (c *conn) serve() {
 		if !c.handleFrame(body) {
 			return
 		}
+		answered = time.Now()
 	}
 }
 
