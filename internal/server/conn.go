@@ -18,10 +18,11 @@ import (
 // requestSpin is how long a connection polls for the client's next request
 // before its goroutine sleeps in a blocking read (protocol.Sock.Poll), when
 // the client's last request came that soon after the reply before it: a
-// client making calls in a row finds the daemon awake, and a connection
-// whose client pauses, or that takes turns with others (on 2 cores several
-// spinners starve each other), does not spin at all.
-const requestSpin = 30 * time.Microsecond
+// client making calls in a row (a Python loop spends tens of microseconds
+// between them) finds the daemon awake, and a connection whose client
+// pauses does not spin at all. At most half the CPUs spin at once
+// (Server.spinners): spinners beyond that starve the clients they wait for.
+const requestSpin = 100 * time.Microsecond
 
 // conn is one client connection. Its goroutine owns every field; the
 // Server closes sock (under Server.mu) once the goroutine is done, and may
@@ -49,8 +50,9 @@ func (c *conn) serve() {
 	var answered time.Time // when the last reply went out
 	spin := false          // the client's last request came soon after the reply before it
 	for {
-		if spin && c.r.Buffered() == 0 {
+		if spin && c.r.Buffered() == 0 && c.s.spinners.TryAcquire() {
 			c.sock.Poll(requestSpin)
+			c.s.spinners.Release()
 		}
 		body, err := protocol.ReadFrame(c.r, c.in, c.s.cfg.MaxFrame)
 		if !answered.IsZero() {

@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
@@ -38,7 +40,30 @@ type Server struct {
 
 	waiting   int
 	waitingMu sync.Mutex
+
+	spinners slots // connections polling for their next request (conn.serve)
 }
+
+// slots is a counting semaphore that never blocks.
+type slots struct {
+	n, max atomic.Int32
+}
+
+// TryAcquire takes a slot if one is free.
+func (s *slots) TryAcquire() bool {
+	for {
+		n := s.n.Load()
+		if n >= s.max.Load() {
+			return false
+		}
+		if s.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release frees a slot TryAcquire took.
+func (s *slots) Release() { s.n.Add(-1) }
 
 // Start validates cfg, creates the arena and starts serving. On error nothing
 // is left behind (no socket file, no arena).
@@ -67,6 +92,7 @@ func Start(cfg Config) (*Server, error) {
 		done:   make(chan struct{}),
 		conns:  make(map[*conn]struct{}),
 	}
+	s.spinners.max.Store(int32(max(1, runtime.NumCPU()/2)))
 	s.wg.Add(1)
 	go s.acceptLoop()
 	close(s.ready)
