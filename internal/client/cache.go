@@ -117,7 +117,7 @@ func (c *Client) cachedTreeLocked(id ids.ObjectID, pin bool) ([]byte, bool) {
 	e.used = time.Now()
 	if pin {
 		for _, bid := range e.blobs {
-			c.blobs[bid].pins++ // the cache's own reference keeps the entry alive
+			c.blobs[bid].pins++ // the caller's reference; the entry exists: the cache holds one too
 		}
 		c.objects[id] = append(c.objects[id], append([]ids.ObjectID(nil), e.blobs...))
 	}

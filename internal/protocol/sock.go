@@ -171,8 +171,8 @@ func (s *Sock) Poll(spin time.Duration) bool {
 	var b [1]byte
 	deadline := time.Now().Add(spin)
 	for {
-		n, _, err := unix.Recvfrom(s.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if n > 0 || (err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)) || n == 0 && err == nil {
+		_, _, err := unix.Recvfrom(s.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err == nil || (!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)) {
 			return true // data, end of file or an error: Read reports it
 		}
 		if time.Now().After(deadline) {

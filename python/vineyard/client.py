@@ -446,9 +446,9 @@ class Client:
         """Turns the inline blobs of a tree into shared-memory blobs (one
         round trip), for data too large to send by value."""
         inline = meta.inline_data
-        builders = self.create_blob([_address_of(d)[1] for _, d in inline])
-        for (placeholder, data), builder in zip(inline, builders):
-            address, size, _view = _address_of(data)
+        sources = [_address_of(d) for _, d in inline]
+        builders = self.create_blob([size for _, size, _ in sources])
+        for (placeholder, _), (address, size, _view), builder in zip(inline, sources, builders):
             if size:
                 ctypes.memmove(builder.address, address, size)
             placeholder.clear()
