@@ -19,7 +19,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 const abiVersion = 2
@@ -34,7 +34,7 @@ func with(h C.uint64_t, err *C.v6d_error, fn func(c *client.Client) error) (st C
 	if e != nil {
 		return fail(err, e)
 	}
-	return status(err, fn(c))
+	return result(err, fn(c))
 }
 
 func ptrOf(b []byte) *C.uint8_t {
@@ -57,7 +57,7 @@ func idsOf(p *C.uint64_t, n C.size_t) []ids.ObjectID {
 }
 
 func nullArg(name string) error {
-	return protocol.Errorf(protocol.Invalid, "%s must not be NULL", name)
+	return status.Errorf(status.Invalid, "%s must not be NULL", name)
 }
 
 //export v6d_abi_version
@@ -78,7 +78,7 @@ func v6d_status_name(code C.int32_t) *C.char {
 	if p, ok := names[int32(code)]; ok {
 		return p
 	}
-	p := C.CString(protocol.Code(code).String()) // kept for the life of the process
+	p := C.CString(status.Code(code).String()) // kept for the life of the process
 	names[int32(code)] = p
 	return p
 }
@@ -125,7 +125,7 @@ func v6d_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
 	if e != nil {
 		return fail(err, e)
 	}
-	return status(err, c.Close())
+	return result(err, c.Close())
 }
 
 //export v6d_instance_id
@@ -320,7 +320,7 @@ func v6d_put_inline(h C.uint64_t, js *C.char, n C.size_t, count C.size_t, datas 
 		var total uint64
 		for i, p := range ptrs {
 			if total += lens[i]; total > client.MaxInline {
-				return protocol.Errorf(protocol.Invalid, "more than %d bytes to put inline", client.MaxInline)
+				return status.Errorf(status.Invalid, "more than %d bytes to put inline", client.MaxInline)
 			}
 			if lens[i] > 0 {
 				if p == nil {

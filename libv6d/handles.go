@@ -16,7 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/client"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // handles maps the C handles of live clients; 0 is never issued.
@@ -40,7 +40,7 @@ func lookup(h C.uint64_t) (*client.Client, error) {
 	defer handlesMu.Unlock()
 	c, ok := handles[uint64(h)]
 	if !ok {
-		return nil, protocol.Errorf(protocol.InvalidHandle, "invalid client handle %d", uint64(h))
+		return nil, status.Errorf(status.InvalidHandle, "invalid client handle %d", uint64(h))
 	}
 	return c, nil
 }
@@ -50,7 +50,7 @@ func removeHandle(h C.uint64_t) (*client.Client, error) {
 	defer handlesMu.Unlock()
 	c, ok := handles[uint64(h)]
 	if !ok {
-		return nil, protocol.Errorf(protocol.InvalidHandle, "invalid client handle %d", uint64(h))
+		return nil, status.Errorf(status.InvalidHandle, "invalid client handle %d", uint64(h))
 	}
 	delete(handles, uint64(h))
 	return c, nil
@@ -58,7 +58,7 @@ func removeHandle(h C.uint64_t) (*client.Client, error) {
 
 // fail fills err (if given) and returns the status of e.
 func fail(err *C.v6d_error, e error) C.int32_t {
-	pe := protocol.AsError(e)
+	pe := status.AsError(e)
 	if err != nil {
 		if err.message != nil {
 			C.free(unsafe.Pointer(err.message))
@@ -69,8 +69,8 @@ func fail(err *C.v6d_error, e error) C.int32_t {
 	return C.int32_t(pe.Code)
 }
 
-// status converts a Go error into a status, filling err on failure.
-func status(err *C.v6d_error, e error) C.int32_t {
+// result converts a Go error into a status, filling err on failure.
+func result(err *C.v6d_error, e error) C.int32_t {
 	if e == nil {
 		return 0
 	}
@@ -83,14 +83,14 @@ func guard(err *C.v6d_error, st *C.int32_t) {
 	if r := recover(); r != nil {
 		poisoned.Store(true)
 		fmt.Fprintf(os.Stderr, "libv6d: internal error: %v\n%s", r, debug.Stack())
-		*st = fail(err, protocol.Errorf(protocol.Internal, "internal error: %v", r))
+		*st = fail(err, status.Errorf(status.Internal, "internal error: %v", r))
 	}
 }
 
 // entry checks the poison flag; calls fail fast after an internal fault.
 func entry(err *C.v6d_error) (C.int32_t, bool) {
 	if poisoned.Load() {
-		return fail(err, protocol.Errorf(protocol.Internal, "libv6d refuses calls after an internal error")), false
+		return fail(err, status.Errorf(status.Internal, "libv6d refuses calls after an internal error")), false
 	}
 	return 0, true
 }

@@ -37,7 +37,7 @@ func v6d_unmap_private(data *C.uint8_t, err *C.v6d_error) (st C.int32_t) {
 	if st, ok := entry(err); !ok {
 		return st
 	}
-	return status(err, client.UnmapPrivate(uintptr(unsafe.Pointer(data))))
+	return result(err, client.UnmapPrivate(uintptr(unsafe.Pointer(data))))
 }
 
 //export v6d_private_views

@@ -17,8 +17,8 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // mem allocates test data with malloc, as a C producer would.
@@ -331,18 +331,18 @@ func TestRecordBatchAndStreams(t *testing.T) {
 func TestPutErrors(t *testing.T) {
 	srv := startServer(t)
 	c := connect(t, srv)
-	if _, err := PutArray(c, nil, nil, 0, nil); protocol.CodeOf(err) != protocol.Invalid {
+	if _, err := PutArray(c, nil, nil, 0, nil); status.CodeOf(err) != status.Invalid {
 		t.Errorf("NULL array: %v", err)
 	}
 	released := new(cdata.CArrowArray)
-	if _, err := PutArray(c, unsafe.Pointer(released), nil, 0, nil); protocol.CodeOf(err) != protocol.Invalid {
+	if _, err := PutArray(c, unsafe.Pointer(released), nil, 0, nil); status.CodeOf(err) != status.Invalid {
 		t.Errorf("released array: %v", err)
 	}
 	arr := fromJSON(t, arrow.PrimitiveTypes.Int64, `[1]`)
 	defer arr.Release()
 	ca, cs := new(cdata.CArrowArray), new(cdata.CArrowSchema)
 	cdata.ExportArrowArray(arr, ca, cs)
-	if _, err := PutArray(c, unsafe.Pointer(ca), unsafe.Pointer(cs), FlagRecordBatch, nil); protocol.CodeOf(err) != protocol.Invalid {
+	if _, err := PutArray(c, unsafe.Pointer(ca), unsafe.Pointer(cs), FlagRecordBatch, nil); status.CodeOf(err) != status.Invalid {
 		t.Errorf("record batch of int64: %v", err)
 	}
 	if live(unsafe.Pointer(ca), arrayRelease) {
@@ -351,11 +351,11 @@ func TestPutErrors(t *testing.T) {
 	cdata.ReleaseCArrowSchema(cs)
 	ca, cs = new(cdata.CArrowArray), new(cdata.CArrowSchema)
 	cdata.ExportArrowArray(arr, ca, cs)
-	if _, err := PutArray(c, unsafe.Pointer(ca), unsafe.Pointer(cs), 0, []byte(`{"typename": "x"}`)); protocol.CodeOf(err) != protocol.Invalid {
+	if _, err := PutArray(c, unsafe.Pointer(ca), unsafe.Pointer(cs), 0, []byte(`{"typename": "x"}`)); status.CodeOf(err) != status.Invalid {
 		t.Errorf("reserved extra: %v", err)
 	}
 	cdata.ReleaseCArrowSchema(cs)
-	if err := GetArray(c, 12345, nil, nil); protocol.CodeOf(err) != protocol.Invalid {
+	if err := GetArray(c, 12345, nil, nil); status.CodeOf(err) != status.Invalid {
 		t.Errorf("NULL out: %v", err)
 	}
 }

@@ -3,7 +3,7 @@ package arrowc
 import (
 	"fmt"
 
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Errors of the package. Each carries the Vineyard status code a C or Python
@@ -11,22 +11,22 @@ import (
 var (
 	// ErrNotImplemented is returned for an Arrow type the stored layout does
 	// not support.
-	ErrNotImplemented = &protocol.Error{Code: protocol.NotImplemented}
+	ErrNotImplemented = &status.Error{Code: status.NotImplemented}
 	// ErrInvalidLayout is returned for a metadata tree that does not describe
 	// a valid Arrow object (wrong fields, buffers too short, bad formats).
-	ErrInvalidLayout = &protocol.Error{Code: protocol.MetaTreeInvalid}
+	ErrInvalidLayout = &status.Error{Code: status.MetaTreeInvalid}
 	// ErrInvalidArgument is returned for a NULL or released C struct, or flags
 	// that do not fit the data.
-	ErrInvalidArgument = &protocol.Error{Code: protocol.Invalid}
+	ErrInvalidArgument = &status.Error{Code: status.Invalid}
 	// ErrArrow is returned when Arrow data given to a put is malformed, or a
 	// stream's callback fails.
-	ErrArrow = &protocol.Error{Code: protocol.ArrowError}
+	ErrArrow = &status.Error{Code: status.ArrowError}
 	// ErrNotArrow is returned when the object got is not an Arrow object, or
 	// not one that fits the call (several chunks asked as one array).
-	ErrNotArrow = &protocol.Error{Code: protocol.ObjectTypeError}
+	ErrNotArrow = &status.Error{Code: status.ObjectTypeError}
 )
 
 // errorf returns an error with the code of sentinel and a message.
-func errorf(sentinel *protocol.Error, format string, args ...any) error {
-	return &protocol.Error{Code: sentinel.Code, Message: fmt.Sprintf(format, args...)}
+func errorf(sentinel *status.Error, format string, args ...any) error {
+	return &status.Error{Code: sentinel.Code, Message: fmt.Sprintf(format, args...)}
 }

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // arenaKey identifies a shared-memory file across fds: the device and inode of
@@ -111,18 +111,18 @@ func (a *arena) view(off, size uint64, writable bool) ([]byte, error) {
 	if writable {
 		if a.rw == nil {
 			if a.fd < 0 {
-				return nil, protocol.Errorf(protocol.IOError, "arena is no longer mapped")
+				return nil, status.Errorf(status.IOError, "arena is no longer mapped")
 			}
 			rw, err := shm.Map(a.fd, a.size, true)
 			if err != nil {
-				return nil, protocol.Errorf(protocol.IOError, "map arena read-write: %v", err)
+				return nil, status.Errorf(status.IOError, "map arena read-write: %v", err)
 			}
 			a.rw, a.rwB = rw, rw.Bytes()
 		}
 		b = a.rwB
 	}
 	if b == nil {
-		return nil, protocol.Errorf(protocol.IOError, "arena is no longer mapped")
+		return nil, status.Errorf(status.IOError, "arena is no longer mapped")
 	}
 	return b[off : off+size : off+size], nil
 }

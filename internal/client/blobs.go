@@ -3,6 +3,7 @@ package client
 import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Buffer is a blob this client created: its id and its writable bytes.
@@ -220,7 +221,7 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	}
 	for _, id := range want {
 		if _, ok := views[id]; !ok {
-			return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v was not returned", id)
+			return nil, status.Errorf(status.ObjectNotExists, "blob %v was not returned", id)
 		}
 	}
 	c.state.Lock()

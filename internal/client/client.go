@@ -22,6 +22,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Version is the version of this client, sent in register_request.
@@ -82,26 +83,26 @@ type blob struct {
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
-// socket is "") and registers. A failure is a *protocol.Error with code
+// socket is "") and registers. A failure is a *status.Error with code
 // ConnectionFailed naming the path tried. The caller MUST Close the client.
 func Connect(socket string) (*Client, error) {
 	if socket == "" {
 		socket = os.Getenv(SocketEnv)
 		if socket == "" {
-			return nil, protocol.Errorf(protocol.ConnectionFailed,
+			return nil, status.Errorf(status.ConnectionFailed,
 				"no socket given and %s is not set", SocketEnv)
 		}
 	}
 	conn, err := protocol.Dial(socket)
 	if err != nil {
-		return nil, protocol.Errorf(protocol.ConnectionFailed,
+		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
 	}
 	c := newClient(conn, socket)
 	var reply protocol.RegisterReply
 	if err := c.call(&protocol.RegisterRequest{Version: Version}, &reply); err != nil {
 		_ = conn.Close()
-		return nil, protocol.Errorf(protocol.ConnectionFailed,
+		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
@@ -190,7 +191,7 @@ func (c *Client) disconnectLocked() error {
 		delete(c.regions, fd)
 	}
 	if err != nil && c.lost == nil {
-		return protocol.Errorf(protocol.IOError, "close connection: %v", err)
+		return status.Errorf(status.IOError, "close connection: %v", err)
 	}
 	return nil
 }
@@ -259,7 +260,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 			continue
 		}
 		if err := c.encode(r); err != nil {
-			return protocol.Errorf(protocol.Invalid, "encode %s: %v", r.RequestType(), err)
+			return status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
 		}
 	}
 	c.roundTrips.Add(1)
@@ -324,7 +325,7 @@ func (c *Client) loseLocked(cause error) error {
 }
 
 // decodeReply decodes body into reply. An error reply is returned as its
-// *protocol.Error; a body that is not a reply of type want is an error with
+// *status.Error; a body that is not a reply of type want is an error with
 // fatal set: the connection is out of step with the daemon (it may have sent
 // fds the client cannot account for).
 func decodeReply(body []byte, want string, reply protocol.Reply) (fatal bool, err error) {

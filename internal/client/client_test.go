@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // startServer runs a real daemon in-process on a temp socket.
@@ -42,7 +42,7 @@ func connect(t testing.TB, srv *server.Server) *Client {
 	return c
 }
 
-func code(err error) protocol.Code { return protocol.CodeOf(err) }
+func code(err error) status.Code { return status.CodeOf(err) }
 
 // put creates a blob with data and a tensor-like object over it.
 func put(t testing.TB, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
@@ -86,10 +86,10 @@ func TestPutGetAcrossClients(t *testing.T) {
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Release(id); code(err) != protocol.ObjectNotExists {
+	if err := b.Release(id); code(err) != status.ObjectNotExists {
 		t.Fatalf("second release: %v", err)
 	}
-	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+	if _, _, err := b.BlobPointer(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("after release: %v", err)
 	}
 	got, err := b.Get(bid)
@@ -101,35 +101,35 @@ func TestPutGetAcrossClients(t *testing.T) {
 func TestErrors(t *testing.T) {
 	srv := startServer(t, 1<<20)
 	c := connect(t, srv)
-	if _, _, err := c.CreateBuffer(2 << 20); code(err) != protocol.NotEnoughMemory {
+	if _, _, err := c.CreateBuffer(2 << 20); code(err) != status.NotEnoughMemory {
 		t.Fatalf("oversize: %v", err)
 	}
-	if _, err := c.Get(ids.BlobBit | 12345); code(err) != protocol.ObjectNotExists {
+	if _, err := c.Get(ids.BlobBit | 12345); code(err) != status.ObjectNotExists {
 		t.Fatalf("missing: %v", err)
 	}
 	bid, _, err := c.CreateBuffer(10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetBuffers([]ids.ObjectID{bid}, false); code(err) != protocol.ObjectNotSealed {
+	if _, err := c.GetBuffers([]ids.ObjectID{bid}, false); code(err) != status.ObjectNotSealed {
 		t.Fatalf("unsealed get: %v", err)
 	}
 	if err := c.Seal(bid); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Seal(bid); code(err) != protocol.ObjectSealed {
+	if err := c.Seal(bid); code(err) != status.ObjectSealed {
 		t.Fatalf("double seal: %v", err)
 	}
-	if err := c.Abort(bid); code(err) != protocol.ObjectSealed {
+	if err := c.Abort(bid); code(err) != status.ObjectSealed {
 		t.Fatalf("abort sealed: %v", err)
 	}
-	if _, _, err := c.CreateMetadata([]byte(`{"x":1}`), nil); code(err) != protocol.MetaTreeInvalid {
+	if _, _, err := c.CreateMetadata([]byte(`{"x":1}`), nil); code(err) != status.MetaTreeInvalid {
 		t.Fatalf("no typename: %v", err)
 	}
-	if _, _, err := c.CreateMetadata([]byte(`{"typename":"t","m":{"id":"o0000000000000042"}}`), nil); code(err) != protocol.ObjectNotExists {
+	if _, _, err := c.CreateMetadata([]byte(`{"typename":"t","m":{"id":"o0000000000000042"}}`), nil); code(err) != status.ObjectNotExists {
 		t.Fatalf("missing member: %v", err)
 	}
-	if _, err := Connect(filepath.Join(t.TempDir(), "none.sock")); code(err) != protocol.ConnectionFailed {
+	if _, err := Connect(filepath.Join(t.TempDir(), "none.sock")); code(err) != status.ConnectionFailed {
 		t.Fatalf("connect: %v", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestNamesPersistList(t *testing.T) {
 	srv := startServer(t, 16<<20)
 	c := connect(t, srv)
 	id, _ := put(t, c, []byte("abc"))
-	if err := c.PutName(id, "n1"); code(err) != protocol.Invalid {
+	if err := c.PutName(id, "n1"); code(err) != status.Invalid {
 		t.Fatalf("name on transient: %v", err)
 	}
 	if err := c.Persist(id); err != nil {
@@ -162,11 +162,11 @@ func TestNamesPersistList(t *testing.T) {
 	if err := c.DropName("n1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetName("n1", false, 0); code(err) != protocol.ObjectNotExists {
+	if _, err := c.GetName("n1", false, 0); code(err) != status.ObjectNotExists {
 		t.Fatalf("dropped: %v", err)
 	}
 	start := time.Now()
-	if _, err := c.GetName("late", true, 100*time.Millisecond); code(err) != protocol.Timeout {
+	if _, err := c.GetName("late", true, 100*time.Millisecond); code(err) != status.Timeout {
 		t.Fatalf("wait timeout: %v", err)
 	}
 	if time.Since(start) > 3*time.Second {
@@ -273,7 +273,7 @@ func TestDeferredReleases(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, _, err := a.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+	if _, _, err := a.BlobPointer(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("released blob still readable: %v", err)
 	}
 }
@@ -303,7 +303,7 @@ func TestGetOfHeldBlobIsLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Release(bid); code(err) != protocol.ObjectNotExists {
+	if err := c.Release(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("third release: %v", err)
 	}
 }
@@ -397,8 +397,8 @@ func TestStatus(t *testing.T) {
 	if _, err := c.MemoryTrim(); err != nil {
 		t.Fatal(err)
 	}
-	var pe *protocol.Error
-	if !errors.As(protocol.Errorf(protocol.Invalid, "x"), &pe) {
+	var pe *status.Error
+	if !errors.As(status.Errorf(status.Invalid, "x"), &pe) {
 		t.Fatal("errors.As")
 	}
 }
@@ -453,10 +453,10 @@ func TestTreeCache(t *testing.T) {
 	if _, err := b.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.GetObject(id); code(err) != protocol.ObjectNotExists {
+	if _, err := a.GetObject(id); code(err) != status.ObjectNotExists {
 		t.Fatalf("deleted object got through the cache: %v", err)
 	}
-	if _, err := a.GetMetadata(id); code(err) != protocol.ObjectNotExists {
+	if _, err := a.GetMetadata(id); code(err) != status.ObjectNotExists {
 		t.Fatalf("deleted object's metadata got through the cache: %v", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -570,7 +570,7 @@ func TestCreateInline(t *testing.T) {
 	if ok, err := c.Exists(id); err != nil || ok {
 		t.Fatalf("connection out of step after errors: %v %v", ok, err)
 	}
-	if _, _, err := c.CreateInline(nil, [][]byte{make([]byte, MaxInline+1)}); code(err) != protocol.Invalid {
+	if _, _, err := c.CreateInline(nil, [][]byte{make([]byte, MaxInline+1)}); code(err) != status.Invalid {
 		t.Fatalf("oversized inline: %v", err)
 	}
 }
@@ -579,7 +579,7 @@ func TestCreateInlineOutOfMemory(t *testing.T) {
 	srv := startServer(t, 1<<20)
 	c := connect(t, srv)
 	_, _, err := c.CreateInline(nil, [][]byte{make([]byte, 2<<20)})
-	if code(err) != protocol.NotEnoughMemory {
+	if code(err) != status.NotEnoughMemory {
 		t.Fatalf("inline put over the arena: %v", err)
 	}
 	if _, _, err := c.CreateInline(nil, [][]byte{[]byte("still in step")}); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // CreateMetadata creates an object from a metadata tree (a JSON object with a
@@ -28,7 +29,7 @@ func (c *Client) Create(tree []byte, seal []ids.ObjectID) (ids.ObjectID, error) 
 
 func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
 	if !json.Valid(tree) {
-		return 0, nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata is not valid JSON")
+		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")
 	}
 	toSeal := make([]ids.ObjectID, 0, len(seal))
 	seen := make(map[ids.ObjectID]bool, len(seal))
@@ -151,7 +152,7 @@ func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
 	}
 	tree, ok := trees[id.String()]
 	if !ok {
-		return nil, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return nil, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	return tree, nil
 }
@@ -212,7 +213,7 @@ func (c *Client) IfPersist(id ids.ObjectID) (bool, error) {
 // the keys of extra (a JSON object of scalars, or nil), and returns its id.
 func (c *Client) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectID, error) {
 	if len(extra) > 0 && !json.Valid(extra) {
-		return 0, protocol.Errorf(protocol.Invalid, "extra is not valid JSON")
+		return 0, status.Errorf(status.Invalid, "extra is not valid JSON")
 	}
 	var reply protocol.ShallowCopyReply
 	if err := c.call(&protocol.ShallowCopyRequest{ID: id, Extra: extra}, &reply); err != nil {
@@ -224,7 +225,7 @@ func (c *Client) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.Object
 // Label sets labels keys[i]=values[i] on an object.
 func (c *Client) Label(id ids.ObjectID, keys, values []string) error {
 	if len(keys) != len(values) {
-		return protocol.Errorf(protocol.Invalid, "%d label keys for %d values", len(keys), len(values))
+		return status.Errorf(status.Invalid, "%d label keys for %d values", len(keys), len(values))
 	}
 	var reply protocol.AckReply
 	return c.call(&protocol.LabelRequest{ID: id, Keys: keys, Values: values}, &reply)
@@ -243,10 +244,10 @@ const MaxInline = 64 << 20
 // Bytes of more than MaxInline in all are Invalid.
 func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
 	if len(tree) > 0 && !json.Valid(tree) {
-		return 0, nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata is not valid JSON")
+		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")
 	}
 	if len(data) == 0 {
-		return 0, nil, protocol.Errorf(protocol.Invalid, "an inline create needs at least one blob")
+		return 0, nil, status.Errorf(status.Invalid, "an inline create needs at least one blob")
 	}
 	sizes := make([]uint64, len(data))
 	var total uint64
@@ -255,7 +256,7 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 		total += sizes[i]
 	}
 	if total > MaxInline {
-		return 0, nil, protocol.Errorf(protocol.Invalid,
+		return 0, nil, status.Errorf(status.Invalid,
 			"%d bytes are too many to send inline (at most %d): create buffers for them", total, MaxInline)
 	}
 	var reply protocol.CreateDataReply

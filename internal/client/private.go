@@ -5,8 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Private views: a copy-on-write mapping of one blob, for consumers (such as
@@ -59,13 +59,13 @@ func (c *Client) MapPrivate(id ids.ObjectID) ([]byte, error) {
 		return nil, err
 	}
 	if id == ids.EmptyBlob || !id.IsBlob() {
-		return nil, protocol.Errorf(protocol.Invalid, "%v is not a blob with bytes to map", id)
+		return nil, status.Errorf(status.Invalid, "%v is not a blob with bytes to map", id)
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
 	b, ok := c.blobs[id]
 	if ok && b.pins == 0 && b.owned {
-		return nil, protocol.Errorf(protocol.ObjectNotSealed, "blob %v is not sealed yet", id)
+		return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed yet", id)
 	}
 	if !ok || b.pins == 0 || len(b.ro) == 0 {
 		return nil, errNotHeld(id)
@@ -107,11 +107,11 @@ func mapPrivate(ro []byte) (*shm.Mapping, []byte, error) {
 		}
 		m, data, err := shm.MapPrivate(a.fd, uint64(p-base), uint64(len(ro)))
 		if err != nil {
-			return nil, nil, protocol.Errorf(protocol.IOError, "map a private view: %v", err)
+			return nil, nil, status.Errorf(status.IOError, "map a private view: %v", err)
 		}
 		return m, data, nil
 	}
-	return nil, nil, protocol.Errorf(protocol.IOError, "arena is no longer mapped")
+	return nil, nil, status.Errorf(status.IOError, "arena is no longer mapped")
 }
 
 // UnmapPrivate unmaps the view MapPrivate returned whose first byte is at p,
@@ -125,7 +125,7 @@ func UnmapPrivate(p uintptr) error {
 	v, ok := views.byAddr[p]
 	if !ok {
 		views.mu.Unlock()
-		return protocol.Errorf(protocol.Invalid, "%#x is not a live private view (already unmapped?)", p)
+		return status.Errorf(status.Invalid, "%#x is not a live private view (already unmapped?)", p)
 	}
 	delete(views.byAddr, p)
 	views.live[v.c]--
@@ -141,12 +141,12 @@ func UnmapPrivate(p uintptr) error {
 	err := v.m.Close()
 	if finishClose {
 		v.c.finishClose()
-	} else if e := v.c.Release(v.id); e != nil && protocol.CodeOf(e) != protocol.ConnectionError {
+	} else if e := v.c.Release(v.id); e != nil && status.CodeOf(e) != status.ConnectionError {
 		// A closed or broken connection has released everything already.
 		return e
 	}
 	if err != nil {
-		return protocol.Errorf(protocol.IOError, "unmap private view: %v", err)
+		return status.Errorf(status.IOError, "unmap private view: %v", err)
 	}
 	return nil
 }

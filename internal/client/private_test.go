@@ -12,7 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
@@ -181,7 +181,7 @@ func TestPrivateViewPinsItsBlob(t *testing.T) {
 	if after >= used2 || used2-after != 64<<10 {
 		t.Fatalf("unmapping the last view did not free the deleted blob: %d -> %d (before reuse %d)", used2, after, used)
 	}
-	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+	if _, _, err := b.BlobPointer(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("blob still held after the last unmap: %v", err)
 	}
 }
@@ -194,11 +194,11 @@ func TestPrivateViewErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		id   ids.ObjectID
-		want protocol.Code
+		want status.Code
 	}{
-		{"empty blob", ids.EmptyBlob, protocol.Invalid},
-		{"not a blob", ids.ObjectID(42), protocol.Invalid},
-		{"not held", ids.BlobBit | 12345, protocol.ObjectNotExists},
+		{"empty blob", ids.EmptyBlob, status.Invalid},
+		{"not a blob", ids.ObjectID(42), status.Invalid},
+		{"not held", ids.BlobBit | 12345, status.ObjectNotExists},
 	}
 	unsealed, _, err := c.CreateBuffer(10)
 	if err != nil {
@@ -207,8 +207,8 @@ func TestPrivateViewErrors(t *testing.T) {
 	cases = append(cases, struct {
 		name string
 		id   ids.ObjectID
-		want protocol.Code
-	}{"unsealed", unsealed, protocol.ObjectNotSealed})
+		want status.Code
+	}{"unsealed", unsealed, status.ObjectNotSealed})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if v, err := c.MapPrivate(tc.id); code(err) != tc.want || v != nil {
@@ -221,21 +221,21 @@ func TestPrivateViewErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []uintptr{0, addr(view) + 1, 4096} {
-		if err := UnmapPrivate(p); code(err) != protocol.Invalid {
+		if err := UnmapPrivate(p); code(err) != status.Invalid {
 			t.Fatalf("UnmapPrivate(%#x) = %v, want Invalid", p, err)
 		}
 	}
 	if err := UnmapPrivate(addr(view)); err != nil {
 		t.Fatal(err)
 	}
-	if err := UnmapPrivate(addr(view)); code(err) != protocol.Invalid {
+	if err := UnmapPrivate(addr(view)); code(err) != status.Invalid {
 		t.Fatalf("double unmap = %v, want Invalid", err)
 	}
 	// The view's reference is gone, the seal's remains.
 	if err := c.Release(bid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.MapPrivate(bid); code(err) != protocol.ObjectNotExists {
+	if _, err := c.MapPrivate(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("after release: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 func usage(t *testing.T, c *Client) uint64 {
@@ -27,7 +27,7 @@ func TestLeaseKeepsDeletedBlobsUntilReleased(t *testing.T) {
 	if err := a.Release(id); err != nil { // the putter's seal reference
 		t.Fatal(err)
 	}
-	if _, _, err := b.Retain([]ids.ObjectID{bid}); code(err) != protocol.ObjectNotExists {
+	if _, _, err := b.Retain([]ids.ObjectID{bid}); code(err) != status.ObjectNotExists {
 		t.Fatalf("retain of a blob not held: %v", err)
 	}
 	if _, err := b.GetObject(id); err != nil {
@@ -70,7 +70,7 @@ func TestLeaseKeepsDeletedBlobsUntilReleased(t *testing.T) {
 			t.Fatalf("usage %d after the lease, want below %d", usage(t, a), full)
 		}
 	}
-	if _, _, err := b.BlobPointer(bid); code(err) != protocol.ObjectNotExists {
+	if _, _, err := b.BlobPointer(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("blob still held: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Fast paths for the messages of every put and get. encoding/json costs
@@ -23,7 +25,7 @@ type appender interface {
 // AppendReply appends the JSON of reply, whose header's Type must be set, to
 // dst.
 func AppendReply(dst []byte, reply Reply) ([]byte, error) {
-	if a, ok := reply.(appender); ok && reply.ReplyHeader().Code == OK {
+	if a, ok := reply.(appender); ok && reply.ReplyHeader().Code == status.OK {
 		if out, ok := a.appendJSON(dst); ok {
 			return out, nil
 		}

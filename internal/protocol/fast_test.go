@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // TestAppendReplyMatchesEncodingJSON checks every fast encoder against
@@ -55,13 +57,13 @@ func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
 
 func TestAppendReplyKeepsErrorsAndEscapes(t *testing.T) {
 	// An error reply never takes a fast path.
-	r := &GetDataReply{Header: Header{Type: "get_data_reply", Code: ObjectNotExists, Message: "gone"}}
+	r := &GetDataReply{Header: Header{Type: "get_data_reply", Code: status.ObjectNotExists, Message: "gone"}}
 	out, err := AppendReply(nil, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got GetDataReply
-	if err := json.Unmarshal(out, &got); err != nil || got.Code != ObjectNotExists || got.Message != "gone" {
+	if err := json.Unmarshal(out, &got); err != nil || got.Code != status.ObjectNotExists || got.Message != "gone" {
 		t.Fatalf("%s: %v", out, err)
 	}
 	// Typenames keep their angle brackets.

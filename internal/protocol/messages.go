@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Request is implemented by every request message. RequestType returns the
@@ -17,17 +19,17 @@ type Request interface{ RequestType() string }
 // Header is embedded in every reply: the "type", and on failure the status
 // code and message of an error reply (which carries no type).
 type Header struct {
-	Type    string `json:"type,omitempty"`
-	Code    Code   `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+	Type    string      `json:"type,omitempty"`
+	Code    status.Code `json:"code,omitempty"`
+	Message string      `json:"message,omitempty"`
 }
 
 // Err returns the error an error reply carries, or nil.
 func (h *Header) Err() error {
-	if h.Code == OK {
+	if h.Code == status.OK {
 		return nil
 	}
-	return &Error{Code: h.Code, Message: h.Message}
+	return &status.Error{Code: h.Code, Message: h.Message}
 }
 
 // ReplyHeader returns the header itself; it lets generic code reach the
@@ -371,7 +373,7 @@ func ReplyType(requestType string) string {
 
 // DecodeRequest decodes a request frame body. It returns the wire type even
 // when decoding the fields fails, so that the error reply can name it. An
-// error here is always an *Error with code Invalid.
+// error here is always a *status.Error with code Invalid.
 func DecodeRequest(body []byte) (string, Request, error) {
 	var head struct {
 		Type string `json:"type"`
@@ -379,21 +381,21 @@ func DecodeRequest(body []byte) (string, Request, error) {
 	if t, ok := requestType(body); ok {
 		head.Type = t
 	} else if err := json.Unmarshal(body, &head); err != nil {
-		return "", nil, Errorf(Invalid, "malformed message: %v", err)
+		return "", nil, status.Errorf(status.Invalid, "malformed message: %v", err)
 	}
 	mk, ok := requestTable[head.Type]
 	if !ok {
 		if head.Type == "" {
-			return "", nil, Errorf(Invalid, "message has no \"type\"")
+			return "", nil, status.Errorf(status.Invalid, "message has no \"type\"")
 		}
 		if unimplemented[head.Type] {
-			return head.Type, nil, Errorf(NotImplemented, "%s is not implemented by this daemon", head.Type)
+			return head.Type, nil, status.Errorf(status.NotImplemented, "%s is not implemented by this daemon", head.Type)
 		}
-		return head.Type, nil, Errorf(Invalid, "unknown message type %q", head.Type)
+		return head.Type, nil, status.Errorf(status.Invalid, "unknown message type %q", head.Type)
 	}
 	req := mk()
 	if err := json.Unmarshal(body, req); err != nil {
-		return head.Type, nil, Errorf(Invalid, "bad %s: %v", head.Type, err)
+		return head.Type, nil, status.Errorf(status.Invalid, "bad %s: %v", head.Type, err)
 	}
 	return head.Type, req, nil
 }

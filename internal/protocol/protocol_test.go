@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -56,49 +58,49 @@ func TestBeginEndFrame(t *testing.T) {
 func TestDecodeRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, wire string
-		code             Code
+		code             status.Code
 		check            func(t *testing.T, r Request)
 	}{
-		{"register", `{"type":"register_request","version":"0.1"}`, "register_request", OK, nil},
-		{"get buffers ids", `{"type":"get_buffers_request","ids":[1,2],"unsafe":true}`, "get_buffers_request", OK,
+		{"register", `{"type":"register_request","version":"0.1"}`, "register_request", status.OK, nil},
+		{"get buffers ids", `{"type":"get_buffers_request","ids":[1,2],"unsafe":true}`, "get_buffers_request", status.OK,
 			func(t *testing.T, r Request) {
 				g := r.(*GetBuffersRequest)
 				if len(g.IDs) != 2 || !g.Unsafe {
 					t.Fatalf("%+v", g)
 				}
 			}},
-		{"get buffers keyed", `{"type":"get_buffers_request","num":2,"0":7,"1":9}`, "get_buffers_request", OK,
+		{"get buffers keyed", `{"type":"get_buffers_request","num":2,"0":7,"1":9}`, "get_buffers_request", status.OK,
 			func(t *testing.T, r Request) {
 				if g := r.(*GetBuffersRequest); len(g.IDs) != 2 || g.IDs[1] != 9 {
 					t.Fatalf("%+v", g)
 				}
 			}},
-		{"get buffers keyed missing", `{"type":"get_buffers_request","num":2,"0":7}`, "get_buffers_request", Invalid, nil},
-		{"get data single id", `{"type":"get_data_request","id":5}`, "get_data_request", OK,
+		{"get buffers keyed missing", `{"type":"get_buffers_request","num":2,"0":7}`, "get_buffers_request", status.Invalid, nil},
+		{"get data single id", `{"type":"get_data_request","id":5}`, "get_data_request", status.OK,
 			func(t *testing.T, r Request) {
 				if g := r.(*GetDataRequest); len(g.ID) != 1 || g.ID[0] != 5 {
 					t.Fatalf("%+v", g)
 				}
 			}},
-		{"feedbacks", `{"type":"del_data_with_feedbacks_request","id":[1],"deep":true}`, "del_data_with_feedbacks_request", OK,
+		{"feedbacks", `{"type":"del_data_with_feedbacks_request","id":[1],"deep":true}`, "del_data_with_feedbacks_request", status.OK,
 			func(t *testing.T, r Request) {
 				if d := r.(*DelDataRequest); !d.Feedback() || !d.Deep {
 					t.Fatalf("%+v", d)
 				}
 			}},
-		{"unknown", `{"type":"nope"}`, "nope", Invalid, nil},
-		{"unimplemented", `{"type":"create_stream_request"}`, "create_stream_request", NotImplemented, nil},
-		{"no type", `{"size":1}`, "", Invalid, nil},
-		{"not json", `{"type":`, "", Invalid, nil},
-		{"bad field", `{"type":"create_buffer_request","size":"big"}`, "create_buffer_request", Invalid, nil},
-		{"negative size", `{"type":"create_buffer_request","size":-1}`, "create_buffer_request", Invalid, nil},
+		{"unknown", `{"type":"nope"}`, "nope", status.Invalid, nil},
+		{"unimplemented", `{"type":"create_stream_request"}`, "create_stream_request", status.NotImplemented, nil},
+		{"no type", `{"size":1}`, "", status.Invalid, nil},
+		{"not json", `{"type":`, "", status.Invalid, nil},
+		{"bad field", `{"type":"create_buffer_request","size":"big"}`, "create_buffer_request", status.Invalid, nil},
+		{"negative size", `{"type":"create_buffer_request","size":-1}`, "create_buffer_request", status.Invalid, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wire, req, err := DecodeRequest([]byte(tc.body))
 			if wire != tc.wire {
 				t.Fatalf("wire = %q, want %q", wire, tc.wire)
 			}
-			if CodeOf(err) != tc.code {
+			if status.CodeOf(err) != tc.code {
 				t.Fatalf("err = %v, want code %v", err, tc.code)
 			}
 			if err == nil && tc.check != nil {
@@ -156,32 +158,32 @@ func TestBuffersReplyCompat(t *testing.T) {
 func TestDecodeReplyErrors(t *testing.T) {
 	var r AckReply
 	err := DecodeReply([]byte(`{"code":12,"message":"gone"}`), "seal_reply", &r)
-	if CodeOf(err) != ObjectNotExists || !strings.Contains(err.Error(), "gone") {
+	if status.CodeOf(err) != status.ObjectNotExists || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("%v", err)
 	}
-	if !errors.Is(err, &Error{Code: ObjectNotExists}) {
+	if !errors.Is(err, &status.Error{Code: status.ObjectNotExists}) {
 		t.Fatal("errors.Is by code")
 	}
-	if err := DecodeReply([]byte(`{"type":"x_reply"}`), "seal_reply", &r); CodeOf(err) != Invalid {
+	if err := DecodeReply([]byte(`{"type":"x_reply"}`), "seal_reply", &r); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("%v", err)
 	}
-	if err := DecodeReply([]byte(`nope`), "seal_reply", &r); CodeOf(err) != Invalid {
+	if err := DecodeReply([]byte(`nope`), "seal_reply", &r); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("%v", err)
 	}
 }
 
 func TestErrors(t *testing.T) {
-	if CodeOf(nil) != OK || CodeOf(io.EOF) != UnknownError {
+	if status.CodeOf(nil) != status.OK || status.CodeOf(io.EOF) != status.UnknownError {
 		t.Fatal("CodeOf")
 	}
-	wrapped := errors.Join(Errorf(NotEnoughMemory, "full"))
-	if AsError(wrapped).Code != NotEnoughMemory {
+	wrapped := errors.Join(status.Errorf(status.NotEnoughMemory, "full"))
+	if status.AsError(wrapped).Code != status.NotEnoughMemory {
 		t.Fatal("AsError keeps code")
 	}
-	if Code(999).String() != "Code(999)" || ObjectNotExists.String() != "ObjectNotExists" {
+	if status.Code(999).String() != "Code(999)" || status.ObjectNotExists.String() != "ObjectNotExists" {
 		t.Fatal("names")
 	}
-	body := EncodeError(Errorf(ObjectSealed, "x"))
+	body := EncodeError(status.Errorf(status.ObjectSealed, "x"))
 	if string(body) != `{"code":13,"message":"x"}` {
 		t.Fatalf("%s", body)
 	}
@@ -216,8 +218,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		wire, req, err := DecodeRequest(data)
 		if err != nil {
-			if c := CodeOf(err); c != Invalid && c != NotImplemented {
-				t.Fatalf("decode error without Invalid/NotImplemented code: %v", err)
+			if c := status.CodeOf(err); c != status.Invalid && c != status.NotImplemented {
+				t.Fatalf("decode error without Invalid/status.NotImplemented code: %v", err)
 			}
 			return
 		}

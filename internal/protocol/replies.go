@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // AckReply is the reply of requests that return nothing but success
@@ -171,10 +173,10 @@ type ClusterMetaReply struct {
 
 // EncodeError returns the body of an error reply.
 func EncodeError(err error) []byte {
-	e := AsError(err)
+	e := status.AsError(err)
 	body, _ := json.Marshal(struct {
-		Code    Code   `json:"code"`
-		Message string `json:"message"`
+		Code    status.Code `json:"code"`
+		Message string      `json:"message"`
 	}{e.Code, e.Message})
 	return body
 }
@@ -185,14 +187,14 @@ func EncodeError(err error) []byte {
 func DecodeReply(body []byte, want string, r Reply) error {
 	*r.ReplyHeader() = Header{}
 	if err := json.Unmarshal(body, r); err != nil {
-		return Errorf(Invalid, "malformed reply: %v", err)
+		return status.Errorf(status.Invalid, "malformed reply: %v", err)
 	}
 	h := r.ReplyHeader()
 	if err := h.Err(); err != nil {
 		return err
 	}
 	if h.Type != want {
-		return Errorf(Invalid, "unexpected reply type %q, want %q", h.Type, want)
+		return status.Errorf(status.Invalid, "unexpected reply type %q, want %q", h.Type, want)
 	}
 	return nil
 }

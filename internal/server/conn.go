@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
@@ -121,7 +122,7 @@ func (c *conn) write(reply protocol.Reply, fds []int) bool {
 	frame, err := protocol.AppendReply(frame, reply)
 	if err != nil {
 		c.out = frame[:start]
-		return c.writeError(protocol.Errorf(protocol.UnknownError, "encode reply: %v", err))
+		return c.writeError(status.Errorf(status.UnknownError, "encode reply: %v", err))
 	}
 	protocol.EndFrame(frame, at)
 	c.out = frame
@@ -221,10 +222,10 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, error)) (bool, er
 			return check()
 		case <-poll.C:
 			if !c.alive() {
-				return false, protocol.Errorf(protocol.ConnectionError, "client went away")
+				return false, status.Errorf(status.ConnectionError, "client went away")
 			}
 		case <-c.s.ctx.Done():
-			return false, protocol.Errorf(protocol.AlreadyStopped, "the daemon is shutting down")
+			return false, status.Errorf(status.AlreadyStopped, "the daemon is shutting down")
 		}
 	}
 }

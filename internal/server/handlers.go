@@ -7,6 +7,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
@@ -44,7 +45,7 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 
 	case *protocol.CreateBuffersRequest:
 		if r.Num != 0 && r.Num != len(r.Sizes) {
-			return nil, nil, protocol.Errorf(protocol.Invalid, "num %d does not match %d sizes", r.Num, len(r.Sizes))
+			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d sizes", r.Num, len(r.Sizes))
 		}
 		ps, err := sess.CreateBuffers(r.Sizes)
 		if err != nil {
@@ -94,7 +95,7 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 
 	case *protocol.CreateDatasRequest:
 		if r.Num != 0 && r.Num != len(r.Contents) {
-			return nil, nil, protocol.Errorf(protocol.Invalid, "num %d does not match %d contents", r.Num, len(r.Contents))
+			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d contents", r.Num, len(r.Contents))
 		}
 		created, err := sess.CreateDatas(r.Contents, r.Seal)
 		if err != nil {
@@ -195,7 +196,7 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 	case *protocol.DebugRequest:
 		return ack(), nil, nil
 	}
-	return nil, nil, protocol.Errorf(protocol.NotImplemented, "%s is not implemented", req.RequestType())
+	return nil, nil, status.Errorf(status.NotImplemented, "%s is not implemented", req.RequestType())
 }
 
 func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
@@ -242,7 +243,7 @@ func (c *conn) getName(r *protocol.GetNameRequest) (protocol.Reply, []int, error
 		return nil, nil, err
 	}
 	if !found {
-		return nil, nil, protocol.Errorf(protocol.Timeout, "timed out after %v waiting for name %q", timeout, r.Name)
+		return nil, nil, status.Errorf(status.Timeout, "timed out after %v waiting for name %q", timeout, r.Name)
 	}
 	return &protocol.GetNameReply{ObjectID: id}, nil, nil
 }

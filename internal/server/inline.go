@@ -5,9 +5,10 @@ import (
 	"math"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-var errNotRegistered = protocol.Errorf(protocol.Invalid, "the connection is not registered yet")
+var errNotRegistered = status.Errorf(status.Invalid, "the connection is not registered yet")
 
 // handleInline answers a create_data request whose new blobs' bytes follow
 // its frame (docs/protocol.md, "inline"): it reads them straight into the
@@ -25,7 +26,7 @@ func (c *conn) handleInline(wire string, r *protocol.CreateDataRequest) bool {
 		total += n
 	}
 	if total > uint64(c.s.cfg.MaxFrame) {
-		c.writeError(protocol.Errorf(protocol.Invalid, "%d inline bytes, limit %d", total, c.s.cfg.MaxFrame))
+		c.writeError(status.Errorf(status.Invalid, "%d inline bytes, limit %d", total, c.s.cfg.MaxFrame))
 		c.flush(nil)
 		return false
 	}
@@ -39,7 +40,7 @@ func (c *conn) handleInline(wire string, r *protocol.CreateDataRequest) bool {
 	case !c.registered:
 		return drain(errNotRegistered)
 	case len(r.Seal) > 0:
-		return drain(protocol.Errorf(protocol.Invalid, "create_data takes either seal or inline blobs, not both"))
+		return drain(status.Errorf(status.Invalid, "create_data takes either seal or inline blobs, not both"))
 	}
 	blobs, err := c.sess.AllocInline(r.Inline)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 func start(t *testing.T) *Server {
@@ -69,14 +70,14 @@ func (r *raw) rpc(body string) map[string]any { r.send(body); return r.recv() }
 func TestProtocolErrorsKeepServing(t *testing.T) {
 	s := start(t)
 	r := dial(t, s)
-	if m := r.rpc(`{"type":"exists_request","id":1}`); m["code"] != float64(protocol.Invalid) {
+	if m := r.rpc(`{"type":"exists_request","id":1}`); m["code"] != float64(status.Invalid) {
 		t.Fatalf("unregistered: %v", m)
 	}
 	if m := r.rpc(`{"type":"register_request","version":"0.24.0"}`); m["type"] != "register_reply" {
 		t.Fatalf("register: %v", m)
 	}
 	for _, bad := range []string{`not json`, `{"type":"nope"}`, `{"size":1}`, `{"type":"create_buffer_request","size":"x"}`} {
-		if m := r.rpc(bad); m["code"] != float64(protocol.Invalid) {
+		if m := r.rpc(bad); m["code"] != float64(status.Invalid) {
 			t.Fatalf("%s: %v", bad, m)
 		}
 	}

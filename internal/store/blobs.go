@@ -7,6 +7,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // blob is a range of the arena.
@@ -145,10 +146,10 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	if err != nil {
 		if errors.Is(err, alloc.ErrNotEnoughMemory) {
 			used, limit := s.usageLocked()
-			return nil, protocol.Errorf(protocol.NotEnoughMemory,
+			return nil, status.Errorf(status.NotEnoughMemory,
 				"failed to allocate %d bytes: %d of %d bytes are in use", size, used, limit)
 		}
-		return nil, protocol.Errorf(protocol.Invalid, "cannot allocate %d bytes: %v", size, err)
+		return nil, status.Errorf(status.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}
 	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
 	s.blobs[b.id] = b
@@ -197,13 +198,13 @@ func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
 func (ss *Session) ownedLocked(id ids.ObjectID) (*blob, error) {
 	b, ok := ss.s.blobs[id]
 	if !ok {
-		return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+		return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
 	}
 	if b.sealed {
-		return nil, protocol.Errorf(protocol.ObjectSealed, "blob %v is already sealed", id)
+		return nil, status.Errorf(status.ObjectSealed, "blob %v is already sealed", id)
 	}
 	if b.owner != ss {
-		return nil, protocol.Errorf(protocol.Invalid, "blob %v was created by another connection", id)
+		return nil, status.Errorf(status.Invalid, "blob %v was created by another connection", id)
 	}
 	return b, nil
 }
@@ -259,14 +260,14 @@ func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
 		return err
 	}
 	if size > b.size {
-		return protocol.Errorf(protocol.Invalid, "cannot grow blob %v from %d to %d bytes", id, b.size, size)
+		return status.Errorf(status.Invalid, "cannot grow blob %v from %d to %d bytes", id, b.size, size)
 	}
 	if size == b.size {
 		return nil
 	}
 	if size > 0 {
 		if err := s.alloc.Shrink(b.offset, size); err != nil {
-			return protocol.Errorf(protocol.Invalid, "shrink blob %v: %v", id, err)
+			return status.Errorf(status.Invalid, "shrink blob %v: %v", id, err)
 		}
 	}
 	b.size = size
@@ -292,10 +293,10 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Paylo
 	for _, id := range idl {
 		b, ok := s.lookupBlobLocked(id)
 		if !ok {
-			return nil, protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+			return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
 		}
 		if !b.sealed && !unsafe {
-			return nil, protocol.Errorf(protocol.ObjectNotSealed, "blob %v is not sealed", id)
+			return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed", id)
 		}
 		got = append(got, b)
 	}
@@ -315,7 +316,7 @@ func (ss *Session) IncreaseReferenceCount(idl []ids.ObjectID) error {
 	for _, id := range idl {
 		b, ok := s.lookupBlobLocked(id)
 		if !ok {
-			return protocol.Errorf(protocol.ObjectNotExists, "blob %v does not exist", id)
+			return status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
 		}
 		ss.addRefLocked(b)
 	}

@@ -1,22 +1,22 @@
 package store
 
-import "github.com/v6d-io/v6d-go/internal/protocol"
+import "github.com/v6d-io/v6d-go/internal/status"
 
 // Errors of the store. Each carries the Vineyard status code a client sees;
 // test for them with errors.Is.
 var (
 	// ErrObjectNotExists is returned when an id or name is unknown.
-	ErrObjectNotExists = &protocol.Error{Code: protocol.ObjectNotExists}
+	ErrObjectNotExists = &status.Error{Code: status.ObjectNotExists}
 	// ErrObjectSealed is returned when an operation needs an unsealed blob.
-	ErrObjectSealed = &protocol.Error{Code: protocol.ObjectSealed}
+	ErrObjectSealed = &status.Error{Code: status.ObjectSealed}
 	// ErrObjectNotSealed is returned when a blob must be sealed first.
-	ErrObjectNotSealed = &protocol.Error{Code: protocol.ObjectNotSealed}
+	ErrObjectNotSealed = &status.Error{Code: status.ObjectNotSealed}
 	// ErrObjectIsBlob is returned when an operation does not apply to blobs.
-	ErrObjectIsBlob = &protocol.Error{Code: protocol.ObjectIsBlob}
+	ErrObjectIsBlob = &status.Error{Code: status.ObjectIsBlob}
 	// ErrMetaTreeInvalid is returned for a malformed metadata tree.
-	ErrMetaTreeInvalid = &protocol.Error{Code: protocol.MetaTreeInvalid}
+	ErrMetaTreeInvalid = &status.Error{Code: status.MetaTreeInvalid}
 	// ErrNotEnoughMemory is returned when the arena cannot hold an allocation.
-	ErrNotEnoughMemory = &protocol.Error{Code: protocol.NotEnoughMemory}
+	ErrNotEnoughMemory = &status.Error{Code: status.NotEnoughMemory}
 	// ErrInvalid is returned for a request that is not allowed.
-	ErrInvalid = &protocol.Error{Code: protocol.Invalid}
+	ErrInvalid = &status.Error{Code: status.Invalid}
 )

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Inline creation: a put of small data in one round trip. The client sends
@@ -104,7 +104,7 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 func inlineMember(key string, index json.RawMessage, inline []ids.ObjectID) (ids.ObjectID, error) {
 	var i int
 	if err := json.Unmarshal(index, &i); err != nil || i < 0 || i >= len(inline) {
-		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: no inline blob %s of %d", key, index, len(inline))
+		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: no inline blob %s of %d", key, index, len(inline))
 	}
 	return inline[i], nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // BlobTypename is the typename of blobs in metadata trees.
@@ -215,7 +216,7 @@ type treeBuild struct {
 // of an inline create (nil otherwise).
 func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID) ([]*object, error) {
 	if !json.Valid(content) {
-		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
+		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
@@ -240,7 +241,7 @@ func (s *Store) insertAllLocked(objs []*object) *object {
 // object of it, appending it (after its new members) to objs.
 func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBuild) (*object, error) {
 	if depth > maxTreeDepth {
-		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
+		return nil, status.Errorf(status.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
 	o := &object{
 		id:     s.gen.Object(),
@@ -261,13 +262,13 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		o.fields[key] = raw
 		return nil
 	}); err != nil {
-		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "metadata must be a JSON object")
+		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	if raw, ok := o.fields["typename"]; !ok || json.Unmarshal(raw, &o.typename) != nil || o.typename == "" {
-		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "no 'typename' field in the metadata")
+		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
 	}
 	if o.typename == BlobTypename {
-		return nil, protocol.Errorf(protocol.MetaTreeInvalid, "blobs cannot be created as metadata")
+		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
 	for key, raw := range memberTrees {
 		mid, err := s.memberLocked(key, raw, depth, tb)
@@ -308,14 +309,14 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 		}
 		return nil
 	}); err != nil {
-		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: %v", key, err)
 	}
 	if link.Inline != nil && tb.inline != nil {
 		return inlineMember(key, link.Inline, tb.inline)
 	}
 	if link.ID == nil {
 		if link.Typename == nil {
-			return 0, protocol.Errorf(protocol.MetaTreeInvalid,
+			return 0, status.Errorf(status.MetaTreeInvalid,
 				"member %q has neither an \"id\" (an existing object) nor a \"typename\" (a new one)", key)
 		}
 		o, err := s.buildObjectLocked(raw, depth+1, tb)
@@ -326,14 +327,14 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 	}
 	mid, err := parseTreeID(link.ID)
 	if err != nil {
-		return 0, protocol.Errorf(protocol.MetaTreeInvalid, "member %q: %v", key, err)
+		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: %v", key, err)
 	}
 	if !s.existsLocked(mid) {
-		return 0, protocol.Errorf(protocol.ObjectNotExists, "member %q (%v) does not exist", key, mid)
+		return 0, status.Errorf(status.ObjectNotExists, "member %q (%v) does not exist", key, mid)
 	}
 	if mid.IsBlob() {
 		if b, _ := s.lookupBlobLocked(mid); !b.sealed {
-			return 0, protocol.Errorf(protocol.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
+			return 0, status.Errorf(status.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
 		}
 	}
 	return mid, nil
@@ -471,11 +472,11 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.IsBlob() {
-		return protocol.Errorf(protocol.AssertionFailed, "blobs cannot be persisted: %v", id)
+		return status.Errorf(status.AssertionFailed, "blobs cannot be persisted: %v", id)
 	}
 	o, ok := s.objects[id]
 	if !ok {
-		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	s.persistLocked(o)
 	return nil
@@ -507,7 +508,7 @@ func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
 	}
 	o, ok := s.objects[id]
 	if !ok {
-		return false, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return false, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	return o.persisted, nil
 }
@@ -516,16 +517,16 @@ func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
 // upstream).
 func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	if len(keys) != len(values) {
-		return protocol.Errorf(protocol.Invalid, "label: %d keys but %d values", len(keys), len(values))
+		return status.Errorf(status.Invalid, "label: %d keys but %d values", len(keys), len(values))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.objects[id]
 	if !ok {
 		if id.IsBlob() {
-			return protocol.Errorf(protocol.ObjectIsBlob, "blobs cannot be labelled: %v", id)
+			return status.Errorf(status.ObjectIsBlob, "blobs cannot be labelled: %v", id)
 		}
-		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	labels := map[string]string{}
 	if raw, ok := o.fields["__labels"]; ok {
@@ -550,22 +551,22 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 	var add map[string]json.RawMessage
 	if len(bytes.TrimSpace(extra)) > 0 && string(bytes.TrimSpace(extra)) != "null" {
 		if err := json.Unmarshal(extra, &add); err != nil {
-			return 0, protocol.Errorf(protocol.Invalid, "shallow_copy: extra must be a JSON object: %v", err)
+			return 0, status.Errorf(status.Invalid, "shallow_copy: extra must be a JSON object: %v", err)
 		}
 	}
 	for k, v := range add {
 		if t := bytes.TrimSpace(v); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-			return 0, protocol.Errorf(protocol.Invalid, "shallow_copy: extra value %q is not a scalar", k)
+			return 0, status.Errorf(status.Invalid, "shallow_copy: extra value %q is not a scalar", k)
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.IsBlob() {
-		return 0, protocol.Errorf(protocol.ObjectIsBlob, "blobs cannot be shallow-copied: %v", id)
+		return 0, status.Errorf(status.ObjectIsBlob, "blobs cannot be shallow-copied: %v", id)
 	}
 	src, ok := s.objects[id]
 	if !ok {
-		return 0, protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return 0, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	o := &object{
 		id:       s.gen.Object(),

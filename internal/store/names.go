@@ -6,29 +6,29 @@ import (
 	"strings"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // PutName associates name with a persisted, non-blob object; an existing name
 // moves. The name is also written as "__name" into the object.
 func (s *Store) PutName(name string, id ids.ObjectID) error {
 	if name == "" {
-		return protocol.Errorf(protocol.Invalid, "name must not be empty")
+		return status.Errorf(status.Invalid, "name must not be empty")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.IsBlob() {
 		if _, ok := s.lookupBlobLocked(id); !ok {
-			return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+			return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 		}
-		return protocol.Errorf(protocol.Invalid, "blobs cannot have name")
+		return status.Errorf(status.Invalid, "blobs cannot have name")
 	}
 	o, ok := s.objects[id]
 	if !ok {
-		return protocol.Errorf(protocol.ObjectNotExists, "object %v does not exist", id)
+		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	if !o.persisted {
-		return protocol.Errorf(protocol.Invalid, "transient objects cannot have name, please persist it first")
+		return status.Errorf(status.Invalid, "transient objects cannot have name, please persist it first")
 	}
 	if old, ok := s.names[name]; ok {
 		if prev, ok := s.objects[old]; ok && prev != o {
@@ -67,7 +67,7 @@ func (s *Store) GetName(name string) (ids.ObjectID, error) {
 	defer s.mu.Unlock()
 	id, ok := s.names[name]
 	if !ok {
-		return 0, protocol.Errorf(protocol.ObjectNotExists, "failed to find name: %s", name)
+		return 0, status.Errorf(status.ObjectNotExists, "failed to find name: %s", name)
 	}
 	return id, nil
 }
@@ -122,7 +122,7 @@ func compileMatcher(pattern string, regex bool) (func(string) bool, error) {
 	}
 	re, err := regexp.Compile("^(?:" + expr + ")$")
 	if err != nil {
-		return nil, protocol.Errorf(protocol.Invalid, "bad pattern %q: %v", pattern, err)
+		return nil, status.Errorf(status.Invalid, "bad pattern %q: %v", pattern, err)
 	}
 	return re.MatchString, nil
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 func newStore(t *testing.T) *Store {
@@ -70,7 +70,7 @@ func TestTreesAndNames(t *testing.T) {
 	ss := s.NewSession()
 	defer ss.Close()
 	b := blobOf(t, ss, 10)
-	if _, err := ss.CreateData(json.RawMessage(fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, b)), nil); protocol.CodeOf(err) != protocol.ObjectNotSealed {
+	if _, err := ss.CreateData(json.RawMessage(fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, b)), nil); status.CodeOf(err) != status.ObjectNotSealed {
 		t.Fatalf("unsealed member: %v", err)
 	}
 	for _, bad := range []string{`[]`, `{"typename":""}`, `{"typename":"vineyard::Blob"}`, `{"typename":"t","m":{"x":1}}`} {
@@ -92,7 +92,7 @@ func TestTreesAndNames(t *testing.T) {
 	if tree["typename"] != "t" || member["length"] != float64(10) || tree["transient"] != true {
 		t.Fatalf("tree %v", tree)
 	}
-	if err := s.PutName("n", id); protocol.CodeOf(err) != protocol.Invalid {
+	if err := s.PutName("n", id); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("transient name: %v", err)
 	}
 	if err := s.Persist(id); err != nil {
@@ -118,7 +118,7 @@ func TestTreesAndNames(t *testing.T) {
 	if out, err := s.List("*", false, 0); err != nil || len(out) < 2 {
 		t.Fatal(err)
 	}
-	if _, err := s.List("(", true, 0); protocol.CodeOf(err) != protocol.Invalid {
+	if _, err := s.List("(", true, 0); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("bad regex: %v", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestCreateNestedIsAllOrNothing(t *testing.T) {
 	for i := 0; i <= maxTreeDepth+1; i++ {
 		deep = `{"typename":"n","m":` + deep + `}`
 	}
-	if _, err := ss.CreateData(json.RawMessage(deep), nil); protocol.CodeOf(err) != protocol.MetaTreeInvalid {
+	if _, err := ss.CreateData(json.RawMessage(deep), nil); status.CodeOf(err) != status.MetaTreeInvalid {
 		t.Fatalf("over-deep tree: %v", err)
 	}
 }

@@ -1,4 +1,9 @@
-package protocol
+// Package status is Vineyard's status codes and the error type that carries
+// one. Every layer uses it: the store returns these errors, the protocol
+// sends them as {"code": N, "message": "..."}, the client relays them, and
+// libv6d turns them into v6d_status values (include/v6d.h mirrors the codes,
+// as python/vineyard/errors.py does; a test checks all three agree).
+package status
 
 import (
 	"errors"
