@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._objects import Blob, Object
+from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta
-from .client import Blob, BlobBuilder, Client, InstanceStatus, Object, connect
+from .client import Client, InstanceStatus, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
 from .errors import *

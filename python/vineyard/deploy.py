@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .client import connect
+
 __all__ = ["daemon_path", "init", "shutdown", "start_vineyardd"]
 
 def daemon_path() -> str:
@@ -78,8 +80,6 @@ def init(size: str = "1Gi", socket: str | None = None, **kw: Any) -> Any:
     """Starts a private daemon for this process (stopped at exit) and returns
     a client connected to it; sets VINEYARD_IPC_SOCKET."""
     global _running
-    from .client import connect
-
     if _running is None:
         stack = contextlib.ExitStack()
         os.environ["VINEYARD_IPC_SOCKET"] = stack.enter_context(start_vineyardd(size, socket))

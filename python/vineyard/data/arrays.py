@@ -24,8 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 from .._types import ObjectMeta
-from . import labels
+from . import index, labels
+from .arrow import put_arrow, resolve_arrow
+from .base import pickle_tree
 from .batch import BlobBatch
+from .registry import register_resolver, resolve
+from .tensor import resolve_numpy, tensor_meta
 
 __all__ = ["build_array", "register", "resolve_array", "tensor_array", "values_of"]
 
@@ -48,14 +52,13 @@ def values_of(obj: Any) -> Any:
 
 def tensor_array(batch: BlobBatch, arr: Any) -> ObjectMeta:
     """The ``vineyard::Tensor`` tree of ``arr``, its blob recorded in ``batch``."""
-    from .tensor import tensor_meta
 
     meta = tensor_meta(arr)
     batch.add(meta, "buffer_", arr)
     return meta
 
 
-def build_array(client: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
+def build_array(session: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
     """The tree of ``values`` (a 1-D NumPy or extension array), its blobs
     recorded in ``batch``; Arrow-backed values are stored at once."""
     import numpy as np
@@ -64,10 +67,10 @@ def build_array(client: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             raise ValueError(f"vineyard: expected a 1-D array, got shape {values.shape}")
-        return _object_array(client, values, batch) if values.dtype.hasobject else tensor_array(batch, values)
+        return _object_array(session, values, batch) if values.dtype.hasobject else tensor_array(batch, values)
     dtype = values.dtype
     if isinstance(dtype, np.dtype):
-        return build_array(client, np.asarray(values), batch)
+        return build_array(session, np.asarray(values), batch)
     if isinstance(dtype, pd.DatetimeTZDtype):
         meta = tensor_array(batch, values.asi8.view(f"M8[{dtype.unit}]"))
         meta["tz_"] = labels.encode_field(_tz_key(dtype))
@@ -79,18 +82,17 @@ def build_array(client: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
         meta.nbytes = values._data.nbytes + values._mask.nbytes
         return meta
     if isinstance(dtype, pd.CategoricalDtype):
-        from .index import build_index
 
         meta = ObjectMeta({"typename": CATEGORICAL, "ordered_": bool(dtype.ordered)})
         meta.add_member("codes_", tensor_array(batch, values.codes))
-        meta.add_member("categories_", build_index(client, dtype.categories, batch))
+        meta.add_member("categories_", index.build_index(session, dtype.categories, batch))
         meta.nbytes = values.codes.nbytes
         return meta
     if isinstance(dtype, pd.StringDtype) and _arrow_available():
-        return _arrow(client, batch, values.__arrow_array__(), {"kind_": "string", "storage_": dtype.storage,
+        return _arrow(session, batch, values.__arrow_array__(), {"kind_": "string", "storage_": dtype.storage,
                                                                 "na_value_": _na_name(dtype.na_value)})
     if isinstance(dtype, pd.ArrowDtype) and _arrow_available():
-        return _arrow(client, batch, values.__arrow_array__(), {"kind_": "arrow"})
+        return _arrow(session, batch, values.__arrow_array__(), {"kind_": "arrow"})
     return _pickle(batch, values)
 
 
@@ -128,7 +130,6 @@ def _na_name(na: Any) -> str:
 
 
 def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
-    from .base import pickle_tree
 
     meta, parts = pickle_tree(value)
     for key, part in parts:
@@ -136,18 +137,17 @@ def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
     return meta
 
 
-def _arrow(client: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
-    from .arrow import put_arrow
+def _arrow(session: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
 
     meta = ObjectMeta({"typename": ARROW, **fields})
-    oid = put_arrow(client, arrow)
+    oid = put_arrow(session, arrow)
     batch.created.append(int(oid))
     meta.add_member("value_", oid)
     meta.nbytes = int(arrow.nbytes)
     return meta
 
 
-def _object_array(client: Any, arr: Any, batch: BlobBatch) -> ObjectMeta:
+def _object_array(session: Any, arr: Any, batch: BlobBatch) -> ObjectMeta:
     """Strings with missing values all None or all NaN go to Arrow; any
     other object array is pickled."""
     import pandas as pd
@@ -163,52 +163,48 @@ def _object_array(client: Any, arr: Any, batch: BlobBatch) -> ObjectMeta:
         return _pickle(batch, arr)
     import pyarrow as pa
 
-    return _arrow(client, batch, pa.array(arr, type=pa.large_string(), from_pandas=True),
+    return _arrow(session, batch, pa.array(arr, type=pa.large_string(), from_pandas=True),
                   {"kind_": "object", "na_value_": kind})
 
 
-def resolve_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """The array of a tree :func:`build_array` made: a read-only NumPy view or
     an extension array over such views (Arrow-backed: over Arrow's)."""
     import pandas as pd
 
-    from .tensor import resolve_numpy
 
     typename = str(tree.get("typename", ""))
     if typename.startswith("vineyard::Tensor"):
-        arr = resolve_numpy(client, tree, pin)
+        arr = resolve_numpy(session, tree, pin)
         if "tz_" not in tree:
             return arr
         key = labels.decode_field(tree["tz_"])
         dtype = pd.DatetimeTZDtype(arr.dtype.name[11:-1], key)  # "datetime64[ns]" -> "ns"
         return pd.arrays.DatetimeArray._simple_new(arr, dtype=dtype)  # no public zero-copy constructor
     if typename.startswith(MASKED):
-        values = resolve_numpy(client, tree["values_"], pin)
-        mask = resolve_numpy(client, tree["mask_"], pin)
+        values = resolve_numpy(session, tree["values_"], pin)
+        mask = resolve_numpy(session, tree["mask_"], pin)
         klass = pd.api.types.pandas_dtype(tree["dtype_"]).construct_array_type()
         return klass(values, mask, copy=False)
     if typename == CATEGORICAL:
-        from .index import resolve_index
 
-        codes = resolve_numpy(client, tree["codes_"], pin)
-        categories = resolve_index(client, tree["categories_"], pin)
+        codes = resolve_numpy(session, tree["codes_"], pin)
+        categories = index.resolve_index(session, tree["categories_"], pin)
         dtype = pd.CategoricalDtype(categories, ordered=bool(tree["ordered_"]))
         return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
     if typename == ARROW:
-        return _resolve_arrow_array(client, tree, pin)
-    from . import resolve
+        return _resolve_arrow_array(session, tree, pin)
 
-    return resolve(client, tree, pin)  # a pickled array, or a value some other builder stored
+    return resolve(session, tree, pin)  # a pickled array, or a value some other builder stored
 
 
-def _resolve_arrow_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
 
-    from .arrow import resolve_arrow
 
-    arrow = resolve_arrow(client, tree["value_"], pin)
+    arrow = resolve_arrow(session, tree["value_"], pin)
     if not isinstance(arrow, pa.ChunkedArray):
         arrow = pa.chunked_array([arrow])
     kind = tree["kind_"]
@@ -227,7 +223,6 @@ def _resolve_arrow_array(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-    from . import register_resolver
 
     for typename in (MASKED, CATEGORICAL, ARROW):
         register_resolver(typename, resolve_array)

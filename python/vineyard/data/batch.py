@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
+from .._handles import ArrayHolder
 from .._types import ObjectMeta
 
 __all__ = ["BlobBatch"]
@@ -71,9 +72,8 @@ def _writable_view(address: int, like: Any) -> Any:
     """A writable C-order array over ``address`` with ``like``'s shape and dtype."""
     import numpy as np
 
-    from ..client import _ArrayHolder
 
-    return np.asarray(_ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
+    return np.asarray(ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
 
 
 class BlobBatch:
@@ -92,7 +92,7 @@ class BlobBatch:
         says) or a bytes-like object."""
         self._jobs.append((meta, key, _source_array(source)))
 
-    def commit(self, client: Any, root: ObjectMeta) -> None:
+    def commit(self, session: Any, root: ObjectMeta) -> None:
         """Creates every blob in one round trip, fills them, adds them to
         their trees, and makes ``root`` (the tree ``create_metadata`` will
         get) seal them. Every tree given to :meth:`add` must be ``root`` or
@@ -109,7 +109,7 @@ class BlobBatch:
                 root.add_inline_member(key, data, tree=meta)
             self._jobs = []
             return
-        builders = self._builders = client.create_blob(sizes) if len(jobs) > 1 else [client.create_blob(sizes[0])]
+        builders = self._builders = session.create_blob(sizes) if len(jobs) > 1 else [session.create_blob(sizes[0])]
         if sum(sizes) < _SPLIT_BYTES:
             for builder, (_, _, src) in zip(builders, jobs):
                 if src.nbytes:
@@ -124,7 +124,7 @@ class BlobBatch:
         self._jobs = []
 
     @contextlib.contextmanager
-    def building(self, client: Any) -> Iterator[BlobBatch]:
+    def building(self, session: Any) -> Iterator[BlobBatch]:
         """On an error inside the block, deletes the objects stored for the
         value (``created``) and drops its unsealed blobs, then re-raises."""
         try:
@@ -135,7 +135,7 @@ class BlobBatch:
                     if not builder.issealed:
                         builder.abort()
                 if self.created:
-                    client.delete(self.created)
+                    session.delete(self.created)
             raise
 
 

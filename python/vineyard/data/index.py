@@ -17,8 +17,10 @@ import json
 from typing import Any
 
 from .._types import ObjectMeta
-from . import labels
+from . import arrays, labels
+from .base import build_pickle
 from .batch import BlobBatch
+from .registry import register_builder, register_resolver
 
 __all__ = ["build_index", "register", "resolve_index"]
 
@@ -29,11 +31,10 @@ MULTI_INDEX = "vineyard::MultiIndex"
 INLINE_MAX = 4096
 
 
-def build_index(client: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
+def build_index(session: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
     """The tree of ``index``, its blobs recorded in ``batch``."""
     import pandas as pd
 
-    from .arrays import build_array, tensor_array, values_of
 
     if isinstance(index, pd.RangeIndex):
         return ObjectMeta({"typename": RANGE_INDEX, "start_": index.start, "stop_": index.stop,
@@ -44,15 +45,15 @@ def build_index(client: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
         if index.sortorder is not None:
             meta["sortorder_"] = int(index.sortorder)
         for i, (level, codes) in enumerate(zip(index.levels, index.codes)):
-            meta.add_member(f"levels_-{i}", build_index(client, level, batch))
-            meta.add_member(f"codes_-{i}", tensor_array(batch, codes))
+            meta.add_member(f"levels_-{i}", build_index(session, level, batch))
+            meta.add_member(f"codes_-{i}", arrays.tensor_array(batch, codes))
         return meta
     meta = ObjectMeta({"typename": INDEX, "name": labels.encode_field(index.name),
                        "value_type_": str(index.dtype)})
     if isinstance(index, (pd.DatetimeIndex, pd.TimedeltaIndex)) and index.freq is not None:
         meta["freq_"] = labels.encode_field(_freq_key(index.freq))
     if not _inline(meta, index):
-        meta.add_member("value_", build_array(client, values_of(index), batch))
+        meta.add_member("value_", arrays.build_array(session, arrays.values_of(index), batch))
     return meta
 
 
@@ -114,13 +115,12 @@ def _with_freq(index: Any, freq: Any) -> Any:
     return type(index)(index, freq=offset, name=index.name, copy=False)
 
 
-def resolve_index(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_index(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """The Index of a tree :func:`build_index` made; numeric values are
     read-only views of the store."""
     import numpy as np
     import pandas as pd
 
-    from .arrays import resolve_array
 
     typename = str(tree.get("typename", ""))
     if typename == RANGE_INDEX:
@@ -128,14 +128,14 @@ def resolve_index(client: Any, tree: dict[str, Any], pin: Any) -> Any:
                              name=labels.decode_field(tree["name"]))
     if typename == MULTI_INDEX:
         n = int(tree["nlevels_"])
-        return pd.MultiIndex(levels=[resolve_index(client, tree[f"levels_-{i}"], pin) for i in range(n)],
-                             codes=[resolve_array(client, tree[f"codes_-{i}"], pin) for i in range(n)],
+        return pd.MultiIndex(levels=[resolve_index(session, tree[f"levels_-{i}"], pin) for i in range(n)],
+                             codes=[arrays.resolve_array(session, tree[f"codes_-{i}"], pin) for i in range(n)],
                              names=[labels.decode(v) for v in json.loads(tree["names_"])],
                              sortorder=tree.get("sortorder_"), verify_integrity=False)
     name = labels.decode_field(tree.get("name", "null"))
     if "values_" in tree:
         return _inline_values(tree, name)
-    values = resolve_array(client, tree["value_"], pin)
+    values = arrays.resolve_array(session, tree["value_"], pin)
     if "freq_" in tree:
         return _with_freq(pd.Index(values, name=name, copy=False), labels.decode_field(tree["freq_"]))
     if isinstance(values, np.ndarray) and values.dtype == object:
@@ -143,21 +143,19 @@ def resolve_index(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     return pd.Index(values, name=name, copy=False)
 
 
-def build_pandas_index(client: Any, index: Any, **kw: Any) -> ObjectMeta:
+def build_pandas_index(session: Any, index: Any, **kw: Any) -> ObjectMeta:
     """Builder of ``client.put(index)``."""
     if type(index).__module__.partition(".")[0] != "pandas":
-        from .base import build_pickle
 
-        return build_pickle(client, index)  # a subclass: keep its type
+        return build_pickle(session, index)  # a subclass: keep its type
     batch = BlobBatch()
-    with batch.building(client):
-        meta = build_index(client, index, batch)
-        batch.commit(client, meta)
+    with batch.building(session):
+        meta = build_index(session, index, batch)
+        batch.commit(session, meta)
     return meta
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
 
     for qualname in ("pandas.Index", "pandas.core.indexes.base.Index"):
         register_builder(qualname, build_pandas_index)
