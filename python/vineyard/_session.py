@@ -23,11 +23,14 @@ from ._handles import ArrayHolder, Conn, Pin, map_private
 from ._types import ObjectID, ObjectMeta
 from .errors import Status, exception_for
 
-__all__ = ["INLINE_LIMIT", "BlobBuilder", "Session", "address_of"]
+__all__ = ["INLINE_BYTES", "BlobBuilder", "Session", "address_of"]
 
-# Inline puts (v6d_put_inline) send the bytes through the socket: one round
-# trip instead of two, which pays up to a few hundred KiB.
-INLINE_LIMIT = 256 << 10
+# The one inline threshold: a put whose new blobs hold at most this many bytes
+# in all sends them with its tree (v6d_put_inline): one round trip instead of
+# two; the socket copy is cheaper than the second round trip up to about here
+# (docs/performance.md). Larger data is written in place into shared-memory
+# blobs.
+INLINE_BYTES = 64 << 10
 
 _byref = ctypes.byref
 
@@ -140,7 +143,7 @@ class Session:
         small, else into shared-memory blobs first."""
         if meta.inline_data:
             inline = meta.inline_data
-            if tree is None and not seal and not meta.seal_ids and _inline_total(inline) <= INLINE_LIMIT:
+            if tree is None and not seal and not meta.seal_ids and _inline_total(inline) <= INLINE_BYTES:
                 return self.put_inline(meta.to_json().encode(), [d for _, d in inline])[0]
             self._materialize_inline(meta)
         body = meta.to_json().encode()

@@ -8,8 +8,9 @@ import pickle
 from typing import Any
 
 from .._objects import Blob
+from .._session import INLINE_BYTES
 from .._types import BLOB_TYPENAME, ObjectID, ObjectMeta
-from .batch import INLINE_BYTES, BlobBatch
+from .batch import BlobBatch
 from .registry import build_meta, register_builder, register_resolver, resolve
 
 __all__ = ["build_pickle", "pickle_tree", "register", "resolve_blob"]

@@ -8,7 +8,7 @@ exactly once (large copies split over a few threads: ``ctypes.memmove`` and
 NumPy's copy loops release the GIL) and adds the blobs as members. The root
 tree, created with ``create_metadata``, seals them all in the same round trip.
 
-When all the bytes are few (``INLINE_BYTES``), no blob is created up front:
+When all the bytes are few (``vineyard._session.INLINE_BYTES``, 64 KiB), no blob is created up front:
 they go with the tree itself (``ObjectMeta.add_inline_member``), blobs and
 objects in a single round trip.
 """
@@ -24,13 +24,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from .._handles import ArrayHolder
+from .._session import INLINE_BYTES
 from .._types import ObjectMeta
 
 __all__ = ["BlobBatch"]
-
-# A batch of at most this many bytes travels with its tree (one round trip
-# instead of two: the socket copy is cheaper than the second round trip).
-INLINE_BYTES = 64 << 10
 
 # Copies of at least this many bytes are split into chunks over the pool.
 _SPLIT_BYTES = 8 << 20
