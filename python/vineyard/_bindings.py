@@ -87,3 +87,10 @@ def declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+
+
+# TEMP(python branch): defined by the cabi branch
+GET_UNSAFE = 1  # v6d_get_buffers: also blobs not sealed yet
+DELETE_FORCE = 1  # v6d_delete: also objects other objects still reference
+DELETE_SHALLOW = 2  # v6d_delete: the object only, not its members
+DELETE_MEMORY_TRIM = 4  # v6d_delete: return freed memory to the system

@@ -240,7 +240,9 @@ class BlobBuilder:
 
     def seal(self, client: Any = None) -> ObjectID:
         """Seals the blob; it becomes immutable and readable by others. The
-        builder's memory must not be used afterwards: get the blob to read it."""
+        builder's memory must not be used afterwards: get the blob to read it.
+        ``client`` is accepted for upstream's signature and ignored: a
+        builder seals through the connection that created it."""
         handle = self._session.handle()
         _ffi.call("v6d_seal", handle, int(self.id))
         self.issealed = True
@@ -250,11 +252,13 @@ class BlobBuilder:
         return self.id
 
     def abort(self, client: Any = None) -> None:
-        """Drops the unsealed blob and frees its memory."""
+        """Drops the unsealed blob and frees its memory (``client`` is
+        ignored, as in :meth:`seal`)."""
         _ffi.call("v6d_abort", self._session.handle(), int(self.id))
 
     def shrink(self, client: Any, size: int) -> None:
-        """Shrinks the unsealed blob to ``size`` bytes."""
+        """Shrinks the unsealed blob to ``size`` bytes (``client`` is
+        ignored, as in :meth:`seal`)."""
         _ffi.call("v6d_shrink", self._session.handle(), int(self.id), int(size))
         self.size = size
 

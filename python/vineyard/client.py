@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 from . import _ffi, data
+from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
 from ._session import BlobBuilder, Session, address_of
@@ -108,16 +109,20 @@ class Client:
         return Blob(1 << 63, 0, 0, None)
 
     def get_blob(self, object_id: IdLike, unsafe: bool = False) -> Blob:
+        """Returns a sealed blob as a read-only :class:`Blob` view (no copy),
+        pinned while the Blob lives. With ``unsafe``, a blob not sealed yet
+        is returned too (its bytes may still change)."""
         return self.get_blobs([object_id], unsafe)[0]
 
     def get_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> list[Blob]:
+        """:meth:`get_blob` of several blobs in one round trip."""
         idl = [_id(i) for i in object_ids]
         n = len(idl)
         c_ids = (ctypes.c_uint64 * n)(*idl)
         c_ptrs = (ctypes.POINTER(ctypes.c_uint8) * n)()
         c_sizes = (ctypes.c_uint64 * n)()
         session = self._session
-        _ffi.call("v6d_get_buffers", session.handle(), n, c_ids, 1 if unsafe else 0, c_ptrs, c_sizes)
+        _ffi.call("v6d_get_buffers", session.handle(), n, c_ids, GET_UNSAFE if unsafe else 0, c_ptrs, c_sizes)
         return [Blob(idl[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, c_sizes[i], session.pin(idl[i]))
                 for i in range(n)]
 
@@ -131,29 +136,41 @@ class Client:
         return self._session.create_metadata(meta, seal)
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
-        """Returns the metadata tree of an object."""
+        """Returns the metadata tree of an object. ``sync_remote`` is accepted
+        for upstream's signature and ignored: the daemon always answers from
+        the metadata it has, which already follows the cluster's."""
         tree = self._json_out("v6d_get_metadata", _id(object_id))
         return ObjectMeta(tree)
 
     def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> list[ObjectMeta]:
+        """:meth:`get_meta` of each id (``sync_remote`` is ignored as there)."""
         return [self.get_meta(i) for i in object_ids]
 
     def list_metadatas(self, pattern: str = "*", regex: bool = False, limit: int = 5,
                        nobuffer: bool = False) -> list[ObjectMeta]:
+        """The metadata of up to ``limit`` objects (0: all) whose typename
+        matches ``pattern`` (a glob, or with ``regex`` a regular expression).
+        ``nobuffer`` is accepted for upstream's signature; the trees never
+        carry blob bytes here, so it changes nothing."""
         content = self._json_out("v6d_list", pattern.encode(), 1 if regex else 0, limit)
         return [ObjectMeta(t) for t in (content or {}).values()]
 
     def list_objects(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> list[ObjectID]:
+        """The ids of :meth:`list_metadatas`."""
         return [m.id for m in self.list_metadatas(pattern, regex, limit)]
 
     def delete(self, object_id: IdLike | Sequence[IdLike], force: bool = False, deep: bool = True,
                memory_trim: bool = False) -> None:
-        """Deletes objects. Views other processes hold stay intact until released."""
+        """Deletes objects: with ``deep`` (the default) their members too,
+        unless other objects still use them; ``force`` deletes those anyway;
+        ``memory_trim`` returns the freed memory to the system. Views other
+        processes hold stay intact until released."""
         if isinstance(object_id, (list, tuple)):
             idl = [_id(i) for i in object_id]
         else:
             idl = [_id(cast(IdLike, object_id))]
-        flags = (1 if force else 0) | (0 if deep else 2) | (4 if memory_trim else 0)
+        flags = ((DELETE_FORCE if force else 0) | (0 if deep else DELETE_SHALLOW)
+                 | (DELETE_MEMORY_TRIM if memory_trim else 0))
         self._session.delete(idl, flags)
 
     def exists(self, object_id: IdLike) -> bool:
