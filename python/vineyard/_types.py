@@ -16,9 +16,16 @@ BLOB_TYPENAME = "vineyard::Blob"
 
 
 class ObjectID(int):
-    """A 64-bit object id; bit 63 marks a blob. ``repr`` is ``o%016x``.
+    """A 64-bit object id; bit 63 marks a blob. ``repr`` is ``o%016x`` and
+    ``str`` is upstream's ``ObjectID <"o%016x">``.
+
+    Made from an int, or from text in any of the forms ids are printed in:
+    ``repr`` (``"o000000000000002a"``), ``str`` (``'ObjectID <"o…">'``), or
+    decimal (``"42"``); so ``ObjectID(str(oid)) == ObjectID(repr(oid)) == oid``.
 
     >>> ObjectID("o000000000000002a") == 42
+    True
+    >>> ObjectID(str(ObjectID(42))) == ObjectID(repr(ObjectID(42))) == 42
     True
     >>> repr(ObjectID(42))
     'o000000000000002a'
@@ -26,9 +33,7 @@ class ObjectID(int):
 
     def __new__(cls, value: int | str | ObjectID = 0xFFFFFFFFFFFFFFFF) -> Self:
         if isinstance(value, str):
-            if not value:
-                raise ValueError("empty object id")
-            value = int(value[1:], 16) if not value[0].isdigit() else int(value)
+            value = _parse_id(value)
         value = int(value)
         if not 0 <= value < 1 << 64:
             raise ValueError(f"object id {value} is out of range")
@@ -51,6 +56,23 @@ class ObjectID(int):
     @property
     def uri(self) -> str:
         return f"vineyard://{self!r}"
+
+
+def _parse_id(text: str) -> int:
+    """The id in ``text``: ``o`` and 1-16 hex digits, the same wrapped as
+    ``ObjectID <"o…">``, or decimal digits."""
+    body = text.strip()
+    if body.startswith('ObjectID <"') and body.endswith('">'):
+        body = body[len('ObjectID <"'):-2]
+    if body[:1] == "o" and 1 < len(body) <= 17 and all(c in _HEX for c in body[1:]):
+        return int(body[1:], 16)
+    if body.isascii() and body.isdigit():
+        return int(body)
+    raise ValueError(f"invalid object id {text!r}: expected 'o' and up to 16 hex digits ('o000000000000002a'), "
+                     f"the same as ObjectID <\"o…\"> (str of an ObjectID), or a decimal number")
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class ObjectMeta:

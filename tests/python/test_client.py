@@ -75,6 +75,28 @@ def test_object_id_api():
     assert ObjectID(1 << 63).is_blob
 
 
+@pytest.mark.parametrize("value", [0, 42, (1 << 63) | 0xABC, (1 << 64) - 2])
+def test_object_id_parses_every_printed_form(value):
+    oid = ObjectID(value)
+    assert str(oid) == f'ObjectID <"o{value:016x}">'  # upstream's str, unchanged
+    for text in (str(oid), repr(oid), str(value), f"o{value:x}", repr(oid).upper().replace("O", "o", 1)):
+        assert ObjectID(text) == oid, text
+
+
+@pytest.mark.parametrize("text", ["hello", "", "o", "oxyz", "0x2a", "-5", 'ObjectID <"hello">',
+                                  "o" + "1" * 17, 'ObjectID <"o2a"', "\u0663"])
+def test_object_id_rejects_malformed_text_naming_the_forms(text):
+    with pytest.raises(ValueError) as e:
+        ObjectID(text)
+    message = str(e.value)
+    assert repr(text) in message and "hex digits" in message and "ObjectID <" in message and "decimal" in message
+
+
+def test_object_id_out_of_range():
+    with pytest.raises(ValueError, match="out of range"):
+        ObjectID(str(1 << 64))
+
+
 def test_names_and_errors(client):
     oid = client.put(np.arange(3))
     with pytest.raises(vineyard.InvalidException):
