@@ -69,13 +69,31 @@ class Session:
         return client
 
     def handle(self) -> int:
-        """The C handle; raises if the client is closed or this process is a
-        fork of the one that connected."""
+        """The C handle; raises if the client is closed, this process is a
+        fork of the one that connected, or the daemon is gone (a
+        ConnectionError, also for what the client could answer from its
+        cache)."""
         conn = self.conn
         if conn is None:
             raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
         _ffi.check_process()
+        alive = _ffi.connected_function()
+        if alive is not None and not alive(conn.handle):
+            raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
+                                "(the daemon stopped or hung up); connect again")
         return conn.handle
+
+    @property
+    def connected(self) -> bool:
+        """False once the client is closed or (when the library can tell,
+        ``v6d_connected``) the daemon is gone; never blocks."""
+        conn = self.conn
+        if conn is None:
+            return False
+        if not _ffi.usable():
+            return False  # a forked child: nothing here may call into libv6d
+        alive = _ffi.connected_function()
+        return alive is None or bool(alive(conn.handle))
 
     def pin(self, oid: int) -> Pin:
         """A pin of ``oid``, whose blobs this connection holds (from a get)."""

@@ -77,7 +77,11 @@ class Client:
 
     @property
     def connected(self) -> bool:
-        return self._session.conn is not None
+        """True while the client is open and its daemon alive. Once the
+        daemon is gone it is False and every call raises ConnectionError,
+        also one the client could answer from its cache (with a libv6d that
+        has ``v6d_connected``; an older one only knows about close())."""
+        return self._session.connected
 
     def close(self) -> None:
         """Closes the client. Views got from it stay valid: the connection is

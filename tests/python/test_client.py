@@ -270,3 +270,27 @@ def test_small_put_is_one_round_trip_and_keeps_nothing(client):
     np.testing.assert_array_equal(client.get(oid), np.arange(100))
     client.delete(oid)
     assert client.status.memory_usage == base
+
+
+def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_cache(tmp_path):
+    sock = str(tmp_path / "vineyard.sock")
+    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        vineyard.deploy._wait(sock, proc)
+        client = vineyard.connect(sock)
+        oid = client.put(np.arange(1000))
+        assert client.get(oid)[999] == 999 and client.get_meta(oid).typename.startswith("vineyard::Tensor")
+        assert client.connected
+    finally:
+        proc.kill()
+        proc.wait()
+    if not vineyard._ffi.has_function("v6d_connected"):
+        pytest.xfail("needs v6d_connected (cabi branch)")
+    assert not client.connected
+    for call in (lambda: client.get(oid), lambda: client.get_meta(oid), lambda: client.get_object(oid),
+                 lambda: client.put(np.arange(3)), lambda: client.exists(oid)):
+        with pytest.raises(ConnectionError):
+            call()
+    client.close()
+    assert not client.connected
