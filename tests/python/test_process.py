@@ -71,6 +71,34 @@ def test_init_starts_and_shutdown_stops_a_private_daemon():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
 
 
+def test_init_keeps_the_daemon_log_out_of_the_notebook(tmp_path):
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, vineyard
+        c = vineyard.init(size="64Mi")
+        c.get(c.put(np.arange(5)))
+        log = vineyard.deploy.log_path()
+        print("log:", log)
+        with open(log) as f:
+            print("INFO in log:", "level=INFO" in f.read())
+        vineyard.shutdown()
+        assert vineyard.deploy.log_path() is None
+    """)], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "INFO in log: True" in r.stdout and "vineyardd.log" in r.stdout  # the daemon did log, to its file
+    assert "level=" not in r.stderr and "level=" not in r.stdout, r.stderr  # and nothing reached the notebook
+
+    # A daemon that cannot start: the error quotes its log.
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import vineyard
+        try:
+            vineyard.init(size="bogus", socket={str(tmp_path / "v.sock")!r})
+        except RuntimeError as e:
+            print("error:", e)
+    """)], capture_output=True, text=True, timeout=60, check=False)
+    assert "error: vineyard: vineyardd exited" in r.stdout and "v.sock.log" in r.stdout, r.stdout + r.stderr
+    assert "size" in r.stdout.split("ends with:", 1)[1], r.stdout
+
+
 class Point:
     def __init__(self, x: float, y: float) -> None:
         self.x, self.y = x, y
