@@ -260,7 +260,49 @@ class Client:
         return tree, pin
 
     def put(self, value: Any, persist: bool = False, name: str | None = None, **kwargs: Any) -> ObjectID:
-        """Stores ``value`` and returns its id (see vineyard.data for types)."""
+        """Stores ``value`` in the daemon and returns its :class:`ObjectID`.
+
+        Accepted values, and what :meth:`get` returns for them:
+
+        - ``numpy.ndarray`` of any non-object dtype, any shape, C or Fortran
+          order (a strided array is stored contiguous): a ``vineyard::Tensor``;
+          got back as a read-only ``numpy.ndarray`` over shared memory.
+        - ``pandas.DataFrame``, ``Series``, ``Index`` (every dtype: NumPy,
+          nullable, categorical, datetime with zone, string, Arrow-backed;
+          ``attrs`` and ``flags`` kept): got back as the same pandas type,
+          its NumPy-backed columns over shared memory; writable, a write
+          copies the block first (Copy-on-Write), never reaching the store.
+        - ``pyarrow`` Array, ChunkedArray, RecordBatch, Table,
+          RecordBatchReader, and anything with ``__arrow_c_stream__`` or
+          ``__arrow_c_array__`` (polars, duckdb, nanoarrow...): got back as
+          pyarrow (polars for a polars value, when polars is installed)
+          whose buffers are the shared memory.
+        - ``torch.Tensor`` (strided, sparse, quantized, nested): got back as
+          a tensor over a private copy-on-write view (writes stay in the
+          getting process).
+        - ``bytes``, ``bytearray``, ``memoryview``: one blob; got back as a
+          read-only ``memoryview``.
+        - ``bool``, ``int``, ``float``, ``str``: a scalar, got back as itself;
+          ``list`` and ``tuple``: each item stored by these rules.
+        - anything else: pickle protocol 5, each out-of-band buffer (a NumPy
+          array inside a dict or a class) in a blob of its own, so it comes
+          back without a copy too.
+
+        Builders registered with :func:`vineyard.register_builder` take
+        precedence for their types.
+
+        Keyword arguments: ``persist`` makes the object visible to every
+        daemon of the cluster (and required for ``name``); ``name`` then
+        names it (:meth:`get_name`); other keywords go to the value's
+        builder (the built-in ones accept and ignore them, as upstream's
+        signature allows).
+
+        The bytes are copied once into shared memory (small values, 64 KiB
+        in all, go with the request). The stored object is immutable: later
+        changes to ``value`` do not reach it. Raises
+        ``NotEnoughMemoryException`` when the daemon's memory is full
+        (nothing is left half stored), ``ConnectionError`` when the daemon
+        is gone."""
         oid = data.build(self._session, value, **kwargs)
         if persist:
             self.persist(oid)
@@ -271,8 +313,31 @@ class Client:
         return oid
 
     def get(self, object_id: IdLike | None = None, name: str | None = None, **kwargs: Any) -> Any:
-        """Returns the value stored as ``object_id`` (or ``name``), as a
-        zero-copy read-only view where the type allows."""
+        """Returns the value stored as ``object_id`` (an :class:`ObjectID`,
+        its int, its text ``"o…"``, or an :class:`ObjectMeta`), or under
+        ``name`` when ``object_id`` is None.
+
+        What comes back for each stored type is listed in :meth:`put`; an
+        object with no resolver (a typename nobody registered) comes back as
+        its :class:`ObjectMeta`. Resolvers registered with
+        :func:`vineyard.register_resolver` take precedence for their
+        typenames. Other keyword arguments are accepted for upstream's
+        signature and ignored.
+
+        Zero-copy and read-only: one round trip, whatever the size; the
+        result's buffers are the store's shared memory, not a copy. NumPy
+        arrays, memoryviews and pyarrow buffers are read-only (a write
+        raises ``ValueError`` or ``TypeError``); pandas objects copy a block before a write
+        and torch tensors copy a 4 KiB page on its first write, so no write
+        ever reaches the store or another reader. The result keeps the
+        object's blobs pinned while it (or anything sharing its memory)
+        lives: a ``delete`` meanwhile hides the object but frees its memory
+        only when the last view is gone, and closing the client leaves the
+        views valid.
+
+        Raises ``ObjectNotExistsException`` for an unknown id,
+        ``ValueError`` without either argument, ``ConnectionError`` when the
+        daemon is gone."""
         if object_id is None:
             if name is None:
                 raise ValueError("get needs an object_id or a name")

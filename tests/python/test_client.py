@@ -294,3 +294,14 @@ def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_c
             call()
     client.close()
     assert not client.connected
+
+
+def test_help_of_put_and_get_documents_types_keywords_and_rules():
+    put, get = vineyard.Client.put.__doc__ or "", vineyard.Client.get.__doc__ or ""
+    for word in ("numpy.ndarray", "pandas.DataFrame", "pyarrow", "torch.Tensor", "bytes", "pickle",
+                 "``persist``", "``name``", "immutable", "register_builder"):
+        assert word in put, word
+    for word in ("``name``", "Zero-copy", "read-only", "pinned", "ObjectNotExistsException", "ConnectionError",
+                 "ignored", "register_resolver"):
+        assert word in get, word
+    assert "Client.put" in (vineyard.put.__doc__ or "") and "Client.get" in (vineyard.get.__doc__ or "")
