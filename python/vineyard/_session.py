@@ -165,6 +165,9 @@ class Session:
                 return self.put_inline(meta.to_json().encode(), [d for _, d in inline])[0]
             self._materialize_inline(meta)
         body = meta.to_json().encode()
+        builders = meta.sealing_builders
+        for builder in builders:
+            builder.revoke_views()  # before anything is sealed: may refuse
         to_seal = [*meta.seal_ids, *seal]
         n = len(to_seal)
         c_seal = (ctypes.c_uint64 * n)(*to_seal) if n else None
@@ -173,6 +176,9 @@ class Session:
         _ffi.call("v6d_create_metadata", handle, body, len(body), c_seal, n, _byref(oid),
                   None if tree is None else _byref(tree), None if tree_len is None else _byref(tree_len))
         meta.seal_ids.clear()
+        for builder in builders:
+            builder.issealed = True
+        builders.clear()
         if n:
             # Drop the references sealing took (no round trip): a put keeps
             # no view, and holding them would keep the memory after a delete.
@@ -230,9 +236,13 @@ class BlobBuilder:
         self.size = size
         self.issealed = oid == 1 << 63  # the empty blob is sealed by nature
         self._view: Any = None  # made on first use: put's memmove path never needs it
+        self._exports: list[memoryview] = []  # views memoryview() handed out, released at seal
 
     @property
     def _array(self) -> Any:
+        if self.issealed and self.size:
+            raise ValueError(f"vineyard: blob {self.id!r} is sealed, its bytes are immutable; get the blob "
+                             "(client.get_blob) to read them")
         if self._view is None:
             import numpy as np
 
@@ -246,8 +256,34 @@ class BlobBuilder:
         return self.size
 
     def memoryview(self) -> memoryview:
-        """A writable memoryview of the bytes (do not use after seal)."""
-        return memoryview(self._array)
+        """A writable memoryview of the bytes, until the blob is sealed:
+        sealing releases it (a later use raises ValueError), and refuses with
+        BufferError while an export of it is held (a ``PickleBuffer``...).
+        Arrays made from it before sealing (``np.frombuffer(view)``, slices)
+        keep a raw pointer Python cannot revoke: never write through them
+        after seal; write with :meth:`copy` or through the view itself."""
+        view = memoryview(self._array)
+        self._exports.append(view)
+        return view
+
+    def revoke_views(self) -> None:
+        """Releases every view :meth:`memoryview` handed out and makes the
+        builder's own array read-only, before sealing. Raises BufferError,
+        and seals nothing, while another object still holds a buffer taken
+        from one of those views."""
+        held = 0
+        for view in self._exports:
+            try:
+                view.release()
+            except BufferError:
+                held += 1
+        if held:
+            raise BufferError(f"vineyard: cannot seal blob {self.id!r}: {held} export(s) of its memoryview() "
+                              "are still alive; release them first, a sealed blob must not be writable")
+        self._exports.clear()
+        if self._view is not None:
+            self._view.flags.writeable = False
+            self._view = None
 
     def copy(self, offset: int, data: Any) -> None:
         """Copies bytes-like ``data`` into the blob at ``offset``."""
@@ -262,6 +298,7 @@ class BlobBuilder:
         ``client`` is accepted for upstream's signature and ignored: a
         builder seals through the connection that created it."""
         handle = self._session.handle()
+        self.revoke_views()
         _ffi.call("v6d_seal", handle, int(self.id))
         self.issealed = True
         # Sealing gave this connection a reference; nothing here reads through
@@ -271,7 +308,9 @@ class BlobBuilder:
 
     def abort(self, client: Any = None) -> None:
         """Drops the unsealed blob and frees its memory (``client`` is
-        ignored, as in :meth:`seal`)."""
+        ignored, as in :meth:`seal`); its views are released first, as by
+        :meth:`seal`, so none is left over freed memory."""
+        self.revoke_views()
         _ffi.call("v6d_abort", self._session.handle(), int(self.id))
 
     def shrink(self, client: Any, size: int) -> None:

@@ -85,6 +85,7 @@ class ObjectMeta:
     def __init__(self, tree: dict[str, Any] | None = None, global_: bool = False) -> None:
         self._tree: dict[str, Any] = dict(tree or {})
         self._seal: list[int] = []  # unsealed blobs of ours this tree references
+        self._builders: list[Any] = []  # the BlobBuilders among them, told when sealed
         self._inline: list[tuple[dict[str, Any], Any]] = []  # (placeholder, data) of inline blobs
         if global_:
             self._tree["global"] = True
@@ -119,9 +120,22 @@ class ObjectMeta:
     def _adopt(self, child: ObjectMeta) -> None:
         """Takes over the blobs a pending child tree brings along."""
         self._seal.extend(child._seal)
+        self._builders.extend(child._builders)
         for placeholder, data in child._inline:
             placeholder["inline"] = len(self._inline)
             self._inline.append((placeholder, data))
+
+    def seal_with(self, builder: Any) -> None:
+        """Makes creating this tree seal ``builder`` (an unsealed BlobBuilder
+        of this client, a member of this tree or of a tree embedded in it)."""
+        self._seal.append(int(builder.id))
+        self._builders.append(builder)
+
+    @property
+    def sealing_builders(self) -> list[Any]:
+        """The BlobBuilders among :attr:`seal_ids`: creating the tree seals
+        them, so their writable views are revoked first."""
+        return self._builders
 
     @property
     def seal_ids(self) -> list[int]:
@@ -180,7 +194,9 @@ class ObjectMeta:
             self._adopt(value)
             return
         if getattr(value, "issealed", True) is False:  # a BlobBuilder
-            self._seal.append(int(value.id))
+            self.seal_with(value)
+            self._tree[key] = {"id": repr(ObjectID(value.id))}
+            return
         oid = getattr(value, "id", value)
         self._tree[key] = {"id": repr(ObjectID(oid))}
 

@@ -305,3 +305,47 @@ def test_help_of_put_and_get_documents_types_keywords_and_rules():
                  "ignored", "register_resolver"):
         assert word in get, word
     assert "Client.put" in (vineyard.put.__doc__ or "") and "Client.get" in (vineyard.get.__doc__ or "")
+
+
+def test_a_sealed_blob_builder_cannot_be_written(client, vineyard_socket):
+    b = client.create_blob(4)
+    view = b.memoryview()
+    view[:] = b"abcd"
+    bid = b.seal()
+    with pytest.raises(ValueError):
+        view[0] = 0x7A  # the view handed out was released by seal
+    with pytest.raises(ValueError, match="sealed"):
+        b.copy(0, b"z")
+    with pytest.raises(ValueError, match="sealed"):
+        b.memoryview()
+    with vineyard.connect(vineyard_socket) as other:
+        assert bytes(other.get_blob(bid)) == b"abcd"
+
+
+def test_seal_refuses_while_a_buffer_of_the_builder_is_alive(client, vineyard_socket):
+    b = client.create_blob(8)
+    view = b.memoryview()
+    view[:] = b"\x07" * 8
+    held = pickle.PickleBuffer(view)  # holds a buffer export of the view
+    with pytest.raises(BufferError, match="still alive"):
+        b.seal()
+    assert not b.issealed
+    held.release()
+    bid = b.seal()
+    with pytest.raises(ValueError):
+        view[0] = 0
+    with vineyard.connect(vineyard_socket) as other:
+        assert bytes(other.get_blob(bid)) == b"\x07" * 8
+
+
+def test_creating_a_tree_seals_its_builders_and_revokes_their_views(client):
+    b = client.create_blob(8)
+    view = b.memoryview()
+    view[:] = b"12345678"
+    meta = vineyard.ObjectMeta({"typename": "my::Thing"})
+    meta.add_member("buffer_", b)
+    oid = client.create_metadata(meta).id
+    assert b.issealed
+    with pytest.raises(ValueError):
+        view[0] = 0
+    assert bytes(client.get_blob(client.get_meta(oid)["buffer_"].id)) == b"12345678"

@@ -117,7 +117,7 @@ class BlobBatch:
         for builder, (meta, key, _) in zip(builders, jobs):
             meta.add_member(key, builder)
             if meta is not root and not builder.issealed:  # root copied a member's seal ids when embedding it
-                root.seal_ids.append(int(builder.id))
+                root.seal_with(builder)
         self._jobs = []
 
     @contextlib.contextmanager
