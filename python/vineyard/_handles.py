@@ -14,6 +14,8 @@ import ctypes
 import weakref
 from typing import Any
 
+import numpy as np
+
 from . import _ffi
 
 __all__ = ["ArrayHolder", "Conn", "Pin", "PrivateView", "live_views", "map_private"]
@@ -128,8 +130,6 @@ def map_private(conn: Conn, blob_id: int) -> Any:
     of ``blob_id``, which the connection must hold (e.g. got with the tree
     being resolved). The array's ``base`` is the :class:`PrivateView`: the
     view lives while the array or anything sharing its memory does."""
-    import numpy as np
-
     ptr = ctypes.POINTER(ctypes.c_uint8)()
     size = ctypes.c_uint64()
     _ffi.check_process()

@@ -18,6 +18,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, overload
 
+import numpy as np
+
 from . import _ffi
 from ._handles import ArrayHolder, Conn, Pin, map_private
 from ._types import ObjectID, ObjectMeta
@@ -37,8 +39,6 @@ _byref = ctypes.byref
 
 def address_of(data: Any) -> tuple[int, int, Any]:
     """(address, nbytes, object keeping them alive) of contiguous data."""
-    import numpy as np
-
     arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     return arr.ctypes.data, arr.nbytes, arr
 
@@ -244,8 +244,6 @@ class BlobBuilder:
             raise ValueError(f"vineyard: blob {self.id!r} is sealed, its bytes are immutable; get the blob "
                              "(client.get_blob) to read them")
         if self._view is None:
-            import numpy as np
-
             if self.size:
                 self._view = np.asarray(ArrayHolder(None, self.address, (self.size,), "|u1", readonly=False))
             else:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
 from . import index, labels
 from .arrow import put_arrow, resolve_arrow
@@ -41,7 +43,6 @@ ARROW = "vineyard::pandas::ArrowArray"
 def values_of(obj: Any) -> Any:
     """The 1-D values of a Series or an Index without a copy: a NumPy array
     for NumPy dtypes, else the ExtensionArray."""
-    import numpy as np
     import pandas as pd
 
     values = obj.array
@@ -61,7 +62,6 @@ def tensor_array(batch: BlobBatch, arr: Any) -> ObjectMeta:
 def build_array(session: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
     """The tree of ``values`` (a 1-D NumPy or extension array), its blobs
     recorded in ``batch``; Arrow-backed values are stored at once."""
-    import numpy as np
     import pandas as pd
 
     if isinstance(values, np.ndarray):
@@ -130,7 +130,6 @@ def _na_name(na: Any) -> str:
 
 
 def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
-
     meta, parts = pickle_tree(value)
     for key, part in parts:
         batch.add(meta, key, part)
@@ -138,7 +137,6 @@ def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
 
 
 def _arrow(session: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
-
     meta = ObjectMeta({"typename": ARROW, **fields})
     oid = put_arrow(session, arrow)
     batch.created.append(int(oid))
@@ -199,7 +197,6 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
-    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
@@ -223,6 +220,5 @@ def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     for typename in (MASKED, CATEGORICAL, ARROW):
         register_resolver(typename, resolve_array)

@@ -351,7 +351,6 @@ def _accepts(value: Any) -> bool:
 
 
 def register() -> None:
-
     for qualname in ("pyarrow.lib.Array", "pyarrow.lib.ChunkedArray", "pyarrow.lib.RecordBatch",
                      "pyarrow.lib.Table", "pyarrow.lib.RecordBatchReader"):
         register_builder(qualname, _build)

@@ -17,7 +17,6 @@ __all__ = ["build_pickle", "pickle_tree", "register", "resolve_blob"]
 
 
 def build_bytes(session: Any, value: Any, **kw: Any) -> ObjectID:
-
     view = memoryview(value).cast("B")
     if 0 < view.nbytes <= INLINE_BYTES:
         return session.put_inline(None, [view])[1][0]  # the blob is the object: one round trip
@@ -52,7 +51,6 @@ def resolve_scalar(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def build_sequence(session: Any, value: Any, **kw: Any) -> ObjectMeta:
-
     meta = ObjectMeta({"typename": "vineyard::Sequence", "size_": len(value),
                        "__elements_-size": len(value), "is_list_": isinstance(value, list)})
     for i, item in enumerate(value):
@@ -61,7 +59,6 @@ def build_sequence(session: Any, value: Any, **kw: Any) -> ObjectMeta:
 
 
 def resolve_sequence(session: Any, tree: dict[str, Any], pin: Any) -> Any:
-
     items = [resolve(session, tree[f"__elements_-{i}"], pin) for i in range(int(tree["__elements_-size"]))]
     return items if tree.get("is_list_") else tuple(items)
 
@@ -98,7 +95,6 @@ def resolve_pickle(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     for buffer_type in (bytes, bytearray, memoryview):
         register_builder(buffer_type, build_bytes)
     for scalar_type in (bool, int, float, str):

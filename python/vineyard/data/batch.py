@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
+import numpy as np
+
 from .._handles import ArrayHolder
 from .._session import INLINE_BYTES
 from .._types import ObjectMeta
@@ -58,8 +60,6 @@ def _executor() -> ThreadPoolExecutor | None:
 
 
 def _source_array(source: Any) -> Any:
-    import numpy as np
-
     if isinstance(source, np.ndarray):
         return source
     return np.frombuffer(source, dtype=np.uint8)  # bytes, memoryview: read-only is fine
@@ -67,9 +67,6 @@ def _source_array(source: Any) -> Any:
 
 def _writable_view(address: int, like: Any) -> Any:
     """A writable C-order array over ``address`` with ``like``'s shape and dtype."""
-    import numpy as np
-
-
     return np.asarray(ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
 
 
@@ -99,8 +96,6 @@ class BlobBatch:
             return
         sizes = [src.nbytes for _, _, src in jobs]
         if sum(sizes) <= INLINE_BYTES:
-            import numpy as np
-
             for meta, key, src in jobs:  # a strided source gets its C-order copy here
                 data = src if src.flags.c_contiguous or src.flags.f_contiguous else np.ascontiguousarray(src)
                 root.add_inline_member(key, data, tree=meta)
@@ -152,8 +147,6 @@ def _copy_one(task: tuple[int, Any]) -> None:
     if src.flags.c_contiguous or src.flags.f_contiguous:
         ctypes.memmove(address, src.ctypes.data, src.nbytes)  # in memory order; releases the GIL
     else:
-        import numpy as np
-
         np.copyto(_writable_view(address, src), src, casting="no")  # into C order; releases the GIL too
 
 

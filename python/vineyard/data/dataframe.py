@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
 from .arrays import build_array, resolve_array, values_of
 from .base import build_pickle
@@ -63,7 +65,6 @@ def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A DataFrame over the stored columns, one block per column, without a
     copy for NumPy-backed, masked and categorical columns; writable (the
     first write to a column copies that column)."""
-    import numpy as np
     import pandas as pd
 
     try:
@@ -89,7 +90,6 @@ def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     for qualname in ("pandas.DataFrame", "pandas.core.frame.DataFrame"):
         register_builder(qualname, build_dataframe)
     register_resolver(DATAFRAME, resolve_dataframe)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
 from . import arrays, labels
 from .base import build_pickle
@@ -70,7 +72,6 @@ def _freq_key(freq: Any) -> Any:
 
 def _inline(meta: ObjectMeta, index: Any) -> bool:
     """Stores a short object or string index in ``meta`` itself."""
-    import numpy as np
     import pandas as pd
 
     if len(index) > INLINE_MAX:
@@ -90,7 +91,6 @@ def _inline(meta: ObjectMeta, index: Any) -> bool:
 
 
 def _inline_values(tree: dict[str, Any], name: Any) -> Any:
-    import numpy as np
     import pandas as pd
 
     values = json.loads(tree["values_"])
@@ -118,7 +118,6 @@ def _with_freq(index: Any, freq: Any) -> Any:
 def resolve_index(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """The Index of a tree :func:`build_index` made; numeric values are
     read-only views of the store."""
-    import numpy as np
     import pandas as pd
 
 
@@ -156,7 +155,6 @@ def build_pandas_index(session: Any, index: Any, **kw: Any) -> ObjectMeta:
 
 
 def register() -> None:
-
     for qualname in ("pandas.Index", "pandas.core.indexes.base.Index"):
         register_builder(qualname, build_pandas_index)
     for typename in (INDEX, RANGE_INDEX, MULTI_INDEX):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
 from . import labels
 from .arrays import build_array, resolve_array, values_of
@@ -42,7 +44,6 @@ def build_series(session: Any, series: Any, **kw: Any) -> ObjectMeta:
 def resolve_series(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A Series over the stored values, without a copy for NumPy-backed,
     masked and categorical values; writable (the first write copies)."""
-    import numpy as np
     import pandas as pd
 
 
@@ -55,7 +56,6 @@ def resolve_series(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     for qualname in ("pandas.Series", "pandas.core.series.Series"):
         register_builder(qualname, build_series)
     register_resolver(SERIES, resolve_series)

@@ -8,6 +8,8 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from .._handles import ArrayHolder
 from .._types import ObjectID, ObjectMeta
 from .base import build_pickle
@@ -39,8 +41,6 @@ def _dtype_fields(dtype: Any) -> tuple[str, str, str]:
 
 @functools.lru_cache(maxsize=256)
 def _dtype(text: str) -> Any:
-    import numpy as np
-
     return np.dtype(text)
 
 
@@ -61,7 +61,6 @@ def tensor_meta(arr: Any) -> ObjectMeta:
 
 
 def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
-
     if arr.dtype.hasobject:
         return build_pickle(session, arr)
     meta = tensor_meta(arr)
@@ -72,9 +71,8 @@ def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
 
 
 def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
-    import numpy as np
-
-
+    """A read-only NumPy view of a tensor tree's blob (no copy), kept alive
+    by ``pin``."""
     dtype = _dtype(tree["value_type_meta_"])
     shape = _parse_shape(tree["shape_"])
     fortran = str(tree.get("order_", "C")).strip('"') == "F"
@@ -98,6 +96,5 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     register_builder("numpy.ndarray", build_numpy)
     register_resolver("vineyard::Tensor", resolve_numpy)

@@ -384,7 +384,6 @@ def resolve_torch(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-
     register_builder("torch.Tensor", build_torch)
     register_resolver(DENSE, resolve_torch)
     register_resolver(PREFIX, resolve_torch)
