@@ -11,10 +11,9 @@ import numpy as np
 
 from .._types import ObjectMeta
 from . import labels
-from .arrays import build_array, resolve_array, values_of
+from .arrays import build_array, build_index, resolve_array, resolve_index, values_of
 from .base import build_pickle
 from .batch import BlobBatch
-from .index import build_index, resolve_index
 from .ndframe import decode_ndframe, encode_ndframe
 from .registry import register_builder, register_resolver
 
