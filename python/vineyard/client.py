@@ -110,6 +110,7 @@ class Client:
         return self._session.create_blob(size)
 
     def create_empty_blob(self) -> Blob:
+        """The empty blob (size 0, id ``o8000000000000000``), sealed by nature."""
         return Blob(1 << 63, 0, 0, None)
 
     def get_blob(self, object_id: IdLike, unsafe: bool = False) -> Blob:
@@ -178,25 +179,34 @@ class Client:
         self._session.delete(idl, flags)
 
     def exists(self, object_id: IdLike) -> bool:
+        """Reports whether the object exists (and is not deleted)."""
         out = ctypes.c_int32()
         _ffi.call("v6d_exists", self._session.handle(), _id(object_id), ctypes.byref(out))
         return bool(out.value)
 
     def persist(self, object_id: IdLike) -> None:
+        """Makes the object (and its members) visible to every daemon of the
+        cluster; needed before it can be named."""
         _ffi.call("v6d_persist", self._session.handle(), _id(object_id))
 
     def if_persist(self, object_id: IdLike) -> bool:
+        """Reports whether the object is persisted."""
         out = ctypes.c_int32()
         _ffi.call("v6d_if_persist", self._session.handle(), _id(object_id), ctypes.byref(out))
         return bool(out.value)
 
     def shallow_copy(self, object_id: IdLike, extra_metadata: dict[str, Any] | None = None) -> ObjectID:
+        """A new object with the same metadata and members (no bytes
+        copied), plus the fields of ``extra_metadata`` (scalars); returns its
+        id."""
         out = ctypes.c_uint64()
         extra = json.dumps(extra_metadata).encode() if extra_metadata else None
         _ffi.call("v6d_shallow_copy", self._session.handle(), _id(object_id), extra, ctypes.byref(out))
         return ObjectID(out.value)
 
     def label(self, object_id: IdLike, key: str | dict[str, str], value: str | None = None) -> None:
+        """Sets the label ``key`` to ``value``, or every label of a dict
+        ``key``, on the object (keys and values are stored as strings)."""
         labels = key if isinstance(key, dict) else {key: value}
         for k, v in labels.items():
             _ffi.call("v6d_label", self._session.handle(), _id(object_id), str(k).encode(), str(v).encode())
@@ -204,6 +214,7 @@ class Client:
     # -- names ------------------------------------------------------------
 
     def put_name(self, object_id: IdLike, name: str) -> None:
+        """Names a persisted object (see :meth:`get_name`)."""
         _ffi.call("v6d_put_name", self._session.handle(), _id(object_id), str(name).encode())
 
     def get_name(self, name: str, wait: bool = False) -> ObjectID:
@@ -220,9 +231,12 @@ class Client:
                 continue
 
     def drop_name(self, name: str) -> None:
+        """Removes a name (the object stays)."""
         _ffi.call("v6d_drop_name", self._session.handle(), name.encode())
 
     def list_names(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> dict[str, ObjectID]:
+        """Up to ``limit`` names (0: all) matching ``pattern`` (a glob, or
+        with ``regex`` a regular expression), with their ids."""
         names = self._json_out("v6d_list_names", pattern.encode(), 1 if regex else 0, limit) or {}
         return {k: ObjectID(v) for k, v in names.items()}
 
@@ -230,18 +244,25 @@ class Client:
 
     @property
     def status(self) -> InstanceStatus:
+        """The daemon's status: memory usage and limit, connections."""
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
     def meta(self) -> dict[str, Any]:
+        """The cluster's metadata as the daemon knows it: ``{"i<N>": {...}}``
+        per instance."""
         return self._json_out("v6d_cluster_meta")
 
     def clear(self) -> None:
+        """Deletes every object of the daemon (views held stay intact until
+        released)."""
         _ffi.call("v6d_clear", self._session.handle())
 
     reset = clear
 
     def memory_trim(self) -> bool:
+        """Asks the daemon to return unused arena pages to the kernel;
+        reports whether anything was released."""
         out = ctypes.c_int32()
         _ffi.call("v6d_memory_trim", self._session.handle(), ctypes.byref(out))
         return bool(out.value)
