@@ -20,6 +20,9 @@
  *    text form is "o%016x".
  *  - Memory returned through a `char **` or `void **` out-parameter is owned by
  *    the caller and released with v6d_free(), unless stated otherwise.
+ *  - A `flags` argument takes only the V6D_* bits its function's comment
+ *    names; any other bit is refused with V6D_INVALID and nothing happens
+ *    (a newer caller's flag is never silently ignored).
  *  - If the library ever recovers from an internal fault it returns
  *    V6D_INTERNAL and refuses every later call with V6D_INTERNAL.
  *  - The Go runtime inside libv6d does not survive fork(): a forked child must
@@ -108,9 +111,9 @@ enum {
   V6D_DELETE_MEMORY_TRIM = 4  /**< return freed pages to the kernel */
 };
 
-/** Flags of v6d_get_buffers and v6d_get_object. */
+/** Flags of v6d_get_buffers. */
 enum {
-  V6D_GET_UNSAFE = 1 /**< allow unsealed blobs (get_buffers only) */
+  V6D_GET_UNSAFE = 1 /**< allow unsealed blobs */
 };
 
 /* ---- library ----------------------------------------------------------- */
@@ -301,7 +304,9 @@ v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
  *  A get of an object this client got recently is answered from the client's
  *  cache, without a round trip, unless any client deleted or changed an
  *  object since (the daemon's meta epoch, docs/protocol.md): the result is
- *  the same as from the daemon. \since 1 */
+ *  the same as from the daemon. `flags` is reserved and must be 0: no flag
+ *  is defined yet (upstream's sync_remote would be one, once objects live on
+ *  several instances), and a set bit is V6D_INVALID. \since 1 */
 v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
                           char **json, size_t *len, v6d_error *err);
 

@@ -31,6 +31,9 @@ func v6dgo_put_arrow_array(h C.uint64_t, array *C.struct_ArrowArray, schema *C.s
 		if e := putID(id); e != nil {
 			return e
 		}
+		if e := checkFlags("v6d_put_arrow_array", flags, putArrayFlags); e != nil {
+			return e
+		}
 		oid, e := arrowc.PutArray(c, unsafe.Pointer(array), unsafe.Pointer(schema), uint32(flags), jsonArg(extra, 0))
 		if e == nil {
 			*id = C.uint64_t(oid)
@@ -44,6 +47,9 @@ func v6dgo_put_arrow_stream(h C.uint64_t, stream *C.struct_ArrowArrayStream, fla
 	defer arrowc.ReleaseStream(unsafe.Pointer(stream)) // consumed on every path, also a bad handle
 	return with(h, err, func(c *client.Client) error {
 		if e := putID(id); e != nil {
+			return e
+		}
+		if e := checkFlags("v6d_put_arrow_stream", flags, putStreamFlags); e != nil {
 			return e
 		}
 		oid, e := arrowc.PutStream(c, unsafe.Pointer(stream), uint32(flags), jsonArg(extra, 0))

@@ -244,13 +244,16 @@ func v6dgo_get(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, 
 //export v6dgo_get_buffers
 func v6dgo_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, datas **C.uint8_t, sizes *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_get_buffers", flags, getBuffersFlags); e != nil {
+			return e
+		}
 		if n == 0 {
 			return nil
 		}
 		if idp == nil {
 			return nullArg("ids")
 		}
-		bufs, e := c.GetBuffers(idsOf(idp, n), flags&1 != 0)
+		bufs, e := c.GetBuffers(idsOf(idp, n), uint32(flags)&getUnsafe != 0)
 		if e != nil {
 			return e
 		}
@@ -355,8 +358,10 @@ func v6dgo_get_metadata(h C.uint64_t, id C.uint64_t, out **C.char, outLen *C.siz
 
 //export v6dgo_get_object
 func v6dgo_get_object(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
-	_ = flags
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_get_object", flags, getObjectFlags); e != nil {
+			return e
+		}
 		tree, e := c.GetObject(ids.ObjectID(id))
 		if e == nil {
 			cbytes(tree, out, outLen)
@@ -402,13 +407,17 @@ func v6dgo_list(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t
 //export v6dgo_delete
 func v6dgo_delete(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_delete", flags, deleteFlags); e != nil {
+			return e
+		}
 		if n == 0 {
 			return nil
 		}
 		if idp == nil {
 			return nullArg("ids")
 		}
-		_, e := c.Delete(idsOf(idp, n), flags&1 != 0, flags&2 == 0, flags&4 != 0)
+		f := uint32(flags)
+		_, e := c.Delete(idsOf(idp, n), f&deleteForce != 0, f&deleteShallow == 0, f&deleteMemoryTrim != 0)
 		return e
 	})
 }

@@ -1,4 +1,6 @@
-"""ctypes declarations (argtypes/restype) for every function of include/v6d.h."""
+"""ctypes declarations (argtypes/restype) for every function of include/v6d.h,
+and its flag bits. tests/python/test_abi_contract.py checks both against the
+header."""
 
 from __future__ import annotations
 
@@ -6,6 +8,17 @@ import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
 ABI_VERSION = 2
+
+# Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
+# Flags of v6d_get_buffers:
+GET_UNSAFE = 1  # allow unsealed blobs
+# Flags of v6d_delete:
+DELETE_FORCE = 1  # also delete every object that uses these
+DELETE_SHALLOW = 2  # keep non-blob members (upstream deep=False)
+DELETE_MEMORY_TRIM = 4  # return freed pages to the kernel
+# Flags of v6d_put_arrow_array (RECORD_BATCH) and v6d_put_arrow_stream (CHUNKED):
+ARROW_RECORD_BATCH = 1
+ARROW_CHUNKED = 2
 
 
 class V6DError(ctypes.Structure):

@@ -177,6 +177,40 @@ int main(int argc, char **argv) {
     v6d_error_release(NULL);
     v6d_error_release(&err);
     printf("errors ok\n");
+  } else if (strcmp(mode, "flags") == 0) {
+    /* Each flags argument takes its own V6D_* bits; any other bit is
+     * V6D_INVALID and changes nothing. */
+    uint64_t bid = 0, id = 0;
+    uint8_t *d = NULL;
+    const uint8_t *cd = NULL;
+    uint64_t size = 0;
+    int32_t exists = 0;
+    char *json = NULL;
+    CHECK(v6d_create_buffer(c, 64, &bid, &d, &err));
+    memset(d, 7, 64);
+    EXPECT(v6d_get_buffers(c, 1, &bid, 0, &cd, &size, &err), V6D_OBJECT_NOT_SEALED);
+    EXPECT(v6d_get_buffers(c, 1, &bid, V6D_GET_UNSAFE << 1, &cd, &size, &err), V6D_INVALID);
+    CHECK(v6d_get_buffers(c, 1, &bid, V6D_GET_UNSAFE, &cd, &size, &err));
+    if (size != 64 || cd[63] != 7) return 1;
+    CHECK(v6d_release(c, bid, &err));
+    CHECK(v6d_seal(c, bid, &err));
+    EXPECT(v6d_get_object(c, bid, 1, &json, NULL, &err), V6D_INVALID);
+    if (json != NULL) return 1;
+    uint32_t all = V6D_DELETE_FORCE | V6D_DELETE_SHALLOW | V6D_DELETE_MEMORY_TRIM;
+    EXPECT(v6d_delete(c, 1, &bid, all + 1, &err), V6D_INVALID);
+    EXPECT(v6d_delete(c, 1, &bid, 1u << 31, &err), V6D_INVALID);
+    CHECK(v6d_exists(c, bid, &exists, &err));
+    if (!exists) return 1; /* the refused delete deleted nothing */
+    struct ArrowArray array = {0};
+    struct ArrowSchema schema = {0};
+    struct ArrowArrayStream stream = {0};
+    EXPECT(v6d_put_arrow_array(c, &array, &schema, V6D_ARROW_CHUNKED, NULL, &id, &err), V6D_INVALID);
+    EXPECT(v6d_put_arrow_stream(c, &stream, V6D_ARROW_RECORD_BATCH, NULL, &id, &err), V6D_INVALID);
+    CHECK(v6d_release(c, bid, &err));
+    CHECK(v6d_delete(c, 1, &bid, all, &err));
+    CHECK(v6d_exists(c, bid, &exists, &err));
+    if (exists) return 1;
+    printf("flags ok\n");
   } else {
     fprintf(stderr, "abi_test: unknown mode %s\n", mode);
     return 2;

@@ -79,6 +79,12 @@ def test_error_statuses(c_daemon, c_programs):
     assert r.stdout.strip() == "errors ok"
 
 
+def test_unknown_flag_bits_are_refused(c_daemon, c_programs):
+    r = run(c_programs / "abi_test", "flags", c_daemon)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "flags ok"
+
+
 def test_header_compiles_as_c11_and_cpp17(tmp_path):
     src_c = tmp_path / "h.c"
     src_c.write_text('#include "v6d.h"\nint main(void) { return v6d_abi_version() == 0; }\n')
