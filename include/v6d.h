@@ -23,8 +23,12 @@
  *  - A `flags` argument takes only the V6D_* bits its function's comment
  *    names; any other bit is refused with V6D_INVALID and nothing happens
  *    (a newer caller's flag is never silently ignored).
- *  - If the library ever recovers from an internal fault it returns
- *    V6D_INTERNAL and refuses every later call with V6D_INTERNAL.
+ *  - If the library ever recovers from an internal fault (a Go panic inside
+ *    a call, e.g. from an out-pointer into unmapped memory; its stack goes to
+ *    stderr) that call returns V6D_INTERNAL and every later fallible call is
+ *    refused with V6D_INTERNAL, doing nothing. Only v6d_disconnect still
+ *    closes its handle, so a process can tidy up; the functions that cannot
+ *    fail still answer. tests/c (mode "poison") checks this.
  *  - The Go runtime inside libv6d does not survive fork(): a forked child must
  *    not call any function of this library (exec, or use a fresh process).
  *

@@ -211,6 +211,33 @@ int main(int argc, char **argv) {
     CHECK(v6d_exists(c, bid, &exists, &err));
     if (exists) return 1;
     printf("flags ok\n");
+  } else if (strcmp(mode, "poison") == 0) {
+    /* An out-pointer into the unmapped first page makes the export's Go
+     * code fault: a Go panic inside the library, which must poison it. */
+    uint64_t *bad = (uint64_t *)(uintptr_t)8;
+    uint64_t id = 0;
+    v6d_client other = 0;
+    uint8_t *d = NULL;
+    if (v6d_instance_id(c, bad, &err) != V6D_INTERNAL || err.code != V6D_INTERNAL ||
+        err.message == NULL || strstr(err.message, "internal error") == NULL) {
+      fprintf(stderr, "abi_test: the fault did not give V6D_INTERNAL\n");
+      return 1;
+    }
+    v6d_error_release(&err);
+    /* Every later call is refused, with the error filled, and nothing runs. */
+    EXPECT(v6d_instance_id(c, &id, &err), V6D_INTERNAL);
+    EXPECT(v6d_create_buffer(c, 64, &id, &d, &err), V6D_INTERNAL);
+    EXPECT(v6d_connect(argv[2], &other, &err), V6D_INTERNAL);
+    EXPECT(v6d_seal(12345, 1, &err), V6D_INTERNAL); /* before the handle check */
+    EXPECT(v6d_unmap_private(d, &err), V6D_INTERNAL);
+    if (other != 0 || d != NULL) return 1;
+    if (v6d_instance_id(c, &id, NULL) != V6D_INTERNAL) return 1; /* err is optional */
+    /* What cannot fail still answers. */
+    if (strcmp(v6d_status_name(V6D_INTERNAL), "Internal") != 0) return 1;
+    if (v6d_open_handles() != 1) return 1;
+    printf("poisoned ok\n");
+    fflush(stdout);
+    /* v6d_disconnect still closes the handle (below), so a process can tidy up. */
   } else {
     fprintf(stderr, "abi_test: unknown mode %s\n", mode);
     return 2;

@@ -85,6 +85,20 @@ def test_unknown_flag_bits_are_refused(c_daemon, c_programs):
     assert r.stdout.strip() == "flags ok"
 
 
+def test_internal_fault_poisons_the_library(c_daemon, c_programs):
+    # A Go panic inside an export (an out-pointer into the unmapped first
+    # page): that call returns V6D_INTERNAL, every later call too, and the
+    # process neither crashes nor leaks its handle.
+    r = run(c_programs / "abi_test", "poison", c_daemon)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.strip() == "poisoned ok"
+    assert "libv6d: internal error" in r.stderr  # the stack of the fault, once
+    assert r.stderr.count("libv6d: internal error") == 1
+    # The daemon is unaffected: another process works.
+    ok = run(c_programs / "abi_test", "errors", c_daemon)
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_header_compiles_as_c11_and_cpp17(tmp_path):
     src_c = tmp_path / "h.c"
     src_c.write_text('#include "v6d.h"\nint main(void) { return v6d_abi_version() == 0; }\n')
