@@ -124,6 +124,20 @@ func v6dgo_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
 	return result(err, c.Close())
 }
 
+//export v6dgo_connected
+func v6dgo_connected(h C.uint64_t) (ok C.int32_t) {
+	var st C.int32_t
+	defer guard(nil, &st) // a fault poisons the library; the answer stays 0
+	if poisoned.Load() {
+		return 0
+	}
+	c, e := lookup(h)
+	if e != nil || !c.Connected() {
+		return 0
+	}
+	return 1
+}
+
 //export v6dgo_instance_id
 func v6dgo_instance_id(h C.uint64_t, out *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {

@@ -46,6 +46,8 @@ v6d_status v6d_disconnect(v6d_client client, v6d_error *err) {
   return st(v6dgo_disconnect(client, err));
 }
 
+int32_t v6d_connected(v6d_client client) { return v6dgo_connected(client); }
+
 v6d_status v6d_instance_id(v6d_client client, uint64_t *instance_id,
                            v6d_error *err) {
   return st(v6dgo_instance_id(client, instance_id, err));

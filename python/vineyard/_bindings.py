@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
 # Flags of v6d_get_buffers:
@@ -43,6 +43,7 @@ SIGNATURES = {
     "v6d_open_handles": (c_int64, []),
     "v6d_connect": (c_int32, [c_char_p, POINTER(c_uint64), _err]),
     "v6d_disconnect": (c_int32, [_client, _err]),
+    "v6d_connected": (c_int32, [_client]),
     "v6d_instance_id": (c_int32, [_client, POINTER(c_uint64), _err]),
     "v6d_instance_status": (c_int32, [_client, _charpp, _sizep, _err]),
     "v6d_cluster_meta": (c_int32, [_client, _charpp, _sizep, _err]),

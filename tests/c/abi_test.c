@@ -211,6 +211,41 @@ int main(int argc, char **argv) {
     CHECK(v6d_exists(c, bid, &exists, &err));
     if (exists) return 1;
     printf("flags ok\n");
+  } else if (strcmp(mode, "death") == 0) {
+    /* Caches an object's tree, waits until the test killed the daemon, then
+     * checks that v6d_connected reports it and the cache answers nothing. */
+    uint64_t bid = 0, id = 0;
+    uint8_t *d = NULL;
+    char *json = NULL;
+    if (v6d_connected(c) != 1 || v6d_connected(0) != 0 || v6d_connected(c + 1000) != 0) return 1;
+    CHECK(v6d_create_buffer(c, 64, &bid, &d, &err));
+    memset(d, 3, 64);
+    char tree[256];
+    snprintf(tree, sizeof tree,
+             "{\"typename\":\"vineyard::Tensor<uint8>\",\"shape_\":\"[64]\","
+             "\"buffer_\":{\"id\":\"o%016" PRIx64 "\"}}", bid);
+    CHECK(v6d_create_metadata(c, tree, 0, &bid, 1, &id, NULL, NULL, &err));
+    CHECK(v6d_release(c, bid, &err));
+    for (int i = 0; i < 2; i++) { /* the second get is answered from the cache */
+      CHECK(v6d_get_object(c, id, 0, &json, NULL, &err));
+      v6d_free(json);
+      json = NULL;
+      CHECK(v6d_release(c, id, &err));
+    }
+    if (v6d_connected(c) != 1) return 1;
+    printf("ready\n");
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) return 1; /* the daemon is dead now */
+    while (v6d_connected(c) != 0) {
+      /* the daemon was reaped: its end of the socket is closed, so this ends
+       * at once; the test bounds the wait */
+    }
+    EXPECT(v6d_get_object(c, id, 0, &json, NULL, &err), V6D_CONNECTION_ERROR);
+    EXPECT(v6d_get_metadata(c, id, &json, NULL, &err), V6D_CONNECTION_ERROR);
+    EXPECT(v6d_exists(c, id, &(int32_t){0}, &err), V6D_CONNECTION_ERROR);
+    if (json != NULL || v6d_connected(c) != 0) return 1;
+    printf("disconnected ok\n");
   } else if (strcmp(mode, "poison") == 0) {
     /* An out-pointer into the unmapped first page makes the export's Go
      * code fault: a Go panic inside the library, which must poison it. */
