@@ -5,11 +5,13 @@
 // against include/v6d.h and forwards to them, so the compiler checks every
 // export against the header (the package's CFLAGS make a mismatch an error).
 // Only v6d_* leaves the library (v6d.map). Every cgo preamble includes v6d.h
-// rather than copying its types.
+// rather than copying its types. libv6d/v6d.h is a symlink to include/v6d.h:
+// Go's build cache hashes the headers of the package directory only, so a
+// changed header would otherwise not rebuild (and recheck) the library.
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -Wall -Wextra -Werror -Wconversion
+#cgo CFLAGS: -Wall -Wextra -Werror -Wconversion
 #include <stdlib.h>
 #include "v6d.h"
 */

@@ -7,7 +7,8 @@
  * types" error, and a Go export whose parameters disagree with the header is
  * an incompatible-pointer or conversion warning, an error under the package's
  * -Werror -Wconversion (exports.go's #cgo CFLAGS). scripts/check-abi-shim.sh
- * proves that a wrong signature fails the build.
+ * proves that a wrong signature fails the build. "v6d.h" is libv6d/v6d.h, a
+ * symlink to include/v6d.h, so that a changed header rebuilds the library.
  *
  * Each forward is one direct call (a tail call at -O2); the const qualifiers
  * of the header, which cgo cannot express, are the only casts.

@@ -67,6 +67,9 @@ expect_fail "return type" exports.go \
 expect_fail "Arrow struct type" arrow.go \
 	's/^func v6dgo_get_arrow_stream(h C.uint64_t, id C.uint64_t, out \*C.struct_ArrowArrayStream,/func v6dgo_get_arrow_stream(h C.uint64_t, id C.uint64_t, out *C.struct_ArrowArray,/' \
 	v6d_get_arrow_stream
+expect_fail "the header changed" v6d.h \
+	's/^v6d_status v6d_persist(v6d_client client, uint64_t id, v6d_error \*err);/v6d_status v6d_persist(v6d_client client, int64_t id, v6d_error *err);/' \
+	v6d_persist
 expect_fail "definition against the header" v6d.c \
 	's/^v6d_status v6d_abort(v6d_client client, uint64_t id, v6d_error \*err) {/v6d_status v6d_abort(v6d_client client, uint32_t id, v6d_error *err) {/' \
 	v6d_abort
