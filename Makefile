@@ -129,8 +129,9 @@ test-arrow-cgocheck2: lib-cgocheck2 $(BUILD_DEP) ## The Arrow tests (Python and 
 check-header: ## Compile include/v6d.h as C11 -pedantic and C++17, -Wall -Wextra -Werror
 	scripts/check-header.sh $(HEADER)
 
-check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* functions of v6d.h
+check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* of v6d.h, and that a wrong export signature fails to build
 	scripts/check-symbols.sh $(LIB) $(HEADER)
+	GO="$(GO)" scripts/check-abi-shim.sh libv6d
 
 test-install: $(BUILD_DEP) ## Install into a temp DESTDIR and build a C program with pkg-config
 	MAKE="$(MAKE)" scripts/test-install.sh

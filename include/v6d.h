@@ -20,8 +20,15 @@
  *    text form is "o%016x".
  *  - Memory returned through a `char **` or `void **` out-parameter is owned by
  *    the caller and released with v6d_free(), unless stated otherwise.
- *  - If the library ever recovers from an internal fault it returns
- *    V6D_INTERNAL and refuses every later call with V6D_INTERNAL.
+ *  - A `flags` argument takes only the V6D_* bits its function's comment
+ *    names; any other bit is refused with V6D_INVALID and nothing happens
+ *    (a newer caller's flag is never silently ignored).
+ *  - If the library ever recovers from an internal fault (a Go panic inside
+ *    a call, e.g. from an out-pointer into unmapped memory; its stack goes to
+ *    stderr) that call returns V6D_INTERNAL and every later fallible call is
+ *    refused with V6D_INTERNAL, doing nothing. Only v6d_disconnect still
+ *    closes its handle, so a process can tidy up; the functions that cannot
+ *    fail still answer. tests/c (mode "poison") checks this.
  *  - The Go runtime inside libv6d does not survive fork(): a forked child must
  *    not call any function of this library (exec, or use a fresh process).
  *
@@ -40,7 +47,7 @@ extern "C" {
 /** The version of this ABI; v6d_abi_version() returns the library's. Each
  *  version only adds functions to the one before; `\since N` on a function
  *  names the version that added it. */
-#define V6D_ABI_VERSION 2
+#define V6D_ABI_VERSION 3
 
 /** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
  *  above are this library's own (they never appear on the wire). */
@@ -108,9 +115,9 @@ enum {
   V6D_DELETE_MEMORY_TRIM = 4  /**< return freed pages to the kernel */
 };
 
-/** Flags of v6d_get_buffers and v6d_get_object. */
+/** Flags of v6d_get_buffers. */
 enum {
-  V6D_GET_UNSAFE = 1 /**< allow unsealed blobs (get_buffers only) */
+  V6D_GET_UNSAFE = 1 /**< allow unsealed blobs */
 };
 
 /* ---- library ----------------------------------------------------------- */
@@ -151,6 +158,16 @@ v6d_status v6d_connect(const char *socket, v6d_client *out, v6d_error *err);
  *  client returned stay readable until the process unmaps the arena, which
  *  happens when the last client of the process disconnects. \since 1 */
 v6d_status v6d_disconnect(v6d_client client, v6d_error *err);
+
+/** Returns 1 if the connection of `client` to its daemon is alive, else 0:
+ *  0 once the daemon died or hung up, a call lost the connection, or the
+ *  handle is invalid or disconnected (and after an internal fault). It never
+ *  blocks: it polls the socket without waiting, also while another thread's
+ *  call is in flight on the client. A 1 may be stale at once; a 0 is final,
+ *  and from then on gets the client would answer from its cache
+ *  (v6d_get_object, v6d_get_metadata) go to the daemon and fail with
+ *  V6D_CONNECTION_ERROR. The client still needs v6d_disconnect(). \since 3 */
+int32_t v6d_connected(v6d_client client);
 
 /** Fills *instance_id with the id of the daemon's instance. No round trip.
  *  \since 1 */
@@ -300,8 +317,11 @@ v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
  *  the tree is the blob's own. Release with v6d_release(id) once.
  *  A get of an object this client got recently is answered from the client's
  *  cache, without a round trip, unless any client deleted or changed an
- *  object since (the daemon's meta epoch, docs/protocol.md): the result is
- *  the same as from the daemon. \since 1 */
+ *  object since (the daemon's meta epoch, docs/protocol.md), or the daemon
+ *  is gone (see v6d_connected; the cache checks every few milliseconds):
+ *  the result is the same as from the daemon. `flags` is reserved and must be 0: no flag
+ *  is defined yet (upstream's sync_remote would be one, once objects live on
+ *  several instances), and a set bit is V6D_INVALID. \since 1 */
 v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
                           char **json, size_t *len, v6d_error *err);
 

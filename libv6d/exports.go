@@ -1,13 +1,19 @@
 // Package main is libv6d.so: //export shims for include/v6d.h over
 // internal/client. It holds no logic of its own.
+//
+// The Go exports are named v6dgo_*; v6d.c defines the public v6d_* functions
+// against include/v6d.h and forwards to them, so the compiler checks every
+// export against the header (the package's CFLAGS make a mismatch an error).
+// Only v6d_* leaves the library (v6d.map). Every cgo preamble includes v6d.h
+// rather than copying its types. libv6d/v6d.h is a symlink to include/v6d.h:
+// Go's build cache hashes the headers of the package directory only, so a
+// changed header would otherwise not rebuild (and recheck) the library.
 package main
 
 /*
-#include <stdint.h>
+#cgo CFLAGS: -Wall -Wextra -Werror -Wconversion
 #include <stdlib.h>
-typedef struct v6d_error { int32_t code; char *message; } v6d_error;
-static const char v6d_version_string[] = "0.1.0";
-static const char *v6d_version_ptr(void) { return v6d_version_string; }
+#include "v6d.h"
 */
 import "C"
 
@@ -21,8 +27,6 @@ import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
-
-const abiVersion = 2
 
 // with runs fn on the client of handle h, with panic and poison guards.
 func with(h C.uint64_t, err *C.v6d_error, fn func(c *client.Client) error) (st C.int32_t) {
@@ -60,19 +64,13 @@ func nullArg(name string) error {
 	return status.Errorf(status.Invalid, "%s must not be NULL", name)
 }
 
-//export v6d_abi_version
-func v6d_abi_version() C.int32_t { return abiVersion }
-
-//export v6d_version
-func v6d_version() *C.char { return C.v6d_version_ptr() }
-
 var (
 	namesMu sync.Mutex
 	names   = map[int32]*C.char{}
 )
 
-//export v6d_status_name
-func v6d_status_name(code C.int32_t) *C.char {
+//export v6dgo_status_name
+func v6dgo_status_name(code C.int32_t) *C.char {
 	namesMu.Lock()
 	defer namesMu.Unlock()
 	if p, ok := names[int32(code)]; ok {
@@ -83,26 +81,26 @@ func v6d_status_name(code C.int32_t) *C.char {
 	return p
 }
 
-//export v6d_error_release
-func v6d_error_release(err *C.v6d_error) {
+//export v6dgo_error_release
+func v6dgo_error_release(err *C.v6d_error) {
 	if err != nil && err.message != nil {
 		C.free(unsafe.Pointer(err.message))
 		err.message = nil
 	}
 }
 
-//export v6d_free
-func v6d_free(p unsafe.Pointer) { C.free(p) }
+//export v6dgo_free
+func v6dgo_free(p unsafe.Pointer) { C.free(p) }
 
-//export v6d_open_handles
-func v6d_open_handles() C.int64_t {
+//export v6dgo_open_handles
+func v6dgo_open_handles() C.int64_t {
 	handlesMu.Lock()
 	defer handlesMu.Unlock()
 	return C.int64_t(len(handles))
 }
 
-//export v6d_connect
-func v6d_connect(socket *C.char, out *C.uint64_t, err *C.v6d_error) (st C.int32_t) {
+//export v6dgo_connect
+func v6dgo_connect(socket *C.char, out *C.uint64_t, err *C.v6d_error) (st C.int32_t) {
 	defer guard(err, &st)
 	if st, ok := entry(err); !ok {
 		return st
@@ -118,8 +116,8 @@ func v6d_connect(socket *C.char, out *C.uint64_t, err *C.v6d_error) (st C.int32_
 	return 0
 }
 
-//export v6d_disconnect
-func v6d_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
+//export v6dgo_disconnect
+func v6dgo_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
 	defer guard(err, &st)
 	c, e := removeHandle(h)
 	if e != nil {
@@ -128,8 +126,22 @@ func v6d_disconnect(h C.uint64_t, err *C.v6d_error) (st C.int32_t) {
 	return result(err, c.Close())
 }
 
-//export v6d_instance_id
-func v6d_instance_id(h C.uint64_t, out *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_connected
+func v6dgo_connected(h C.uint64_t) (ok C.int32_t) {
+	var st C.int32_t
+	defer guard(nil, &st) // a fault poisons the library; the answer stays 0
+	if poisoned.Load() {
+		return 0
+	}
+	c, e := lookup(h)
+	if e != nil || !c.Connected() {
+		return 0
+	}
+	return 1
+}
+
+//export v6dgo_instance_id
+func v6dgo_instance_id(h C.uint64_t, out *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if out == nil {
 			return nullArg("instance_id")
@@ -139,8 +151,8 @@ func v6d_instance_id(h C.uint64_t, out *C.uint64_t, err *C.v6d_error) C.int32_t 
 	})
 }
 
-//export v6d_instance_status
-func v6d_instance_status(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_instance_status
+func v6dgo_instance_status(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		st, e := c.InstanceStatus()
 		if e != nil {
@@ -155,8 +167,8 @@ func v6d_instance_status(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6
 	})
 }
 
-//export v6d_cluster_meta
-func v6d_cluster_meta(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_cluster_meta
+func v6dgo_cluster_meta(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		b, e := c.ClusterMeta()
 		if e == nil {
@@ -166,8 +178,8 @@ func v6d_cluster_meta(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_e
 	})
 }
 
-//export v6d_create_buffer
-func v6d_create_buffer(h C.uint64_t, size C.uint64_t, id *C.uint64_t, data **C.uint8_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_create_buffer
+func v6dgo_create_buffer(h C.uint64_t, size C.uint64_t, id *C.uint64_t, data **C.uint8_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if id == nil {
 			return nullArg("id")
@@ -184,8 +196,8 @@ func v6d_create_buffer(h C.uint64_t, size C.uint64_t, id *C.uint64_t, data **C.u
 	})
 }
 
-//export v6d_create_buffers
-func v6d_create_buffers(h C.uint64_t, n C.size_t, sizes *C.uint64_t, outIDs *C.uint64_t, datas **C.uint8_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_create_buffers
+func v6dgo_create_buffers(h C.uint64_t, n C.size_t, sizes *C.uint64_t, outIDs *C.uint64_t, datas **C.uint8_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if n == 0 {
 			return nil
@@ -213,23 +225,23 @@ func v6d_create_buffers(h C.uint64_t, n C.size_t, sizes *C.uint64_t, outIDs *C.u
 	})
 }
 
-//export v6d_seal
-func v6d_seal(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_seal
+func v6dgo_seal(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Seal(ids.ObjectID(id)) })
 }
 
-//export v6d_abort
-func v6d_abort(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_abort
+func v6dgo_abort(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Abort(ids.ObjectID(id)) })
 }
 
-//export v6d_shrink
-func v6d_shrink(h C.uint64_t, id C.uint64_t, size C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_shrink
+func v6dgo_shrink(h C.uint64_t, id C.uint64_t, size C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Shrink(ids.ObjectID(id), uint64(size)) })
 }
 
-//export v6d_get
-func v6d_get(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_get
+func v6dgo_get(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		b, e := c.Get(ids.ObjectID(id))
 		if e != nil {
@@ -245,16 +257,19 @@ func v6d_get(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, er
 	})
 }
 
-//export v6d_get_buffers
-func v6d_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, datas **C.uint8_t, sizes *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_get_buffers
+func v6dgo_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, datas **C.uint8_t, sizes *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_get_buffers", flags, getBuffersFlags); e != nil {
+			return e
+		}
 		if n == 0 {
 			return nil
 		}
 		if idp == nil {
 			return nullArg("ids")
 		}
-		bufs, e := c.GetBuffers(idsOf(idp, n), flags&1 != 0)
+		bufs, e := c.GetBuffers(idsOf(idp, n), uint32(flags)&getUnsafe != 0)
 		if e != nil {
 			return e
 		}
@@ -270,8 +285,8 @@ func v6d_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t
 	})
 }
 
-//export v6d_release
-func v6d_release(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_release
+func v6dgo_release(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Release(ids.ObjectID(id)) })
 }
 
@@ -285,8 +300,8 @@ func jsonArg(p *C.char, n C.size_t) []byte {
 	return C.GoBytes(unsafe.Pointer(p), C.int(n))
 }
 
-//export v6d_create_metadata
-func v6d_create_metadata(h C.uint64_t, js *C.char, n C.size_t, seal *C.uint64_t, nSeal C.size_t, id *C.uint64_t, metaOut **C.char, metaLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_create_metadata
+func v6dgo_create_metadata(h C.uint64_t, js *C.char, n C.size_t, seal *C.uint64_t, nSeal C.size_t, id *C.uint64_t, metaOut **C.char, metaLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if js == nil || id == nil {
 			return nullArg("json and id")
@@ -308,8 +323,8 @@ func v6d_create_metadata(h C.uint64_t, js *C.char, n C.size_t, seal *C.uint64_t,
 	})
 }
 
-//export v6d_put_inline
-func v6d_put_inline(h C.uint64_t, js *C.char, n C.size_t, count C.size_t, datas *unsafe.Pointer, sizes *C.uint64_t, blobIDs *C.uint64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_put_inline
+func v6dgo_put_inline(h C.uint64_t, js *C.char, n C.size_t, count C.size_t, datas *unsafe.Pointer, sizes *C.uint64_t, blobIDs *C.uint64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if count == 0 || datas == nil || sizes == nil {
 			return nullArg("datas and sizes")
@@ -346,8 +361,8 @@ func v6d_put_inline(h C.uint64_t, js *C.char, n C.size_t, count C.size_t, datas 
 	})
 }
 
-//export v6d_get_metadata
-func v6d_get_metadata(h C.uint64_t, id C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_get_metadata
+func v6dgo_get_metadata(h C.uint64_t, id C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		tree, e := c.GetMetadata(ids.ObjectID(id))
 		if e == nil {
@@ -357,10 +372,12 @@ func v6d_get_metadata(h C.uint64_t, id C.uint64_t, out **C.char, outLen *C.size_
 	})
 }
 
-//export v6d_get_object
-func v6d_get_object(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
-	_ = flags
+//export v6dgo_get_object
+func v6dgo_get_object(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_get_object", flags, getObjectFlags); e != nil {
+			return e
+		}
 		tree, e := c.GetObject(ids.ObjectID(id))
 		if e == nil {
 			cbytes(tree, out, outLen)
@@ -369,8 +386,8 @@ func v6d_get_object(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out **C.char,
 	})
 }
 
-//export v6d_blob_pointer
-func v6d_blob_pointer(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, writable *C.int32_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_blob_pointer
+func v6dgo_blob_pointer(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, writable *C.int32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		b, w, e := c.BlobPointer(ids.ObjectID(id))
 		if e != nil {
@@ -392,8 +409,8 @@ func v6d_blob_pointer(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uin
 	})
 }
 
-//export v6d_list
-func v6d_list(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_list
+func v6dgo_list(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		b, e := c.List(gostr(pattern), regex != 0, uint64(limit))
 		if e == nil {
@@ -403,16 +420,20 @@ func v6d_list(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, 
 	})
 }
 
-//export v6d_delete
-func v6d_delete(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_delete
+func v6dgo_delete(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_delete", flags, deleteFlags); e != nil {
+			return e
+		}
 		if n == 0 {
 			return nil
 		}
 		if idp == nil {
 			return nullArg("ids")
 		}
-		_, e := c.Delete(idsOf(idp, n), flags&1 != 0, flags&2 == 0, flags&4 != 0)
+		f := uint32(flags)
+		_, e := c.Delete(idsOf(idp, n), f&deleteForce != 0, f&deleteShallow == 0, f&deleteMemoryTrim != 0)
 		return e
 	})
 }
@@ -427,8 +448,8 @@ func setBool(p *C.int32_t, v bool) {
 	}
 }
 
-//export v6d_exists
-func v6d_exists(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_exists
+func v6dgo_exists(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		ok, e := c.Exists(ids.ObjectID(id))
 		setBool(out, ok)
@@ -436,13 +457,13 @@ func v6d_exists(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C
 	})
 }
 
-//export v6d_persist
-func v6d_persist(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_persist
+func v6dgo_persist(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Persist(ids.ObjectID(id)) })
 }
 
-//export v6d_if_persist
-func v6d_if_persist(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_if_persist
+func v6dgo_if_persist(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		ok, e := c.IfPersist(ids.ObjectID(id))
 		setBool(out, ok)
@@ -450,8 +471,8 @@ func v6d_if_persist(h C.uint64_t, id C.uint64_t, out *C.int32_t, err *C.v6d_erro
 	})
 }
 
-//export v6d_shallow_copy
-func v6d_shallow_copy(h C.uint64_t, id C.uint64_t, extra *C.char, target *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_shallow_copy
+func v6dgo_shallow_copy(h C.uint64_t, id C.uint64_t, extra *C.char, target *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		var raw json.RawMessage
 		if extra != nil {
@@ -465,8 +486,8 @@ func v6d_shallow_copy(h C.uint64_t, id C.uint64_t, extra *C.char, target *C.uint
 	})
 }
 
-//export v6d_label
-func v6d_label(h C.uint64_t, id C.uint64_t, key, value *C.char, err *C.v6d_error) C.int32_t {
+//export v6dgo_label
+func v6dgo_label(h C.uint64_t, id C.uint64_t, key, value *C.char, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if key == nil || value == nil {
 			return nullArg("key and value")
@@ -475,8 +496,8 @@ func v6d_label(h C.uint64_t, id C.uint64_t, key, value *C.char, err *C.v6d_error
 	})
 }
 
-//export v6d_put_name
-func v6d_put_name(h C.uint64_t, id C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
+//export v6dgo_put_name
+func v6dgo_put_name(h C.uint64_t, id C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if name == nil {
 			return nullArg("name")
@@ -485,8 +506,8 @@ func v6d_put_name(h C.uint64_t, id C.uint64_t, name *C.char, err *C.v6d_error) C
 	})
 }
 
-//export v6d_get_name
-func v6d_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_get_name
+func v6dgo_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int64_t, id *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if name == nil || id == nil {
 			return nullArg("name and id")
@@ -503,8 +524,8 @@ func v6d_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int64_
 	})
 }
 
-//export v6d_drop_name
-func v6d_drop_name(h C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
+//export v6dgo_drop_name
+func v6dgo_drop_name(h C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if name == nil {
 			return nullArg("name")
@@ -513,8 +534,8 @@ func v6d_drop_name(h C.uint64_t, name *C.char, err *C.v6d_error) C.int32_t {
 	})
 }
 
-//export v6d_list_names
-func v6d_list_names(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_list_names
+func v6dgo_list_names(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint64_t, out **C.char, outLen *C.size_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		m, e := c.ListNames(gostr(pattern), regex != 0, uint64(limit))
 		if e != nil {
@@ -528,13 +549,13 @@ func v6d_list_names(h C.uint64_t, pattern *C.char, regex C.int32_t, limit C.uint
 	})
 }
 
-//export v6d_clear
-func v6d_clear(h C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_clear
+func v6dgo_clear(h C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Clear() })
 }
 
-//export v6d_memory_trim
-func v6d_memory_trim(h C.uint64_t, trimmed *C.int32_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_memory_trim
+func v6dgo_memory_trim(h C.uint64_t, trimmed *C.int32_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		ok, e := c.MemoryTrim()
 		setBool(trimmed, ok)

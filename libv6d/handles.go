@@ -1,9 +1,8 @@
 package main
 
 /*
-#include <stdint.h>
 #include <stdlib.h>
-typedef struct v6d_error { int32_t code; char *message; } v6d_error;
+#include "v6d.h"
 */
 import "C"
 

@@ -1,8 +1,7 @@
 package main
 
 /*
-#include <stdint.h>
-typedef struct v6d_error v6d_error; // defined in exports.go's preamble
+#include "v6d.h"
 */
 import "C"
 
@@ -13,8 +12,8 @@ import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 )
 
-//export v6d_map_private
-func v6d_map_private(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_map_private
+func v6dgo_map_private(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if data == nil {
 			return nullArg("data")
@@ -31,8 +30,8 @@ func v6d_map_private(h C.uint64_t, id C.uint64_t, data **C.uint8_t, size *C.uint
 	})
 }
 
-//export v6d_unmap_private
-func v6d_unmap_private(data *C.uint8_t, err *C.v6d_error) (st C.int32_t) {
+//export v6dgo_unmap_private
+func v6dgo_unmap_private(data *C.uint8_t, err *C.v6d_error) (st C.int32_t) {
 	defer guard(err, &st)
 	if st, ok := entry(err); !ok {
 		return st
@@ -40,5 +39,5 @@ func v6d_unmap_private(data *C.uint8_t, err *C.v6d_error) (st C.int32_t) {
 	return result(err, client.UnmapPrivate(uintptr(unsafe.Pointer(data))))
 }
 
-//export v6d_private_views
-func v6d_private_views() C.int64_t { return C.int64_t(client.PrivateViews()) }
+//export v6dgo_private_views
+func v6dgo_private_views() C.int64_t { return C.int64_t(client.PrivateViews()) }

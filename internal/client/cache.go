@@ -22,7 +22,8 @@ import (
 // them. Those references are what a deleted object's memory waits for, so
 // the cache never keeps them long: it is checked against the epoch on every
 // use and every cacheCheck while it is not empty, and entries unused for
-// cacheIdle are dropped.
+// cacheIdle are dropped. Once the daemon is gone (Client.Connected, also
+// asked by the periodic check) the cache serves nothing.
 
 const (
 	cacheMax   = 256                    // trees kept
@@ -34,7 +35,8 @@ const (
 type treeCache struct {
 	epoch   uint64 // the epoch the entries are valid for
 	entries map[ids.ObjectID]*cachedTree
-	armed   bool // the check timer runs
+	armed   bool        // the check timer runs
+	dead    atomic.Bool // the daemon is gone (Connected saw it): serve nothing
 }
 
 type cachedTree struct {
@@ -109,6 +111,10 @@ func (c *Client) evictLocked(id ids.ObjectID) {
 // valid and has it; with pin, it also takes the references a GetObject takes
 // (released by Release(id)). c.state must be held.
 func (c *Client) cachedTreeLocked(id ids.ObjectID, pin bool) ([]byte, bool) {
+	if c.cache.dead.Load() { // the get goes to the lost connection and fails there
+		c.dropCacheLocked()
+		return nil, false
+	}
 	c.validateCacheLocked()
 	e, ok := c.cache.entries[id]
 	if !ok {
@@ -186,6 +192,11 @@ func (c *Client) checkCache() {
 	c.state.Lock()
 	defer c.state.Unlock()
 	if c.isClosed.Load() {
+		c.cache.armed = false
+		return
+	}
+	if !c.Connected() { // the daemon died: drop what it can no longer vouch for
+		c.dropCacheLocked()
 		c.cache.armed = false
 		return
 	}

@@ -1,11 +1,24 @@
-"""ctypes declarations (argtypes/restype) for every function of include/v6d.h."""
+"""ctypes declarations (argtypes/restype) for every function of include/v6d.h,
+and its flag bits. tests/python/test_abi_contract.py checks both against the
+header."""
 
 from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 2
+ABI_VERSION = 3
+
+# Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
+# Flags of v6d_get_buffers:
+GET_UNSAFE = 1  # allow unsealed blobs
+# Flags of v6d_delete:
+DELETE_FORCE = 1  # also delete every object that uses these
+DELETE_SHALLOW = 2  # keep non-blob members (upstream deep=False)
+DELETE_MEMORY_TRIM = 4  # return freed pages to the kernel
+# Flags of v6d_put_arrow_array (RECORD_BATCH) and v6d_put_arrow_stream (CHUNKED):
+ARROW_RECORD_BATCH = 1
+ARROW_CHUNKED = 2
 
 
 class V6DError(ctypes.Structure):
@@ -30,6 +43,7 @@ SIGNATURES = {
     "v6d_open_handles": (c_int64, []),
     "v6d_connect": (c_int32, [c_char_p, POINTER(c_uint64), _err]),
     "v6d_disconnect": (c_int32, [_client, _err]),
+    "v6d_connected": (c_int32, [_client]),
     "v6d_instance_id": (c_int32, [_client, POINTER(c_uint64), _err]),
     "v6d_instance_status": (c_int32, [_client, _charpp, _sizep, _err]),
     "v6d_cluster_meta": (c_int32, [_client, _charpp, _sizep, _err]),
@@ -88,9 +102,3 @@ def declare(lib: ctypes.CDLL) -> None:
         fn.restype = restype
         fn.argtypes = argtypes
 
-
-# TEMP(python branch): defined by the cabi branch
-GET_UNSAFE = 1  # v6d_get_buffers: also blobs not sealed yet
-DELETE_FORCE = 1  # v6d_delete: also objects other objects still reference
-DELETE_SHALLOW = 2  # v6d_delete: the object only, not its members
-DELETE_MEMORY_TRIM = 4  # v6d_delete: return freed memory to the system

@@ -177,6 +177,102 @@ int main(int argc, char **argv) {
     v6d_error_release(NULL);
     v6d_error_release(&err);
     printf("errors ok\n");
+  } else if (strcmp(mode, "flags") == 0) {
+    /* Each flags argument takes its own V6D_* bits; any other bit is
+     * V6D_INVALID and changes nothing. */
+    uint64_t bid = 0, id = 0;
+    uint8_t *d = NULL;
+    const uint8_t *cd = NULL;
+    uint64_t size = 0;
+    int32_t exists = 0;
+    char *json = NULL;
+    CHECK(v6d_create_buffer(c, 64, &bid, &d, &err));
+    memset(d, 7, 64);
+    EXPECT(v6d_get_buffers(c, 1, &bid, 0, &cd, &size, &err), V6D_OBJECT_NOT_SEALED);
+    EXPECT(v6d_get_buffers(c, 1, &bid, V6D_GET_UNSAFE << 1, &cd, &size, &err), V6D_INVALID);
+    CHECK(v6d_get_buffers(c, 1, &bid, V6D_GET_UNSAFE, &cd, &size, &err));
+    if (size != 64 || cd[63] != 7) return 1;
+    CHECK(v6d_release(c, bid, &err));
+    CHECK(v6d_seal(c, bid, &err));
+    EXPECT(v6d_get_object(c, bid, 1, &json, NULL, &err), V6D_INVALID);
+    if (json != NULL) return 1;
+    uint32_t all = V6D_DELETE_FORCE | V6D_DELETE_SHALLOW | V6D_DELETE_MEMORY_TRIM;
+    EXPECT(v6d_delete(c, 1, &bid, all + 1, &err), V6D_INVALID);
+    EXPECT(v6d_delete(c, 1, &bid, 1u << 31, &err), V6D_INVALID);
+    CHECK(v6d_exists(c, bid, &exists, &err));
+    if (!exists) return 1; /* the refused delete deleted nothing */
+    struct ArrowArray array = {0};
+    struct ArrowSchema schema = {0};
+    struct ArrowArrayStream stream = {0};
+    EXPECT(v6d_put_arrow_array(c, &array, &schema, V6D_ARROW_CHUNKED, NULL, &id, &err), V6D_INVALID);
+    EXPECT(v6d_put_arrow_stream(c, &stream, V6D_ARROW_RECORD_BATCH, NULL, &id, &err), V6D_INVALID);
+    CHECK(v6d_release(c, bid, &err));
+    CHECK(v6d_delete(c, 1, &bid, all, &err));
+    CHECK(v6d_exists(c, bid, &exists, &err));
+    if (exists) return 1;
+    printf("flags ok\n");
+  } else if (strcmp(mode, "death") == 0) {
+    /* Caches an object's tree, waits until the test killed the daemon, then
+     * checks that v6d_connected reports it and the cache answers nothing. */
+    uint64_t bid = 0, id = 0;
+    uint8_t *d = NULL;
+    char *json = NULL;
+    if (v6d_connected(c) != 1 || v6d_connected(0) != 0 || v6d_connected(c + 1000) != 0) return 1;
+    CHECK(v6d_create_buffer(c, 64, &bid, &d, &err));
+    memset(d, 3, 64);
+    char tree[256];
+    snprintf(tree, sizeof tree,
+             "{\"typename\":\"vineyard::Tensor<uint8>\",\"shape_\":\"[64]\","
+             "\"buffer_\":{\"id\":\"o%016" PRIx64 "\"}}", bid);
+    CHECK(v6d_create_metadata(c, tree, 0, &bid, 1, &id, NULL, NULL, &err));
+    CHECK(v6d_release(c, bid, &err));
+    for (int i = 0; i < 2; i++) { /* the second get is answered from the cache */
+      CHECK(v6d_get_object(c, id, 0, &json, NULL, &err));
+      v6d_free(json);
+      json = NULL;
+      CHECK(v6d_release(c, id, &err));
+    }
+    if (v6d_connected(c) != 1) return 1;
+    printf("ready\n");
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) return 1; /* the daemon is dead now */
+    while (v6d_connected(c) != 0) {
+      /* the daemon was reaped: its end of the socket is closed, so this ends
+       * at once; the test bounds the wait */
+    }
+    EXPECT(v6d_get_object(c, id, 0, &json, NULL, &err), V6D_CONNECTION_ERROR);
+    EXPECT(v6d_get_metadata(c, id, &json, NULL, &err), V6D_CONNECTION_ERROR);
+    EXPECT(v6d_exists(c, id, &(int32_t){0}, &err), V6D_CONNECTION_ERROR);
+    if (json != NULL || v6d_connected(c) != 0) return 1;
+    printf("disconnected ok\n");
+  } else if (strcmp(mode, "poison") == 0) {
+    /* An out-pointer into the unmapped first page makes the export's Go
+     * code fault: a Go panic inside the library, which must poison it. */
+    uint64_t *bad = (uint64_t *)(uintptr_t)8;
+    uint64_t id = 0;
+    v6d_client other = 0;
+    uint8_t *d = NULL;
+    if (v6d_instance_id(c, bad, &err) != V6D_INTERNAL || err.code != V6D_INTERNAL ||
+        err.message == NULL || strstr(err.message, "internal error") == NULL) {
+      fprintf(stderr, "abi_test: the fault did not give V6D_INTERNAL\n");
+      return 1;
+    }
+    v6d_error_release(&err);
+    /* Every later call is refused, with the error filled, and nothing runs. */
+    EXPECT(v6d_instance_id(c, &id, &err), V6D_INTERNAL);
+    EXPECT(v6d_create_buffer(c, 64, &id, &d, &err), V6D_INTERNAL);
+    EXPECT(v6d_connect(argv[2], &other, &err), V6D_INTERNAL);
+    EXPECT(v6d_seal(12345, 1, &err), V6D_INTERNAL); /* before the handle check */
+    EXPECT(v6d_unmap_private(d, &err), V6D_INTERNAL);
+    if (other != 0 || d != NULL) return 1;
+    if (v6d_instance_id(c, &id, NULL) != V6D_INTERNAL) return 1; /* err is optional */
+    /* What cannot fail still answers. */
+    if (strcmp(v6d_status_name(V6D_INTERNAL), "Internal") != 0) return 1;
+    if (v6d_open_handles() != 1) return 1;
+    printf("poisoned ok\n");
+    fflush(stdout);
+    /* v6d_disconnect still closes the handle (below), so a process can tidy up. */
   } else {
     fprintf(stderr, "abi_test: unknown mode %s\n", mode);
     return 2;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -77,6 +78,53 @@ def test_error_statuses(c_daemon, c_programs):
     r = run(c_programs / "abi_test", "errors", c_daemon)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "errors ok"
+
+
+def test_unknown_flag_bits_are_refused(c_daemon, c_programs):
+    r = run(c_programs / "abi_test", "flags", c_daemon)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "flags ok"
+
+
+def test_connected_reports_a_dead_daemon(c_programs, tmp_path):
+    # A daemon of its own, killed while a client holds a cached tree:
+    # v6d_connected turns 0 and the cached get fails instead of answering.
+    sock = str(tmp_path / "v.sock")
+    daemon = subprocess.Popen([os.environ.get("VINEYARDD", str(ROOT / "build" / "vineyardd")),
+                               "--socket", sock, "--size", "16Mi"])
+    prog = None
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock):
+            assert daemon.poll() is None and time.monotonic() < deadline, "the daemon did not start"
+            time.sleep(0.01)
+        prog = subprocess.Popen([str(c_programs / "abi_test"), "death", sock], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert prog.stdout.readline().strip() == "ready"
+        daemon.kill()
+        daemon.wait(timeout=10)
+        out, err = prog.communicate("dead\n", timeout=30)
+        assert prog.returncode == 0, (prog.returncode, out, err)
+        assert out.strip() == "disconnected ok"
+    finally:
+        for p in (prog, daemon):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_internal_fault_poisons_the_library(c_daemon, c_programs):
+    # A Go panic inside an export (an out-pointer into the unmapped first
+    # page): that call returns V6D_INTERNAL, every later call too, and the
+    # process neither crashes nor leaks its handle.
+    r = run(c_programs / "abi_test", "poison", c_daemon)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.strip() == "poisoned ok"
+    assert "libv6d: internal error" in r.stderr  # the stack of the fault, once
+    assert r.stderr.count("libv6d: internal error") == 1
+    # The daemon is unaffected: another process works.
+    ok = run(c_programs / "abi_test", "errors", c_daemon)
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_header_compiles_as_c11_and_cpp17(tmp_path):
