@@ -28,6 +28,7 @@ from ctypes import POINTER, c_char_p, c_int64, c_size_t, c_void_p
 from typing import Any
 
 from .. import _ffi
+from .._bindings import ARROW_CHUNKED, ARROW_RECORD_BATCH
 from .._objects import Object, register_object_type
 from .._types import ObjectID
 from .registry import register_builder, register_protocol_builder, register_resolver
@@ -37,9 +38,6 @@ __all__ = [
     "is_arrow_typename", "put_arrow", "register", "resolve_arrow",
 ]
 
-# Flags of v6d_put_arrow_array / v6d_put_arrow_stream (include/v6d.h).
-_RECORD_BATCH = 1
-_CHUNKED = 2
 
 # The typenames of Arrow objects (docs/protocol.md, "Arrow objects"): a
 # typename is Arrow if it starts with one of these.
@@ -303,9 +301,9 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
         if isinstance(value, (pa.Table, pa.RecordBatchReader)):
             return "stream", 0, None
         if isinstance(value, pa.ChunkedArray):
-            return "stream", _CHUNKED, None
+            return "stream", ARROW_CHUNKED, None
         if isinstance(value, pa.RecordBatch):
-            return "array", _RECORD_BATCH, None
+            return "array", ARROW_RECORD_BATCH, None
         if isinstance(value, pa.Array):
             return "array", 0, None
     if name.startswith("polars.") and hasattr(value, "__arrow_c_stream__"):
@@ -314,7 +312,7 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
         if isinstance(value, pl.DataFrame):
             return "stream", 0, "polars.DataFrame"
         if isinstance(value, pl.Series):
-            return "stream", _CHUNKED, "polars.Series"
+            return "stream", ARROW_CHUNKED, "polars.Series"
     if hasattr(value, "__arrow_c_stream__"):
         return "stream", 0, None
     if hasattr(value, "__arrow_c_array__"):
