@@ -29,7 +29,7 @@ from . import _bindings
 from ._bindings import V6DError
 from .errors import ForkError, VineyardException, exception_for
 
-__all__ = ["call", "check_process", "connected_function", "function", "lib", "library_path", "loaded", "on_fork", "take_string", "usable"]
+__all__ = ["call", "check_process", "function", "lib", "library_path", "loaded", "on_fork", "take_string", "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
@@ -165,30 +165,6 @@ def function(name: str) -> Any:
     fn = _fns.get(name)
     if fn is None:
         fn = _fns[name] = getattr(lib(), name)
-    return fn
-
-
-def has_function(name: str) -> bool:
-    """Reports whether the loaded library exports ``name`` (an older
-    libv6d may lack functions added since)."""
-    return name in _fns or hasattr(lib(), name)
-
-
-_MISSING = object()
-_connected: Any = _MISSING  # v6d_connected, or None when the library predates it
-
-
-def connected_function() -> Any:
-    """``v6d_connected`` (1: the connection is alive, 0: not; never blocks),
-    or None when the loaded library does not have it (before C ABI 3)."""
-    global _connected
-    fn = _connected
-    if fn is _MISSING:
-        handle = lib()
-        fn = getattr(handle, "v6d_connected", None)
-        if fn is not None and "v6d_connected" not in _bindings.SIGNATURES:
-            fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_uint64]
-        _connected = fn
     return fn
 
 

@@ -77,23 +77,21 @@ class Session:
         if conn is None:
             raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
         _ffi.check_process()
-        alive = _ffi.connected_function()
-        if alive is not None and not alive(conn.handle):
+        if not _ffi.function("v6d_connected")(conn.handle):
             raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
                                 "(the daemon stopped or hung up); connect again")
         return conn.handle
 
     @property
     def connected(self) -> bool:
-        """False once the client is closed or (when the library can tell,
-        ``v6d_connected``) the daemon is gone; never blocks."""
+        """False once the client is closed or the daemon is gone
+        (``v6d_connected``); never blocks."""
         conn = self.conn
         if conn is None:
             return False
         if not _ffi.usable():
             return False  # a forked child: nothing here may call into libv6d
-        alive = _ffi.connected_function()
-        return alive is None or bool(alive(conn.handle))
+        return bool(_ffi.function("v6d_connected")(conn.handle))
 
     def pin(self, oid: int) -> Pin:
         """A pin of ``oid``, whose blobs this connection holds (from a get)."""

@@ -79,8 +79,7 @@ class Client:
     def connected(self) -> bool:
         """True while the client is open and its daemon alive. Once the
         daemon is gone it is False and every call raises ConnectionError,
-        also one the client could answer from its cache (with a libv6d that
-        has ``v6d_connected``; an older one only knows about close())."""
+        also one the client could answer from its cache."""
         return self._session.connected
 
     def close(self) -> None:

@@ -285,8 +285,6 @@ def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_c
     finally:
         proc.kill()
         proc.wait()
-    if not vineyard._ffi.has_function("v6d_connected"):
-        pytest.xfail("needs v6d_connected (cabi branch)")
     assert not client.connected
     for call in (lambda: client.get(oid), lambda: client.get_meta(oid), lambda: client.get_object(oid),
                  lambda: client.put(np.arange(3)), lambda: client.exists(oid)):
