@@ -69,18 +69,24 @@ class Session:
         return client
 
     def handle(self) -> int:
-        """The C handle; raises if the client is closed, this process is a
-        fork of the one that connected, or the daemon is gone (a
-        ConnectionError, also for what the client could answer from its
-        cache)."""
+        """The C handle; raises if the client is closed or this process is a
+        fork of the one that connected."""
         conn = self.conn
         if conn is None:
             raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
         _ffi.check_process()
-        if not _ffi.function("v6d_connected")(conn.handle):
+        return conn.handle
+
+    def live_handle(self) -> int:
+        """:meth:`handle`, after checking that the daemon is alive
+        (``v6d_connected``, a poll that never waits): for the calls libv6d
+        may answer from its cache, which must not outlive the daemon. Calls
+        that go to the daemon fail by themselves with ConnectionError."""
+        handle = self.handle()
+        if not _ffi.function("v6d_connected")(handle):
             raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
                                 "(the daemon stopped or hung up); connect again")
-        return conn.handle
+        return handle
 
     @property
     def connected(self) -> bool:

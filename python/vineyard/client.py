@@ -143,8 +143,9 @@ class Client:
         """Returns the metadata tree of an object. ``sync_remote`` is accepted
         for upstream's signature and ignored: the daemon always answers from
         the metadata it has, which already follows the cluster's."""
-        tree = self._json_out("v6d_get_metadata", _id(object_id))
-        return ObjectMeta(tree)
+        p, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _ffi.call("v6d_get_metadata", self._session.live_handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
+        return ObjectMeta(json.loads(_ffi.take_string(p, n)))
 
     def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> list[ObjectMeta]:
         """:meth:`get_meta` of each id (``sync_remote`` is ignored as there)."""
@@ -272,7 +273,7 @@ class Client:
         """One round trip: the tree, with every blob in it pinned."""
         session = self._session
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _ffi.call("v6d_get_object", session.handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
+        _ffi.call("v6d_get_object", session.live_handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
         raw = _ffi.take_string(p, n)
         tree = json.loads(raw)
         pin = session.pin(object_id)

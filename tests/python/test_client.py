@@ -285,11 +285,14 @@ def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_c
     finally:
         proc.kill()
         proc.wait()
-    assert not client.connected
+    # The calls first: asking client.connected would itself tell libv6d's cache.
     for call in (lambda: client.get(oid), lambda: client.get_meta(oid), lambda: client.get_object(oid),
-                 lambda: client.put(np.arange(3)), lambda: client.exists(oid)):
+                 lambda: client.put(np.arange(3)), lambda: client.exists(oid), lambda: client.create_blob(8),
+                 lambda: client.get_blob(client.get_meta(oid)["buffer_"].id), lambda: client.list_names(),
+                 lambda: client.status, lambda: client.delete(oid)):
         with pytest.raises(ConnectionError):
             call()
+    assert not client.connected
     client.close()
     assert not client.connected
 
