@@ -34,6 +34,7 @@ and a categorical's categories are an Index):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -116,8 +117,6 @@ def _arrow_available() -> bool:
     string columns are pickled."""
     global _ARROW
     if _ARROW is None:
-        import importlib.util
-
         _ARROW = all(importlib.util.find_spec(m) is not None for m in ("pyarrow", "vineyard.data.arrow"))
     return _ARROW
 
