@@ -16,9 +16,9 @@ type blob struct {
 	offset uint64
 	size   uint64 // bytes the client asked for (the allocation may be larger)
 	sealed bool
-	owner  *Session // the creator, while unsealed
-	refs   int      // sessions holding a reference
-	users  int      // objects that have this blob as a member
+	owner  *Session             // the creator, while unsealed
+	refs   int                  // sessions holding a reference
+	users  map[ids.ObjectID]int // objects that have this blob as a member (nil: none)
 	// deleted blobs live in Store.zombies until refs drops to 0.
 	deleted bool
 	trim    bool // return the pages to the kernel when finally freed
@@ -100,15 +100,19 @@ func (ss *Session) releaseLocked(id ids.ObjectID) bool {
 
 // freeLocked returns b's memory to the allocator.
 func (s *Store) freeLocked(b *blob) {
-	delete(s.zombies, b.id)
+	if len(s.zombies) > 0 {
+		delete(s.zombies, b.id)
+	}
 	if b.id == ids.EmptyBlob || s.closed {
+		return
+	}
+	if !b.trim {
+		_ = s.alloc.Free(b.offset)
 		return
 	}
 	size, _ := s.alloc.SizeOf(b.offset)
 	_ = s.alloc.Free(b.offset)
-	if b.trim {
-		_, _ = s.arena.Trim(b.offset, size)
-	}
+	_, _ = s.arena.Trim(b.offset, size)
 }
 
 // retireLocked removes b from view; its memory goes when no session holds it.

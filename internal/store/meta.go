@@ -355,13 +355,7 @@ func parseTreeID(raw json.RawMessage) (ids.ObjectID, error) {
 
 func (s *Store) insertLocked(o *object) {
 	for _, m := range o.members {
-		if m.id.IsBlob() {
-			if b, ok := s.lookupBlobLocked(m.id); ok && b != emptyBlob {
-				b.users++
-			}
-		} else if mo, ok := s.objects[m.id]; ok {
-			mo.users[o.id]++
-		}
+		s.linkLocked(o.id, m.id)
 	}
 	s.objects[o.id] = o
 	s.notifyLocked()

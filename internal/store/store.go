@@ -46,6 +46,8 @@ type Store struct {
 	changed  chan struct{} // closed and replaced whenever objects or names appear
 	sessions int
 	closed   bool
+
+	clearHook func() // tests: runs between Clear's batches, without mu
 }
 
 // New creates the arena and an empty store.

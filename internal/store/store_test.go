@@ -288,3 +288,36 @@ func TestMetaEpoch(t *testing.T) {
 		t.Fatalf("the header counts as usage: %d", used)
 	}
 }
+
+// TestClearServesOthersBetweenBatches checks that Clear releases the store
+// lock between batches: a get from another session runs between them (it
+// would deadlock if Clear held the lock), and Clear still removes
+// everything.
+func TestClearServesOthersBetweenBatches(t *testing.T) {
+	s, err := New(Config{Size: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ss := s.NewSession()
+	defer ss.Close()
+	objs := fillStore(t, ss, 3*clearBatch)
+	reader := s.NewSession()
+	defer reader.Close()
+	batches := 0
+	s.clearHook = func() {
+		batches++
+		reader.GetDataWithBuffers(objs[len(objs)-1:])
+	}
+	s.Clear()
+	if batches < 2 {
+		t.Fatalf("Clear ran in %d batch(es), want several", batches)
+	}
+	if len(s.objects) != 0 || len(s.blobs) != 0 { // the reader's blob is a zombie now
+		t.Fatalf("Clear left %d objects and %d blobs", len(s.objects), len(s.blobs))
+	}
+	reader.Close()
+	if used, _ := s.Usage(); used != 0 {
+		t.Fatalf("used %d after Clear and closing every session", used)
+	}
+}
