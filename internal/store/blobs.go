@@ -41,15 +41,9 @@ type Session struct {
 func (s *Store) NewSession() *Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sessions++
-	return &Session{s: s, refs: make(map[ids.ObjectID]*blob), created: make(map[ids.ObjectID]*blob)}
-}
-
-// Sessions returns the number of open sessions.
-func (s *Store) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions
+	ss := &Session{s: s, refs: make(map[ids.ObjectID]*blob), created: make(map[ids.ObjectID]*blob)}
+	s.sessions[ss] = struct{}{}
+	return ss
 }
 
 // Close releases every reference of the session and frees its unsealed
@@ -62,7 +56,7 @@ func (ss *Session) Close() {
 		return
 	}
 	ss.closed = true
-	s.sessions--
+	delete(s.sessions, ss)
 	for _, b := range ss.created {
 		s.dropUnsealedLocked(b)
 	}

@@ -43,8 +43,8 @@ type Store struct {
 	zombies  map[ids.ObjectID]*blob   // deleted blobs still referenced
 	objects  map[ids.ObjectID]*object // live non-blob objects
 	names    map[string]ids.ObjectID
-	changed  chan struct{} // closed and replaced whenever objects or names appear
-	sessions int
+	changed  chan struct{}         // closed and replaced whenever objects or names appear
+	sessions map[*Session]struct{} // open sessions
 	closed   bool
 
 	clearHook func() // tests: runs between Clear's batches, without mu
@@ -75,6 +75,7 @@ func New(cfg Config) (*Store, error) {
 		objects:  make(map[ids.ObjectID]*object),
 		names:    make(map[string]ids.ObjectID),
 		changed:  make(chan struct{}),
+		sessions: make(map[*Session]struct{}),
 	}
 	if b := arena.Bytes(); len(b) > 0 {
 		s.base = uint64(uintptrOf(b))
@@ -100,10 +101,6 @@ func (s *Store) Close() error {
 
 // InstanceID returns the instance id of the store.
 func (s *Store) InstanceID() uint64 { return s.instance }
-
-// ArenaFd returns the arena's memfd. The store owns it; callers send it to
-// clients but must not close it.
-func (s *Store) ArenaFd() int { return s.arena.Fd() }
 
 // Usage returns the bytes allocated to blobs and the limit (the arena's size
 // without its header).

@@ -17,7 +17,16 @@ func newStore(t *testing.T) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { checkInvariants(t, s) }) // runs first: after the test's own deferred closes
 	return s
+}
+
+// checkInvariants fails the test if the store's bookkeeping is inconsistent.
+func checkInvariants(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatalf("store invariants: %v", err)
+	}
 }
 
 func blobOf(t *testing.T, ss *Session, n uint64) ids.ObjectID {
@@ -63,6 +72,7 @@ func TestDeleteRules(t *testing.T) {
 		t.Fatal("force delete left users")
 	}
 	s.Delete([]ids.ObjectID{12345}, DeleteOptions{}) // missing ids are ignored
+	checkInvariants(t, s)
 }
 
 func TestTreesAndNames(t *testing.T) {
@@ -137,6 +147,7 @@ func TestSessionCloseFreesEverything(t *testing.T) {
 	}
 	ss.Close()
 	s.Delete([]ids.ObjectID{sealed}, DeleteOptions{})
+	checkInvariants(t, s)
 	if used, _ := s.Usage(); used != 4096 {
 		t.Fatalf("held blob freed early or unsealed one leaked: used %d", used)
 	}
@@ -164,7 +175,9 @@ func FuzzCreateData(f *testing.F) {
 		if stored, _ := s.Tree(c.ID); !json.Valid(stored) {
 			t.Fatalf("stored tree is not JSON: %s", stored)
 		}
+		checkInvariants(t, s)
 		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Force: true})
+		checkInvariants(t, s)
 	})
 }
 
@@ -274,6 +287,7 @@ func TestMetaEpoch(t *testing.T) {
 	for _, step := range steps {
 		before := s.Epoch()
 		step.do()
+		checkInvariants(t, s)
 		if changed := s.Epoch() != before; changed != step.changes {
 			t.Errorf("%s: epoch changed %v, want %v", step.name, changed, step.changes)
 		}
@@ -308,8 +322,10 @@ func TestClearServesOthersBetweenBatches(t *testing.T) {
 	s.clearHook = func() {
 		batches++
 		reader.GetDataWithBuffers(objs[len(objs)-1:])
+		checkInvariants(t, s)
 	}
 	s.Clear()
+	checkInvariants(t, s)
 	if batches < 2 {
 		t.Fatalf("Clear ran in %d batch(es), want several", batches)
 	}
@@ -319,5 +335,35 @@ func TestClearServesOthersBetweenBatches(t *testing.T) {
 	reader.Close()
 	if used, _ := s.Usage(); used != 0 {
 		t.Fatalf("used %d after Clear and closing every session", used)
+	}
+}
+
+// TestCheckInvariantsFindsDamage breaks the bookkeeping on purpose, one way
+// at a time, and checks that CheckInvariants notices each.
+func TestCheckInvariantsFindsDamage(t *testing.T) {
+	for name, damage := range map[string]func(s *Store, obj, bid ids.ObjectID){
+		"refcount":       func(s *Store, _, bid ids.ObjectID) { s.blobs[bid].refs++ },
+		"reverse index":  func(s *Store, _, bid ids.ObjectID) { delete(s.blobs[bid].users, bid); s.blobs[bid].users = nil },
+		"dangling name":  func(s *Store, _, _ ids.ObjectID) { s.names["ghost"] = 12345 },
+		"leaked extent":  func(s *Store, _, _ ids.ObjectID) { _, _ = s.alloc.Alloc(64) },
+		"lost zombie":    func(s *Store, _, bid ids.ObjectID) { s.zombies[bid] = s.blobs[bid] },
+		"missing member": func(s *Store, obj, _ ids.ObjectID) { s.objects[obj].members[0].id = 0x8000000000000999 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(Config{Size: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ss := s.NewSession()
+			defer ss.Close()
+			bid := blobOf(t, ss, 100)
+			obj := create(t, ss, fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, bid), bid)
+			checkInvariants(t, s)
+			damage(s, obj, bid)
+			if err := s.CheckInvariants(); err == nil {
+				t.Fatal("damage not detected")
+			}
+		})
 	}
 }
