@@ -22,6 +22,7 @@ type blob struct {
 	// deleted blobs live in Store.zombies until refs drops to 0.
 	deleted bool
 	trim    bool // return the pages to the kernel when finally freed
+	hollow  bool // shrunk to 0 bytes: owns no arena memory any more
 }
 
 // emptyBlob is the zero-length blob: it always exists and owns no memory.
@@ -97,7 +98,7 @@ func (s *Store) freeLocked(b *blob) {
 	if len(s.zombies) > 0 {
 		delete(s.zombies, b.id)
 	}
-	if b.id == ids.EmptyBlob || s.closed {
+	if b.id == ids.EmptyBlob || b.hollow || s.closed {
 		return
 	}
 	if !b.trim {
@@ -248,7 +249,12 @@ func (ss *Session) DropBuffer(id ids.ObjectID) error {
 	return nil
 }
 
-// ShrinkBuffer shrinks an unsealed blob this session created.
+// ShrinkBuffer shrinks an unsealed blob this session created, keeping its
+// offset, and returns the cut tail to the allocator at once (the allocation
+// shrinks to size rounded up to alloc.Alignment). Shrinking to 0 frees the
+// whole allocation: the blob stays, with no memory. The client must not
+// write past the new size afterwards: that memory may already belong to
+// another blob.
 func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
 	s := ss.s
 	s.mu.Lock()
@@ -263,10 +269,13 @@ func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
 	if size == b.size {
 		return nil
 	}
-	if size > 0 {
-		if err := s.alloc.Shrink(b.offset, size); err != nil {
+	if size == 0 {
+		if err := s.alloc.Free(b.offset); err != nil {
 			return status.Errorf(status.Invalid, "shrink blob %v: %v", id, err)
 		}
+		b.hollow = true
+	} else if err := s.alloc.Shrink(b.offset, size); err != nil {
+		return status.Errorf(status.Invalid, "shrink blob %v: %v", id, err)
 	}
 	b.size = size
 	return nil

@@ -173,6 +173,12 @@ func (s *Store) checkAllocLocked(fail func(string, ...any)) {
 			fail("the empty blob is stored")
 			return
 		}
+		if b.hollow {
+			if b.size != 0 {
+				fail("blob %v owns no memory but has %d bytes", b.id, b.size)
+			}
+			return
+		}
 		size, ok := s.alloc.SizeOf(b.offset)
 		if !ok {
 			fail("blob %v at offset %d has no allocation", b.id, b.offset)
