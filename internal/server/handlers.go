@@ -214,10 +214,13 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 		}
 	}
 	if !r.WithBuffers {
-		content, _ := st.GetData(r.ID)
-		return &protocol.GetDataReply{Content: content}, nil, nil
+		content, _, err := st.GetData(r.ID)
+		return &protocol.GetDataReply{Content: content}, nil, err
 	}
-	content, payloads, epoch := c.sess.GetDataWithBuffers(r.ID)
+	content, payloads, epoch, err := c.sess.GetDataWithBuffers(r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil

@@ -172,6 +172,9 @@ func (ss *Session) CreateBuffer(size uint64) (protocol.Payload, error) {
 
 // CreateBuffers allocates several blobs; on failure none is left allocated.
 func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
+	if err := checkItems("sizes", len(sizes)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,11 +294,19 @@ func (s *Store) lookupBlobLocked(id ids.ObjectID) (*blob, bool) {
 }
 
 // GetBuffers returns the payloads of blobs and takes a reference to each. Every
-// blob must exist and be sealed, unless unsafe.
+// blob must exist and be sealed, unless unsafe. A repeated id gives one
+// payload.
 func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Payload, error) {
+	idl = dedupe(idl)
+	if err := checkItems("ids", len(idl)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkReplyLocked(uint64(len(idl)) * payloadBytes); err != nil {
+		return nil, err
+	}
 	got := make([]*blob, 0, len(idl))
 	for _, id := range idl {
 		b, ok := s.lookupBlobLocked(id)

@@ -176,6 +176,9 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 // CreateDatas stores several trees; on error none of the trees after the
 // failing one is stored, the earlier ones stay.
 func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) ([]Created, error) {
+	if err := checkItems("trees", len(contents)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -378,14 +381,17 @@ func (s *Store) Exists(id ids.ObjectID) bool {
 }
 
 // GetData returns the JSON object {"o…": tree} of those ids that exist, and
-// whether all of them did.
-func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool) {
+// whether all of them did. A repeated id is written once. A reply larger
+// than Config.MaxReplyBytes fails with status.Invalid.
+func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.contentLocked(idl)
+	return s.contentLocked(dedupe(idl), 0)
 }
 
-func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
+// contentLocked writes the trees of idl (without repeats), failing once the
+// reply, with reserve bytes more, would exceed the limit.
+func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool, error) {
 	all := true
 	out := make([]byte, 0, 256)
 	out = append(out, '{')
@@ -403,22 +409,31 @@ func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
 		out = id.AppendText(out)
 		out = append(out, '"', ':')
 		out = s.appendTreeLocked(out, id)
+		if err := s.checkReplyLocked(uint64(len(out)) + reserve); err != nil {
+			return nil, false, err
+		}
 	}
-	return append(out, '}'), all
+	return append(out, '}'), all, nil
 }
 
 // GetDataWithBuffers returns the trees of the ids that exist, like GetData,
 // the payloads of every blob in them, taking a reference to each, and the
-// meta epoch the trees belong to.
-func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64) {
+// meta epoch the trees belong to. A repeated id is written once; a reply
+// larger than Config.MaxReplyBytes fails with status.Invalid, taking no
+// reference.
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	content, _ := s.contentLocked(idl)
+	idl = dedupe(idl)
 	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
 	for _, id := range idl {
 		bl = s.blobsOfLocked(bl, id, seen)
+	}
+	content, _, err := s.contentLocked(idl, uint64(len(bl))*payloadBytes)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	payloads := make([]protocol.Payload, 0, len(bl))
 	for _, b := range bl {
@@ -428,7 +443,7 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Pa
 		ss.addRefLocked(b)
 		payloads = append(payloads, s.payload(b))
 	}
-	return content, payloads, s.epochLocked()
+	return content, payloads, s.epochLocked(), nil
 }
 
 // List returns {"o…": tree} of objects (and sealed blobs) whose typename
@@ -457,8 +472,8 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 	if limit > 0 && uint64(len(found)) > limit {
 		found = found[:limit]
 	}
-	out, _ := s.contentLocked(found)
-	return out, nil
+	out, _, err := s.contentLocked(found, 0)
+	return out, err
 }
 
 // Persist marks an object and its non-blob members persisted.

@@ -18,6 +18,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Config configures a Store.
@@ -28,11 +29,28 @@ type Config struct {
 	Reserve bool
 	// InstanceID is this daemon's instance id, stamped on every object.
 	InstanceID uint64
+	// MaxReplyBytes bounds the replies the store builds (get_data, list,
+	// get_buffers): a request whose reply would be larger fails with
+	// status.Invalid instead. 0 means DefaultMaxReplyBytes.
+	MaxReplyBytes uint64
 }
+
+// DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
+const DefaultMaxReplyBytes = 256 << 20
+
+// MaxItemsPerRequest bounds the items (sizes, ids, trees) of one request;
+// more fail with status.Invalid. It keeps what one small request can make
+// the daemon allocate bounded.
+const MaxItemsPerRequest = 65536
+
+// payloadBytes is a generous estimate of one payload's size in a reply, for
+// the reply-size limit.
+const payloadBytes = 256
 
 // Store is the object store of one daemon. It is safe for concurrent use.
 type Store struct {
 	instance uint64
+	maxReply uint64
 	arena    *shm.Arena
 	base     uint64 // daemon-side address of the arena, reported in payloads
 	gen      *ids.Generator
@@ -67,6 +85,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		instance: cfg.InstanceID,
+		maxReply: cfg.MaxReplyBytes,
 		arena:    arena,
 		gen:      ids.NewGenerator(cfg.InstanceID),
 		alloc:    alloc.New(arena.Size()),
@@ -76,6 +95,9 @@ func New(cfg Config) (*Store, error) {
 		names:    make(map[string]ids.ObjectID),
 		changed:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
+	}
+	if s.maxReply == 0 {
+		s.maxReply = DefaultMaxReplyBytes
 	}
 	if b := arena.Bytes(); len(b) > 0 {
 		s.base = uint64(uintptrOf(b))
@@ -160,4 +182,37 @@ func (s *Store) payload(b *blob) protocol.Payload {
 		IsSealed:   b.sealed,
 		IsOwner:    true,
 	}
+}
+
+// checkItems fails a request of n items when n exceeds MaxItemsPerRequest.
+func checkItems(what string, n int) error {
+	if n > MaxItemsPerRequest {
+		return status.Errorf(status.Invalid, "%d %s in one request, at most %d", n, what, MaxItemsPerRequest)
+	}
+	return nil
+}
+
+// checkReplyLocked fails a reply that would be larger than the limit.
+func (s *Store) checkReplyLocked(size uint64) error {
+	if size > s.maxReply {
+		return status.Errorf(status.Invalid,
+			"the reply would exceed %d bytes (the daemon's reply limit); ask for fewer objects", s.maxReply)
+	}
+	return nil
+}
+
+// dedupe returns idl without repeated ids, in first-seen order.
+func dedupe(idl []ids.ObjectID) []ids.ObjectID {
+	if len(idl) < 2 {
+		return idl
+	}
+	seen := make(map[ids.ObjectID]struct{}, len(idl))
+	out := make([]ids.ObjectID, 0, len(idl))
+	for _, id := range idl {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }

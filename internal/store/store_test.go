@@ -89,7 +89,7 @@ func TestTreesAndNames(t *testing.T) {
 		}
 	}
 	id := create(t, ss, fmt.Sprintf(`{"typename":"t","x":[1,2],"b":{"id":"%v"}}`, b), b)
-	content, all := s.GetData([]ids.ObjectID{id, 99})
+	content, all, _ := s.GetData([]ids.ObjectID{id, 99})
 	if all {
 		t.Fatal("missing id reported present")
 	}

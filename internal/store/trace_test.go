@@ -207,8 +207,8 @@ func (r *traceRun) step(line string) error {
 		_, err := ss.GetBuffers(r.idList(args), false)
 		return err
 	case "getdata":
-		ss.GetDataWithBuffers(r.idList(args))
-		return nil
+		_, _, _, err := ss.GetDataWithBuffers(r.idList(args))
+		return err
 	case "incref":
 		return ss.IncreaseReferenceCount(r.idList(args))
 	case "release":
