@@ -24,7 +24,7 @@ func benchStore(b *testing.B) (*Store, *Session, ids.ObjectID) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return s, ss, p.ObjectID
+	return s, ss, p.ID
 }
 
 func BenchmarkCreateData(b *testing.B) {
@@ -81,11 +81,11 @@ func putTensor(tb testing.TB, ss *Session) ids.ObjectID {
 		tb.Fatal(err)
 	}
 	c, err := ss.CreateData(json.RawMessage(`{"typename":"vineyard::Tensor<int64>","shape_":"[8]","buffer_":{"id":"`+
-		p.ObjectID.String()+`"}}`), []ids.ObjectID{p.ObjectID})
+		p.ID.String()+`"}}`), []ids.ObjectID{p.ID})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := ss.Release(p.ObjectID); err != nil {
+	if err := ss.Release(p.ID); err != nil {
 		tb.Fatal(err)
 	}
 	return c.ID

@@ -6,7 +6,6 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -159,26 +158,26 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 
 // CreateBuffer allocates an unsealed blob of size bytes owned by the session,
 // which also holds a reference to it. Size 0 gives the empty blob.
-func (ss *Session) CreateBuffer(size uint64) (protocol.Payload, error) {
+func (ss *Session) CreateBuffer(size uint64) (Extent, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := ss.allocLocked(size)
 	if err != nil {
-		return protocol.Payload{}, err
+		return Extent{}, err
 	}
-	return s.payload(b), nil
+	return s.extent(b), nil
 }
 
 // CreateBuffers allocates several blobs; on failure none is left allocated.
-func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
+func (ss *Session) CreateBuffers(sizes []uint64) ([]Extent, error) {
 	if err := checkItems("sizes", len(sizes)); err != nil {
 		return nil, err
 	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]protocol.Payload, 0, len(sizes))
+	out := make([]Extent, 0, len(sizes))
 	made := make([]*blob, 0, len(sizes))
 	for _, size := range sizes {
 		b, err := ss.allocLocked(size)
@@ -191,7 +190,7 @@ func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
 			return nil, err
 		}
 		made = append(made, b)
-		out = append(out, s.payload(b))
+		out = append(out, s.extent(b))
 	}
 	return out, nil
 }
@@ -293,10 +292,10 @@ func (s *Store) lookupBlobLocked(id ids.ObjectID) (*blob, bool) {
 	return b, ok
 }
 
-// GetBuffers returns the payloads of blobs and takes a reference to each. Every
-// blob must exist and be sealed, unless unsafe. A repeated id gives one
-// payload.
-func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Payload, error) {
+// GetBuffers returns the extents of blobs and takes a reference to each.
+// Every blob must exist and be sealed, unless unsafe. A repeated id gives one
+// extent.
+func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]Extent, error) {
 	idl = dedupe(idl)
 	if err := checkItems("ids", len(idl)); err != nil {
 		return nil, err
@@ -304,7 +303,7 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Paylo
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.checkReplyLocked(uint64(len(idl)) * payloadBytes); err != nil {
+	if err := s.checkReplyLocked(uint64(len(idl)) * extentBytes); err != nil {
 		return nil, err
 	}
 	got := make([]*blob, 0, len(idl))
@@ -318,10 +317,10 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Paylo
 		}
 		got = append(got, b)
 	}
-	out := make([]protocol.Payload, len(got))
+	out := make([]Extent, len(got))
 	for i, b := range got {
 		ss.addRefLocked(b)
-		out[i] = s.payload(b)
+		out[i] = s.extent(b)
 	}
 	return out, nil
 }

@@ -82,8 +82,8 @@ func (fz *storeFuzz) step(op, a, b byte) string {
 	switch op % 16 {
 	case 0:
 		p, err := ss.CreateBuffer(uint64(b) * 97 % 5000)
-		if err == nil && p.ObjectID != ids.EmptyBlob {
-			fz.blobs = append(fz.blobs, p.ObjectID)
+		if err == nil && p.ID != ids.EmptyBlob {
+			fz.blobs = append(fz.blobs, p.ID)
 		}
 		return fmt.Sprintf("create %d: %v", uint64(b)*97%5000, err)
 	case 1:

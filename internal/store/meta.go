@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -50,7 +50,7 @@ func (o *object) encodeFields() {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = protocol.AppendString(buf, k)
+		buf = jsontext.AppendString(buf, k)
 		buf = append(buf, ':')
 		buf = append(buf, o.fields[k]...)
 	}
@@ -61,7 +61,7 @@ func (o *object) setField(key string, value any) {
 	var raw []byte
 	switch v := value.(type) { // the fields the daemon sets on every object, without reflection
 	case string:
-		raw = protocol.AppendString(nil, v)
+		raw = jsontext.AppendString(nil, v)
 	case uint64:
 		raw = strconv.AppendUint(nil, v, 10)
 	case int:
@@ -69,7 +69,7 @@ func (o *object) setField(key string, value any) {
 	case bool:
 		raw = strconv.AppendBool(nil, v)
 	default:
-		raw, _ = protocol.Marshal(value)
+		raw, _ = jsontext.Marshal(value)
 	}
 	o.fields[key] = raw
 }
@@ -417,11 +417,11 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool,
 }
 
 // GetDataWithBuffers returns the trees of the ids that exist, like GetData,
-// the payloads of every blob in them, taking a reference to each, and the
+// the extents of every blob in them, taking a reference to each, and the
 // meta epoch the trees belong to. A repeated id is written once; a reply
 // larger than Config.MaxReplyBytes fails with status.Invalid, taking no
 // reference.
-func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64, error) {
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uint64, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -431,19 +431,19 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Pa
 	for _, id := range idl {
 		bl = s.blobsOfLocked(bl, id, seen)
 	}
-	content, _, err := s.contentLocked(idl, uint64(len(bl))*payloadBytes)
+	content, _, err := s.contentLocked(idl, uint64(len(bl))*extentBytes)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	payloads := make([]protocol.Payload, 0, len(bl))
+	extents := make([]Extent, 0, len(bl))
 	for _, b := range bl {
 		if !b.sealed {
 			continue
 		}
 		ss.addRefLocked(b)
-		payloads = append(payloads, s.payload(b))
+		extents = append(extents, s.extent(b))
 	}
-	return content, payloads, s.epochLocked(), nil
+	return content, extents, s.epochLocked(), nil
 }
 
 // List returns {"o…": tree} of objects (and sealed blobs) whose typename

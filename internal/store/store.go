@@ -16,7 +16,6 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -43,9 +42,9 @@ const DefaultMaxReplyBytes = 256 << 20
 // the daemon allocate bounded.
 const MaxItemsPerRequest = 65536
 
-// payloadBytes is a generous estimate of one payload's size in a reply, for
-// the reply-size limit.
-const payloadBytes = 256
+// extentBytes is a generous estimate of the size of one extent in a reply
+// (a payload on the wire), for the reply-size limit.
+const extentBytes = 256
 
 // Store is the object store of one daemon. It is safe for concurrent use.
 type Store struct {
@@ -167,20 +166,33 @@ func (s *Store) MemoryTrim() (bool, error) {
 	return released > 0, firstErr
 }
 
-// payload describes blob b for a client.
-func (s *Store) payload(b *blob) protocol.Payload {
+// Extent locates a blob for a client: where its bytes lie in the arena and
+// how to map them. The server turns it into the wire's payload.
+type Extent struct {
+	ID      ids.ObjectID
+	Fd      int    // the arena's memfd (owned by the store), -1 for the empty blob
+	Offset  uint64 // of the bytes, from the arena's start
+	Size    uint64
+	MapSize uint64 // the arena's size, for mapping it whole
+	Pointer uint64 // the daemon's address of the bytes, reported as upstream does
+	Sealed  bool
+	Owner   bool // the daemon owns the memory (false only for the empty blob)
+}
+
+// extent describes blob b for a client.
+func (s *Store) extent(b *blob) Extent {
 	if b.id == ids.EmptyBlob {
-		return protocol.Payload{ObjectID: b.id, StoreFd: -1, IsSealed: true}
+		return Extent{ID: b.id, Fd: -1, Sealed: true}
 	}
-	return protocol.Payload{
-		ObjectID:   b.id,
-		StoreFd:    s.arena.Fd(),
-		DataOffset: b.offset,
-		DataSize:   b.size,
-		MapSize:    s.arena.Size(),
-		Pointer:    s.base + b.offset,
-		IsSealed:   b.sealed,
-		IsOwner:    true,
+	return Extent{
+		ID:      b.id,
+		Fd:      s.arena.Fd(),
+		Offset:  b.offset,
+		Size:    b.size,
+		MapSize: s.arena.Size(),
+		Pointer: s.base + b.offset,
+		Sealed:  b.sealed,
+		Owner:   true,
 	}
 }
 

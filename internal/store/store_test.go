@@ -35,7 +35,7 @@ func blobOf(t *testing.T, ss *Session, n uint64) ids.ObjectID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.ObjectID
+	return p.ID
 }
 
 func create(t *testing.T, ss *Session, tree string, seal ...ids.ObjectID) ids.ObjectID {

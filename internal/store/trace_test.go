@@ -194,7 +194,7 @@ func (r *traceRun) step(line string) error {
 	case "create":
 		p, err := ss.CreateBuffer(r.number(args[1]))
 		if err == nil {
-			r.ids[args[0]] = p.ObjectID
+			r.ids[args[0]] = p.ID
 		}
 		return err
 	case "seal":
