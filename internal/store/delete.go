@@ -212,7 +212,7 @@ func repeatsEarlier(members []member, j int) bool {
 // at its last release) is marked for trimming.
 func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 	s := d.s
-	var deleted []ids.ObjectID
+	var deleted, persisted []ids.ObjectID
 	for _, id := range d.order {
 		if id.IsBlob() {
 			if b, ok := s.blobs[id]; ok {
@@ -221,7 +221,16 @@ func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 			}
 			continue
 		}
+		if o, ok := s.objects[id]; ok && o.persisted {
+			persisted = append(persisted, id)
+		}
 		s.removeObjectLocked(id)
+	}
+	if len(persisted) > 0 {
+		// The objects are gone here whatever the backend says; a backend
+		// that failed keeps trees of objects that no longer exist, which a
+		// later delete of the same ids removes.
+		_ = s.meta.Delete(persisted)
 	}
 	if len(d.order) > 0 {
 		s.bumpEpochLocked()
@@ -241,7 +250,7 @@ func (s *Store) removeObjectLocked(id ids.ObjectID) {
 		s.unlinkLocked(id, m.id)
 	}
 	for name := range o.names {
-		delete(s.names, name)
+		_ = s.meta.DropName(name) // see apply: the object is gone regardless
 	}
 	delete(s.objects, id)
 }

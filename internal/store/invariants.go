@@ -6,6 +6,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
 )
 
 // CheckInvariants checks the store's bookkeeping against itself and returns
@@ -94,9 +95,17 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 	}
 }
 
-// checkNamesLocked checks names both ways.
+// checkNamesLocked checks names both ways, and, with the local backend,
+// that the persisted trees are those of the live persisted objects.
 func (s *Store) checkNamesLocked(fail func(string, ...any)) {
-	for name, id := range s.names {
+	names, err := s.meta.ListNames()
+	if err != nil {
+		if !s.closed {
+			fail("list names: %v", err)
+		}
+		return
+	}
+	for name, id := range names {
 		o, ok := s.objects[id]
 		if !ok {
 			fail("name %q points at %v, which is not a live object", name, id)
@@ -111,9 +120,23 @@ func (s *Store) checkNamesLocked(fail func(string, ...any)) {
 	}
 	for id, o := range s.objects {
 		for name := range o.names {
-			if s.names[name] != id {
-				fail("%v lists name %q, which points at %v", id, name, s.names[name])
+			if names[name] != id {
+				fail("%v lists name %q, which points at %v", id, name, names[name])
 			}
+		}
+	}
+	local, ok := s.meta.(*meta.Local)
+	if !ok {
+		return // other backends share trees of other daemons
+	}
+	for _, id := range local.Trees() {
+		if o, ok := s.objects[id]; !ok || !o.persisted {
+			fail("the backend keeps a tree of %v, which is not a live persisted object", id)
+		}
+	}
+	for id, o := range s.objects {
+		if _, ok := local.Tree(id); o.persisted && !ok {
+			fail("persisted %v has no tree in the backend", id)
 		}
 	}
 }

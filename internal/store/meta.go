@@ -8,6 +8,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsontext"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -487,22 +488,67 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	if !ok {
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
-	s.persistLocked(o)
+	var fresh []*object
+	s.collectTransientLocked(o, map[*object]bool{}, &fresh)
+	if len(fresh) == 0 {
+		return nil
+	}
+	setTransient := func(v bool) {
+		for _, o := range fresh {
+			o.setField("transient", v)
+			o.encodeFields()
+		}
+	}
+	setTransient(false)
+	trees := make([]meta.Tree, len(fresh))
+	for i, o := range fresh {
+		trees[i] = meta.Tree{ID: o.id, Content: s.persistedTreeLocked(o)}
+	}
+	if err := s.meta.Persist(trees); err != nil {
+		setTransient(true) // nothing changed
+		return backendError(err)
+	}
+	for _, o := range fresh {
+		o.persisted = true
+	}
+	s.bumpEpochLocked()
 	return nil
 }
 
-func (s *Store) persistLocked(o *object) {
-	if o.persisted {
+// collectTransientLocked appends o and its non-blob members, recursively,
+// that are not persisted yet, each once.
+func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]*object) {
+	if o.persisted || seen[o] {
 		return
 	}
-	o.persisted = true
-	o.setField("transient", false)
-	o.encodeFields()
-	s.bumpEpochLocked()
+	seen[o] = true
+	*out = append(*out, o)
 	for _, m := range o.members {
 		if mo, ok := s.objects[m.id]; ok {
-			s.persistLocked(mo)
+			s.collectTransientLocked(mo, seen, out)
 		}
+	}
+}
+
+// persistedTreeLocked returns what the backend keeps of o: its own fields
+// and its members as links {"id":"o…"}.
+func (s *Store) persistedTreeLocked(o *object) []byte {
+	dst := append([]byte{'{'}, o.encoded...)
+	for _, m := range o.members {
+		dst = append(dst, ',')
+		dst = jsontext.AppendString(dst, m.key)
+		dst = append(dst, `:{"id":"`...)
+		dst = m.id.AppendText(dst)
+		dst = append(dst, `"}`...)
+	}
+	return append(dst, '}')
+}
+
+// persistTreesLocked updates the backend's tree of o after its fields
+// changed, if o is persisted. A failure leaves the backend's older tree.
+func (s *Store) persistTreesLocked(o *object) {
+	if o.persisted {
+		_ = s.meta.Persist([]meta.Tree{{ID: o.id, Content: s.persistedTreeLocked(o)}})
 	}
 }
 
@@ -550,6 +596,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	text, _ := json.Marshal(labels)
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	return nil
 }

@@ -6,16 +6,30 @@
 // deleted blob still referenced by a session is hidden at once but its memory
 // is reused only after the last reference is released.
 //
+// Persisted trees and names are kept by a metadata backend (internal/meta,
+// Config.Backend; meta.Local by default): the store routes persist, names
+// and the delete of persisted objects through it, and keeps the objects it
+// serves in its own table.
+//
+// Every store operation costs O(what it touches), never O(size of the
+// store): objects and blobs keep their users (a reverse index of member
+// links), so delete walks only what it deletes, and Clear works in batches,
+// releasing the lock between them.
+//
 // Locking: one mutex, Store.mu, guards all state; no method calls out while
-// holding it except into the allocator and arena, which take no locks.
+// holding it except into the allocator and arena, which take no locks, and
+// into the metadata backend, which takes only its own locks and never calls
+// back (lock order: Store.mu, then the backend's).
 package store
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -28,6 +42,10 @@ type Config struct {
 	Reserve bool
 	// InstanceID is this daemon's instance id, stamped on every object.
 	InstanceID uint64
+	// Backend keeps persisted trees and names; nil means a meta.Local of
+	// InstanceID. The store owns it from New on and closes it in Close. A
+	// given Backend's InstanceID replaces Config.InstanceID.
+	Backend meta.Backend
 	// MaxReplyBytes bounds the replies the store builds (get_data, list,
 	// get_buffers): a request whose reply would be larger fails with
 	// status.Invalid instead. 0 means DefaultMaxReplyBytes.
@@ -53,25 +71,40 @@ type Store struct {
 	arena    *shm.Arena
 	base     uint64 // daemon-side address of the arena, reported in payloads
 	gen      *ids.Generator
+	meta     meta.Backend // persisted trees and names; called under mu
 
 	mu       sync.Mutex
 	alloc    *alloc.Allocator
 	blobs    map[ids.ObjectID]*blob   // live blobs, sealed or not
 	zombies  map[ids.ObjectID]*blob   // deleted blobs still referenced
 	objects  map[ids.ObjectID]*object // live non-blob objects
-	names    map[string]ids.ObjectID
-	changed  chan struct{}         // closed and replaced whenever objects or names appear
-	sessions map[*Session]struct{} // open sessions
+	changed  chan struct{}            // closed and replaced whenever objects or names appear
+	sessions map[*Session]struct{}    // open sessions
 	closed   bool
 
 	clearHook func() // tests: runs between Clear's batches, without mu
 }
 
-// New creates the arena and an empty store.
+// New creates the arena and an empty store. On error, it closes
+// cfg.Backend.
 func New(cfg Config) (*Store, error) {
+	backend := cfg.Backend
+	if backend == nil {
+		backend = meta.NewLocal(cfg.InstanceID)
+	}
+	s, err := open(cfg, backend)
+	if err != nil {
+		_ = backend.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(cfg Config, backend meta.Backend) (*Store, error) {
 	if cfg.Size < alloc.Alignment {
 		return nil, fmt.Errorf("store: size %d is too small", cfg.Size)
 	}
+	cfg.InstanceID = backend.InstanceID()
 	arena, err := shm.Create(cfg.Size + HeaderSize)
 	if err != nil {
 		return nil, err
@@ -87,11 +120,11 @@ func New(cfg Config) (*Store, error) {
 		maxReply: cfg.MaxReplyBytes,
 		arena:    arena,
 		gen:      ids.NewGenerator(cfg.InstanceID),
+		meta:     backend,
 		alloc:    alloc.New(arena.Size()),
 		blobs:    make(map[ids.ObjectID]*blob),
 		zombies:  make(map[ids.ObjectID]*blob),
 		objects:  make(map[ids.ObjectID]*object),
-		names:    make(map[string]ids.ObjectID),
 		changed:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
 	}
@@ -117,7 +150,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.arena.Close()
+	return errors.Join(s.meta.Close(), s.arena.Close())
 }
 
 // InstanceID returns the instance id of the store.

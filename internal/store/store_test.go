@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -344,10 +345,13 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 	for name, damage := range map[string]func(s *Store, obj, bid ids.ObjectID){
 		"refcount":       func(s *Store, _, bid ids.ObjectID) { s.blobs[bid].refs++ },
 		"reverse index":  func(s *Store, _, bid ids.ObjectID) { s.blobs[bid].users = nil },
-		"dangling name":  func(s *Store, _, _ ids.ObjectID) { s.names["ghost"] = 12345 },
+		"dangling name":  func(s *Store, _, _ ids.ObjectID) { _ = s.meta.PutName("ghost", 12345) },
 		"leaked extent":  func(s *Store, _, _ ids.ObjectID) { _, _ = s.alloc.Alloc(64) },
 		"lost zombie":    func(s *Store, _, bid ids.ObjectID) { s.zombies[bid] = s.blobs[bid] },
 		"missing member": func(s *Store, obj, _ ids.ObjectID) { s.objects[obj].members[0].id = 0x8000000000000999 },
+		"stale tree": func(s *Store, obj, _ ids.ObjectID) {
+			_ = s.meta.Persist([]meta.Tree{{ID: obj, Content: []byte(`{}`)}}) // obj is transient
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := New(Config{Size: 1 << 20})

@@ -260,7 +260,7 @@ func (r *traceRun) expect(f []string) {
 		got, want = strconv.Itoa(len(s.blobs)), f[1]
 	case "name":
 		got = "none"
-		if id, ok := s.names[f[1]]; ok {
+		if id, err := s.meta.GetName(f[1]); err == nil {
 			got = id.String()
 		}
 		want = f[2]
