@@ -58,7 +58,9 @@ func BenchmarkGetData(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		ss.GetDataWithBuffers([]ids.ObjectID{c.ID})
+		if _, _, _, err := ss.GetDataWithBuffers([]ids.ObjectID{c.ID}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

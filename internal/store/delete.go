@@ -216,7 +216,7 @@ func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 	for _, id := range d.order {
 		if id.IsBlob() {
 			if b, ok := s.blobs[id]; ok {
-				s.retireLocked(b, trim && !(trimLater && b.refs == 0))
+				s.retireLocked(b, trim && (!trimLater || b.refs > 0))
 				deleted = append(deleted, id)
 			}
 			continue

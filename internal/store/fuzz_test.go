@@ -131,8 +131,8 @@ func (fz *storeFuzz) step(op, a, b byte) string {
 		s.Clear()
 		return "clear"
 	case 14:
-		ss.GetDataWithBuffers([]ids.ObjectID{fz.object(a), fz.object(b), fz.object(a)})
-		return fmt.Sprintf("get data %v %v", fz.object(a), fz.object(b))
+		_, _, _, err := ss.GetDataWithBuffers([]ids.ObjectID{fz.object(a), fz.object(b), fz.object(a)})
+		return fmt.Sprintf("get data %v %v: %v", fz.object(a), fz.object(b), err)
 	default:
 		return fmt.Sprintf("incref %v: %v", fz.blob(b), ss.IncreaseReferenceCount([]ids.ObjectID{fz.blob(b)}))
 	}

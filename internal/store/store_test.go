@@ -275,7 +275,7 @@ func TestMetaEpoch(t *testing.T) {
 		changes bool
 	}{
 		{"create", func() { create(t, ss, `{"typename":"x"}`) }, false},
-		{"get", func() { s.GetData([]ids.ObjectID{id}) }, false},
+		{"get", func() { _, _, _ = s.GetData([]ids.ObjectID{id}) }, false},
 		{"label", func() { _ = s.Label(id, []string{"k"}, []string{"v"}) }, true},
 		{"persist", func() { _ = s.Persist(other) }, true},
 		{"persist again", func() { _ = s.Persist(other) }, false},
@@ -322,7 +322,9 @@ func TestClearServesOthersBetweenBatches(t *testing.T) {
 	batches := 0
 	s.clearHook = func() {
 		batches++
-		reader.GetDataWithBuffers(objs[len(objs)-1:])
+		if _, _, _, err := reader.GetDataWithBuffers(objs[len(objs)-1:]); err != nil {
+			t.Error(err)
+		}
 		checkInvariants(t, s)
 	}
 	s.Clear()
