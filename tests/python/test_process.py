@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 import venv
@@ -101,10 +102,33 @@ def test_blob_api(client):
     assert empty.id == 1 << 63
 
 
-def test_editable_install(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+def _nested_venv(env_dir: Path) -> Path:
+    """A venv that sees the packages of the RUNNING interpreter (pip, setuptools,
+    wheel, numpy of build/venv), not those of the base interpreter as
+    system_site_packages would: a .pth file in its site-packages appends the
+    running one's. Without pip of its own (ensurepip would bring the base's old
+    setuptools, ahead of the running one's), it runs the running one's pip."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    Path(site, "_outer_site.pth").write_text("".join(p + "\n" for p in outer))
+    return py
+
+
+def test_nested_venv_sees_the_running_environment(tmp_path):
+    py = _nested_venv(tmp_path / "venv")
+    r = subprocess.run([str(py), "-c", "import setuptools, sys; print(setuptools.__version__); print(sys.prefix)"],
+                       capture_output=True, text=True, check=True, timeout=60)
+    version, prefix = r.stdout.split()
+    import setuptools
+
+    assert version == setuptools.__version__ and prefix == str(tmp_path / "venv")
+
+
+def test_editable_install(tmp_path):
+    py = _nested_venv(tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "V6D_LIBRARY", "VINEYARDD")}
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
                    check=True, timeout=600, env=env)
