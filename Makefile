@@ -42,9 +42,10 @@ HEADER    := include/v6d.h
 
 # Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
 # the library by name. The quotes matter: -extldflags takes one word.
-LIB_LDFLAGS := -s -w -X main.version=$(VERSION) \
+VERSION_LDFLAGS := -X main.version=$(VERSION) -X github.com/v6d-io/v6d-go/internal/client.Version=$(VERSION)
+LIB_LDFLAGS := -s -w $(VERSION_LDFLAGS) \
   '-extldflags=-Wl,--version-script=$(CURDIR)/libv6d/v6d.map -Wl,-soname,libv6d.so'
-DAEMON_LDFLAGS := -X main.version=$(VERSION)
+DAEMON_LDFLAGS := $(VERSION_LDFLAGS)
 
 # Pinned golangci-lint (tools/go.mod); built once into Go's cache.
 GOLANGCI_LINT := $(GO) tool -modfile=tools/go.mod golangci-lint

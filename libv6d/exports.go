@@ -6,8 +6,6 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 typedef struct v6d_error { int32_t code; char *message; } v6d_error;
-static const char v6d_version_string[] = "0.1.0";
-static const char *v6d_version_ptr(void) { return v6d_version_string; }
 */
 import "C"
 
@@ -63,8 +61,13 @@ func nullArg(name string) error {
 //export v6d_abi_version
 func v6d_abi_version() C.int32_t { return abiVersion }
 
+// version is set at build time from the VERSION file (-X main.version=...).
+var version = "dev"
+
+var versionC = sync.OnceValue(func() *C.char { return C.CString(version) })
+
 //export v6d_version
-func v6d_version() *C.char { return C.v6d_version_ptr() }
+func v6d_version() *C.char { return versionC() }
 
 var (
 	namesMu sync.Mutex

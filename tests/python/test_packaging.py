@@ -16,6 +16,8 @@ def test_wheel_contents(tmp_path):
                     "-w", str(tmp_path), str(ROOT)], check=True, timeout=600)
     (wheel,) = tmp_path.glob("*.whl")
     assert not wheel.name.endswith("-any.whl"), wheel.name
+    version = (ROOT / "VERSION").read_text().strip()  # the one place the version is written
+    assert wheel.name.startswith(f"vineyard_go-{version}-"), wheel.name
     with zipfile.ZipFile(wheel) as z:
         names = {i.filename: i for i in z.infolist()}
         assert "vineyard/libv6d.so" in names
