@@ -178,7 +178,7 @@ check-header: ## Compile include/v6d.h as C11 -pedantic and C++17, -Wall -Wextra
 check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* functions of v6d.h
 	scripts/check-symbols.sh $(LIB) $(HEADER)
 
-test-install: $(BUILD_DEP) ## Install into a temp DESTDIR and build a C program with pkg-config
+test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
 	MAKE="$(MAKE)" scripts/test-install.sh
 
 ##@ Lint
@@ -241,6 +241,9 @@ install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PRE
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	install -m 0755 $(DAEMON) $(DESTDIR)$(PREFIX)/bin/vineyardd
+	@# The dynamic loader's cache must learn the new library (README: "From C").
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; \
+	elif [ -z "$(DESTDIR)" ]; then echo "install: run 'sudo ldconfig' (or link with -Wl,-rpath,$(PREFIX)/lib)"; fi
 
 uninstall: ## Remove what install put into DESTDIR/PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/libv6d.so $(DESTDIR)$(PREFIX)/include/v6d.h \
