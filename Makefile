@@ -29,7 +29,7 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 # The one place the version is written: VERSION. The daemon and libv6d get it
 # through -ldflags -X, v6d.pc through sed, Python through package metadata.
-VERSION   ?= $(shell cat VERSION)
+VERSION   := $(shell cat $(CURDIR)/VERSION)
 FUZZTIME  ?= 20s
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
@@ -133,7 +133,8 @@ venv-torch: $(TORCH_STAMP) ## Add the pinned torch (requirements-torch.txt) to b
 # The stamp holds the requirements it was made from: a changed file remakes
 # the venv from scratch (--clear), so nothing stale stays installed.
 $(VENV_STAMP): requirements-dev.txt
-	@base="$(BASE_PYTHON)"; \
+	@if [ -x $(VENV_PY) ] && cmp -s requirements-dev.txt $(VENV_STAMP); then touch $(VENV_STAMP); exit 0; fi; \
+	base="$(BASE_PYTHON)"; \
 	if [ -z "$$base" ]; then echo "venv: '$(PYTHON)' does not run; run 'make check'" >&2; exit 1; fi; \
 	echo "venv: making $(VENV) with $$base from requirements-dev.txt"; \
 	rm -f $(VENV_STAMP) $(TORCH_STAMP); \
