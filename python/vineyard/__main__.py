@@ -13,7 +13,9 @@ def main() -> None:
     path = daemon_path()
     args = sys.argv[1:]
     if any(a in ("-h", "--help", "-help") for a in args):
-        print(f"python -m vineyard [flags]: runs the Vineyard daemon {path} with the flags below.\n"
+        me = os.path.basename(sys.argv[0])
+        me = "python -m vineyard" if me in ("__main__.py", "") else me  # or the vineyardd console script
+        print(f"{me} [flags]: runs the Vineyard daemon {path} with the flags below.\n"
               "Python clients then connect with vineyard.connect(SOCKET), or vineyard.connect()\n"
               "with VINEYARD_IPC_SOCKET=SOCKET in their environment.\n", flush=True)
     os.execv(path, [path, *args])
