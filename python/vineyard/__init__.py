@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from ._types import ObjectID, ObjectMeta
+from ._version import __version__ as __version__
 from .client import Blob, BlobBuilder, Client, InstanceStatus, Object, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
 from .errors import *
 from .errors import ForkError, VineyardException
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
