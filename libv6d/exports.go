@@ -64,6 +64,14 @@ func nullArg(name string) error {
 	return status.Errorf(status.Invalid, "%s must not be NULL", name)
 }
 
+// version is set at build time from the VERSION file (-X main.version=...).
+var version = "dev"
+
+var versionC = sync.OnceValue(func() *C.char { return C.CString(version) })
+
+//export v6dgo_version
+func v6dgo_version() *C.char { return versionC() }
+
 var (
 	namesMu sync.Mutex
 	names   = map[int32]*C.char{}

@@ -25,7 +25,7 @@ static inline v6d_status st(int32_t s) { return (v6d_status)s; }
 
 int32_t v6d_abi_version(void) { return V6D_ABI_VERSION; }
 
-const char *v6d_version(void) { return "0.1.0"; }
+const char *v6d_version(void) { return v6dgo_version(); }
 
 const char *v6d_status_name(int32_t status) {
   return v6dgo_status_name(status);

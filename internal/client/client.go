@@ -25,8 +25,9 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-// Version is the version of this client, sent in register_request.
-const Version = "0.1.0"
+// Version is the version of this client, sent in register_request; set at
+// build time from the VERSION file (-X .../internal/client.Version=...).
+var Version = "0.1.0"
 
 // replySpin is how long a call polls for its reply before it sleeps in a
 // blocking read (protocol.Sock.Poll): most replies come within it.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
@@ -85,5 +84,9 @@ func DefaultSocket() string {
 	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
 		return filepath.Join(dir, "vineyard.sock")
 	}
-	return filepath.Join(os.TempDir(), "vineyard-"+strconv.Itoa(os.Geteuid()), "vineyard.sock")
+	return privateDefaultSocket()
 }
+
+// privateDefaultSocket is /tmp/vineyard-<uid>/vineyard.sock (socketdir.go
+// checks that directory's owner and mode).
+func privateDefaultSocket() string { return filepath.Join(privateSocketDir(), "vineyard.sock") }

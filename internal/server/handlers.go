@@ -32,10 +32,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		}, nil, nil
 
 	case *protocol.CreateBufferRequest:
-		p, err := sess.CreateBuffer(r.Size)
+		e, err := sess.CreateBuffer(r.Size)
 		if err != nil {
 			return nil, nil, err
 		}
+		p := payloadOf(e)
 		fds := c.arenaFds(p)
 		fd := -1
 		if len(fds) > 0 {
@@ -47,10 +48,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		if r.Num != 0 && r.Num != len(r.Sizes) {
 			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d sizes", r.Num, len(r.Sizes))
 		}
-		ps, err := sess.CreateBuffers(r.Sizes)
+		es, err := sess.CreateBuffers(r.Sizes)
 		if err != nil {
 			return nil, nil, err
 		}
+		ps := payloadsOf(es)
 		out := &protocol.BuffersReply{Payloads: ps, Num: len(ps), IDs: make([]ids.ObjectID, len(ps))}
 		for i, p := range ps {
 			out.IDs[i] = p.ObjectID
@@ -62,10 +64,11 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		return ack(), nil, sess.Seal(r.ObjectID)
 
 	case *protocol.GetBuffersRequest:
-		ps, err := sess.GetBuffers(r.IDs, r.Unsafe)
+		es, err := sess.GetBuffers(r.IDs, r.Unsafe)
 		if err != nil {
 			return nil, nil, err
 		}
+		ps := payloadsOf(es)
 		out := &protocol.BuffersReply{Payloads: ps, Num: len(ps)}
 		out.Fds = c.arenaFds(ps...)
 		return out, out.Fds, nil
@@ -214,10 +217,14 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 		}
 	}
 	if !r.WithBuffers {
-		content, _ := st.GetData(r.ID)
-		return &protocol.GetDataReply{Content: content}, nil, nil
+		content, _, err := st.GetData(r.ID)
+		return &protocol.GetDataReply{Content: content}, nil, err
 	}
-	content, payloads, epoch := c.sess.GetDataWithBuffers(r.ID)
+	content, extents, epoch, err := c.sess.GetDataWithBuffers(r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	payloads := payloadsOf(extents)
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil

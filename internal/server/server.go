@@ -104,8 +104,8 @@ func Start(cfg Config) (*Server, error) {
 // listen binds the socket, refusing a path another daemon serves and
 // replacing a stale socket file.
 func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("server: create socket directory: %w", err)
+	if err := makeSocketDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

@@ -24,7 +24,7 @@ func benchStore(b *testing.B) (*Store, *Session, ids.ObjectID) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return s, ss, p.ObjectID
+	return s, ss, p.ID
 }
 
 func BenchmarkCreateData(b *testing.B) {
@@ -58,6 +58,87 @@ func BenchmarkGetData(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		ss.GetDataWithBuffers([]ids.ObjectID{c.ID})
+		if _, _, _, err := ss.GetDataWithBuffers([]ids.ObjectID{c.ID}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fillStore creates n objects in ss, each a tensor over a blob of its own,
+// and returns their ids.
+func fillStore(tb testing.TB, ss *Session, n int) []ids.ObjectID {
+	tb.Helper()
+	out := make([]ids.ObjectID, n)
+	for i := range out {
+		out[i] = putTensor(tb, ss)
+	}
+	return out
+}
+
+// putTensor creates a sealed 64-byte blob and a tensor object over it; the
+// session keeps no reference to the blob.
+func putTensor(tb testing.TB, ss *Session) ids.ObjectID {
+	p, err := ss.CreateBuffer(64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := ss.CreateData(json.RawMessage(`{"typename":"vineyard::Tensor<int64>","shape_":"[8]","buffer_":{"id":"`+
+		p.ID.String()+`"}}`), []ids.ObjectID{p.ID})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := ss.Release(p.ID); err != nil {
+		tb.Fatal(err)
+	}
+	return c.ID
+}
+
+var storeSizes = []int{1_000, 10_000, 100_000}
+
+// BenchmarkDelete measures one deep delete of a tensor and its blob in a
+// store of n objects. The cost per op must not grow with n.
+func BenchmarkDelete(b *testing.B) {
+	for _, n := range storeSizes {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			s, err := New(Config{Size: 256 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ss := s.NewSession()
+			defer ss.Close()
+			fillStore(b, ss, n)
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				id := putTensor(b, ss)
+				b.StartTimer()
+				s.Delete([]ids.ObjectID{id}, DeleteOptions{Deep: true})
+			}
+		})
+	}
+}
+
+// BenchmarkClear measures Clear of a store of n objects (and their n
+// blobs); the ns/object figure must stay flat as n grows. Run it with a
+// small -benchtime (e.g. 3x): every op refills the store.
+func BenchmarkClear(b *testing.B) {
+	for _, n := range storeSizes {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			s, err := New(Config{Size: 256 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ss := s.NewSession()
+			defer ss.Close()
+			for b.Loop() {
+				b.StopTimer()
+				fillStore(b, ss, n)
+				b.StartTimer()
+				s.Clear()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -16,12 +15,13 @@ type blob struct {
 	offset uint64
 	size   uint64 // bytes the client asked for (the allocation may be larger)
 	sealed bool
-	owner  *Session // the creator, while unsealed
-	refs   int      // sessions holding a reference
-	users  int      // objects that have this blob as a member
+	owner  *Session             // the creator, while unsealed
+	refs   int                  // sessions holding a reference
+	users  map[ids.ObjectID]int // objects that have this blob as a member (nil: none)
 	// deleted blobs live in Store.zombies until refs drops to 0.
 	deleted bool
 	trim    bool // return the pages to the kernel when finally freed
+	hollow  bool // shrunk to 0 bytes: owns no arena memory any more
 }
 
 // emptyBlob is the zero-length blob: it always exists and owns no memory.
@@ -41,15 +41,9 @@ type Session struct {
 func (s *Store) NewSession() *Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sessions++
-	return &Session{s: s, refs: make(map[ids.ObjectID]*blob), created: make(map[ids.ObjectID]*blob)}
-}
-
-// Sessions returns the number of open sessions.
-func (s *Store) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions
+	ss := &Session{s: s, refs: make(map[ids.ObjectID]*blob), created: make(map[ids.ObjectID]*blob)}
+	s.sessions[ss] = struct{}{}
+	return ss
 }
 
 // Close releases every reference of the session and frees its unsealed
@@ -62,7 +56,7 @@ func (ss *Session) Close() {
 		return
 	}
 	ss.closed = true
-	s.sessions--
+	delete(s.sessions, ss)
 	for _, b := range ss.created {
 		s.dropUnsealedLocked(b)
 	}
@@ -100,15 +94,19 @@ func (ss *Session) releaseLocked(id ids.ObjectID) bool {
 
 // freeLocked returns b's memory to the allocator.
 func (s *Store) freeLocked(b *blob) {
-	delete(s.zombies, b.id)
-	if b.id == ids.EmptyBlob || s.closed {
+	if len(s.zombies) > 0 {
+		delete(s.zombies, b.id)
+	}
+	if b.id == ids.EmptyBlob || b.hollow || s.closed {
+		return
+	}
+	if !b.trim {
+		_ = s.alloc.Free(b.offset)
 		return
 	}
 	size, _ := s.alloc.SizeOf(b.offset)
 	_ = s.alloc.Free(b.offset)
-	if b.trim {
-		_, _ = s.arena.Trim(b.offset, size)
-	}
+	_, _ = s.arena.Trim(b.offset, size)
 }
 
 // retireLocked removes b from view; its memory goes when no session holds it.
@@ -160,23 +158,26 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 
 // CreateBuffer allocates an unsealed blob of size bytes owned by the session,
 // which also holds a reference to it. Size 0 gives the empty blob.
-func (ss *Session) CreateBuffer(size uint64) (protocol.Payload, error) {
+func (ss *Session) CreateBuffer(size uint64) (Extent, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := ss.allocLocked(size)
 	if err != nil {
-		return protocol.Payload{}, err
+		return Extent{}, err
 	}
-	return s.payload(b), nil
+	return s.extent(b), nil
 }
 
 // CreateBuffers allocates several blobs; on failure none is left allocated.
-func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
+func (ss *Session) CreateBuffers(sizes []uint64) ([]Extent, error) {
+	if err := checkItems("sizes", len(sizes)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]protocol.Payload, 0, len(sizes))
+	out := make([]Extent, 0, len(sizes))
 	made := make([]*blob, 0, len(sizes))
 	for _, size := range sizes {
 		b, err := ss.allocLocked(size)
@@ -189,7 +190,7 @@ func (ss *Session) CreateBuffers(sizes []uint64) ([]protocol.Payload, error) {
 			return nil, err
 		}
 		made = append(made, b)
-		out = append(out, s.payload(b))
+		out = append(out, s.extent(b))
 	}
 	return out, nil
 }
@@ -250,7 +251,12 @@ func (ss *Session) DropBuffer(id ids.ObjectID) error {
 	return nil
 }
 
-// ShrinkBuffer shrinks an unsealed blob this session created.
+// ShrinkBuffer shrinks an unsealed blob this session created, keeping its
+// offset, and returns the cut tail to the allocator at once (the allocation
+// shrinks to size rounded up to alloc.Alignment). Shrinking to 0 frees the
+// whole allocation: the blob stays, with no memory. The client must not
+// write past the new size afterwards: that memory may already belong to
+// another blob.
 func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
 	s := ss.s
 	s.mu.Lock()
@@ -265,10 +271,13 @@ func (ss *Session) ShrinkBuffer(id ids.ObjectID, size uint64) error {
 	if size == b.size {
 		return nil
 	}
-	if size > 0 {
-		if err := s.alloc.Shrink(b.offset, size); err != nil {
+	if size == 0 {
+		if err := s.alloc.Free(b.offset); err != nil {
 			return status.Errorf(status.Invalid, "shrink blob %v: %v", id, err)
 		}
+		b.hollow = true
+	} else if err := s.alloc.Shrink(b.offset, size); err != nil {
+		return status.Errorf(status.Invalid, "shrink blob %v: %v", id, err)
 	}
 	b.size = size
 	return nil
@@ -283,12 +292,20 @@ func (s *Store) lookupBlobLocked(id ids.ObjectID) (*blob, bool) {
 	return b, ok
 }
 
-// GetBuffers returns the payloads of blobs and takes a reference to each. Every
-// blob must exist and be sealed, unless unsafe.
-func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Payload, error) {
+// GetBuffers returns the extents of blobs and takes a reference to each.
+// Every blob must exist and be sealed, unless unsafe. A repeated id gives one
+// extent.
+func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]Extent, error) {
+	idl = dedupe(idl)
+	if err := checkItems("ids", len(idl)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkReplyLocked(uint64(len(idl)) * extentBytes); err != nil {
+		return nil, err
+	}
 	got := make([]*blob, 0, len(idl))
 	for _, id := range idl {
 		b, ok := s.lookupBlobLocked(id)
@@ -300,10 +317,10 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]protocol.Paylo
 		}
 		got = append(got, b)
 	}
-	out := make([]protocol.Payload, len(got))
+	out := make([]Extent, len(got))
 	for i, b := range got {
 		ss.addRefLocked(b)
-		out[i] = s.payload(b)
+		out[i] = s.extent(b)
 	}
 	return out, nil
 }

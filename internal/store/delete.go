@@ -1,6 +1,8 @@
 package store
 
 import (
+	"runtime"
+	"slices"
 	"sort"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -13,144 +15,253 @@ type DeleteOptions struct {
 	MemoryTrim bool // return freed pages to the kernel
 }
 
-// usersOfLocked returns the objects that have id as a member.
-func (s *Store) usersOfLocked(id ids.ObjectID) []ids.ObjectID {
+// The reverse index: every live object and blob keeps users, the objects that
+// have it as a member (object id → number of member links), maintained by
+// linkLocked and unlinkLocked when an object is inserted or deleted. Delete
+// walks it, so a delete costs O(what it deletes and their links), never
+// O(size of the store).
+
+// usersOfLocked returns the objects that have id as a member (user → number
+// of links), nil for an unknown id and for the empty blob. The map is the
+// index itself: callers must not change it.
+func (s *Store) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
 	if id.IsBlob() {
-		var out []ids.ObjectID
-		if b, ok := s.blobs[id]; !ok || b.users == 0 {
-			return nil
+		if b, ok := s.blobs[id]; ok {
+			return b.users
 		}
-		for oid, o := range s.objects {
-			for _, m := range o.members {
-				if m.id == id {
-					out = append(out, oid)
-					break
-				}
-			}
-		}
-		return out
-	}
-	o, ok := s.objects[id]
-	if !ok {
 		return nil
 	}
-	out := make([]ids.ObjectID, 0, len(o.users))
-	for u := range o.users {
-		out = append(out, u)
+	if o, ok := s.objects[id]; ok {
+		return o.users
 	}
-	return out
+	return nil
+}
+
+// linkLocked records that user has id as a member.
+func (s *Store) linkLocked(user, id ids.ObjectID) {
+	if id.IsBlob() {
+		b, ok := s.blobs[id]
+		if !ok {
+			return // the empty blob: never deleted, so never indexed
+		}
+		if b.users == nil {
+			b.users = make(map[ids.ObjectID]int, 1)
+		}
+		b.users[user]++
+		return
+	}
+	if o, ok := s.objects[id]; ok {
+		o.users[user]++
+	}
+}
+
+// unlinkLocked undoes one linkLocked(user, id); a member already deleted is
+// skipped.
+func (s *Store) unlinkLocked(user, id ids.ObjectID) {
+	users := s.usersOfLocked(id)
+	if users == nil {
+		return
+	}
+	if users[user]--; users[user] <= 0 {
+		delete(users, user)
+	}
 }
 
 // Delete deletes objects with upstream's rules and returns the ids of the
 // blobs it deleted. Missing ids are ignored. A blob another session still
 // references disappears at once but keeps its memory until the last release.
+// It costs O(what it deletes and their member links).
 func (s *Store) Delete(idl []ids.ObjectID, opt DeleteOptions) []ids.ObjectID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deleteLocked(idl, opt)
 }
 
+// deletion is one delete in progress: the set of ids it will delete, and the
+// same ids in the order they joined it.
+type deletion struct {
+	s     *Store
+	set   map[ids.ObjectID]bool
+	order []ids.ObjectID
+}
+
 func (s *Store) deleteLocked(idl []ids.ObjectID, opt DeleteOptions) []ids.ObjectID {
-	set := map[ids.ObjectID]bool{}
-	var queue []ids.ObjectID
-	add := func(id ids.ObjectID) {
-		if id == ids.EmptyBlob || set[id] || !s.existsLocked(id) {
-			return
-		}
-		if b, ok := s.blobs[id]; ok && !b.sealed {
-			return // unsealed blobs belong to their creator (drop_buffer)
-		}
-		set[id] = true
-		queue = append(queue, id)
-	}
+	d := s.planDeleteLocked(idl, opt)
+	return d.apply(opt.MemoryTrim, false)
+}
+
+// planDeleteLocked decides what a delete of idl removes, changing nothing.
+func (s *Store) planDeleteLocked(idl []ids.ObjectID, opt DeleteOptions) *deletion {
+	d := &deletion{s: s, set: make(map[ids.ObjectID]bool, len(idl))}
 	for _, id := range idl {
-		add(id)
+		d.add(id)
 	}
 	if opt.Force {
-		// Upward closure: everything that uses a deleted object goes too.
-		for i := 0; i < len(queue); i++ {
-			for _, u := range s.usersOfLocked(queue[i]) {
-				add(u)
-			}
-		}
+		d.addUsers()
 	} else {
-		// A root still used by an object outside the set is kept.
-		for changed := true; changed; {
-			changed = false
-			for id := range set {
-				for _, u := range s.usersOfLocked(id) {
-					if !set[u] {
-						delete(set, id)
-						changed = true
-						break
-					}
+		d.keepUsedRoots()
+	}
+	d.addMembers(opt.Deep)
+	return d
+}
+
+// add puts id into the set, unless it is missing, the empty blob, unsealed or
+// already in.
+func (d *deletion) add(id ids.ObjectID) {
+	if id == ids.EmptyBlob || d.set[id] || !d.s.existsLocked(id) {
+		return
+	}
+	if b, ok := d.s.blobs[id]; ok && !b.sealed {
+		return // unsealed blobs belong to their creator (drop_buffer)
+	}
+	d.set[id] = true
+	d.order = append(d.order, id)
+}
+
+// addUsers closes the set upward (force): everything that uses a deleted
+// object goes too.
+func (d *deletion) addUsers() {
+	for i := 0; i < len(d.order); i++ {
+		for u := range d.s.usersOfLocked(d.order[i]) {
+			d.add(u)
+		}
+	}
+}
+
+// keepUsedRoots drops from the set every root still used by an object
+// outside it (without force). Dropping a root makes its members in the set
+// used from outside too, so they are checked again: a worklist, each link
+// visited a bounded number of times.
+func (d *deletion) keepUsedRoots() {
+	queue := append([]ids.ObjectID(nil), d.order...)
+	for len(queue) > 0 {
+		id := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if !d.set[id] || !d.usedOutside(id) {
+			continue
+		}
+		delete(d.set, id)
+		if o, ok := d.s.objects[id]; ok {
+			for _, m := range o.members {
+				if d.set[m.id] {
+					queue = append(queue, m.id)
 				}
 			}
 		}
 	}
-	// Downward: members (all with deep, blobs only without) whose every user
-	// is being deleted. Iterate to a fixpoint: shared members become
-	// deletable once all their users are in.
-	for changed := true; changed; {
-		changed = false
-		for id := range set {
-			o, ok := s.objects[id]
-			if !ok {
+	kept := d.order[:0]
+	for _, id := range d.order {
+		if d.set[id] {
+			kept = append(kept, id)
+		}
+	}
+	d.order = kept
+}
+
+// usedOutside reports whether an object outside the set uses id.
+func (d *deletion) usedOutside(id ids.ObjectID) bool {
+	for u := range d.s.usersOfLocked(id) {
+		if !d.set[u] {
+			return true
+		}
+	}
+	return false
+}
+
+// addMembers closes the set downward: a member (any with deep, blobs only
+// without) joins once every one of its users is in the set. Each member
+// counts its users in the set as they join, so a member shared by many
+// deleted objects costs one step per link, not one scan of its users per
+// link.
+func (d *deletion) addMembers(deep bool) {
+	inSet := map[ids.ObjectID]int{} // member → its distinct users in the set
+	for i := 0; i < len(d.order); i++ {
+		o, ok := d.s.objects[d.order[i]]
+		if !ok {
+			continue
+		}
+		for j, m := range o.members {
+			if d.set[m.id] || (!deep && !m.id.IsBlob()) || repeatsEarlier(o.members, j) {
 				continue
 			}
-			for _, m := range o.members {
-				if set[m.id] || m.id == ids.EmptyBlob || !s.existsLocked(m.id) {
-					continue
-				}
-				if !opt.Deep && !m.id.IsBlob() {
-					continue
-				}
-				all := true
-				for _, u := range s.usersOfLocked(m.id) {
-					if !set[u] {
-						all = false
-						break
-					}
-				}
-				if all {
-					set[m.id] = true
-					changed = true
-				}
+			users := d.s.usersOfLocked(m.id)
+			if users == nil {
+				continue // missing or the empty blob
+			}
+			if inSet[m.id]++; inSet[m.id] == len(users) {
+				d.add(m.id)
 			}
 		}
 	}
-	var deleted []ids.ObjectID
-	for id := range set {
+}
+
+// repeatsEarlier reports whether members[j] links an id an earlier member
+// links too (the same object may be a member under several keys).
+func repeatsEarlier(members []member, j int) bool {
+	for _, m := range members[:j] {
+		if m.id == members[j].id {
+			return true
+		}
+	}
+	return false
+}
+
+// apply deletes the set and returns the deleted blobs, sorted. trim returns
+// the freed pages to the kernel; with trimLater, a blob freed now is left
+// for the caller to trim in one pass and only a blob still referenced (freed
+// at its last release) is marked for trimming.
+func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
+	s := d.s
+	var deleted, persisted []ids.ObjectID
+	for _, id := range d.order {
 		if id.IsBlob() {
 			if b, ok := s.blobs[id]; ok {
-				s.retireLocked(b, opt.MemoryTrim)
+				s.retireLocked(b, trim && (!trimLater || b.refs > 0))
 				deleted = append(deleted, id)
 			}
 			continue
 		}
-		o := s.objects[id]
-		for _, m := range o.members {
-			if mo, ok := s.objects[m.id]; ok {
-				if mo.users[id]--; mo.users[id] <= 0 {
-					delete(mo.users, id)
-				}
-			} else if b, ok := s.blobs[m.id]; ok && b.users > 0 {
-				b.users--
-			}
+		if o, ok := s.objects[id]; ok && o.persisted {
+			persisted = append(persisted, id)
 		}
-		for name := range o.names {
-			delete(s.names, name)
-		}
-		delete(s.objects, id)
+		s.removeObjectLocked(id)
 	}
-	if len(set) > 0 {
+	if len(persisted) > 0 {
+		// The objects are gone here whatever the backend says; a backend
+		// that failed keeps trees of objects that no longer exist, which a
+		// later delete of the same ids removes.
+		_ = s.meta.Delete(persisted)
+	}
+	if len(d.order) > 0 {
 		s.bumpEpochLocked()
 	}
 	sort.Slice(deleted, func(i, j int) bool { return deleted[i] < deleted[j] })
 	return deleted
 }
 
+// removeObjectLocked removes a non-blob object, its member links and its
+// names.
+func (s *Store) removeObjectLocked(id ids.ObjectID) {
+	o, ok := s.objects[id]
+	if !ok {
+		return
+	}
+	for _, m := range o.members {
+		s.unlinkLocked(id, m.id)
+	}
+	for name := range o.names {
+		_ = s.meta.DropName(name) // see apply: the object is gone regardless
+	}
+	delete(s.objects, id)
+}
+
+// clearBatch is how many ids Clear deletes per hold of the store lock.
+const clearBatch = 1024
+
 // Clear deletes every object and sealed blob (force, deep) and trims memory.
+// It works in batches and releases the store lock between them, so other
+// sessions are served while a large store is cleared; objects created while
+// it runs may survive it.
 func (s *Store) Clear() {
 	s.mu.Lock()
 	all := make([]ids.ObjectID, 0, len(s.objects)+len(s.blobs))
@@ -162,7 +273,22 @@ func (s *Store) Clear() {
 			all = append(all, id)
 		}
 	}
-	s.deleteLocked(all, DeleteOptions{Force: true, Deep: true, MemoryTrim: true})
 	s.mu.Unlock()
+	// In creation order, blobs are mostly freed next to the extent freed
+	// before them, so the allocator merges instead of indexing a new
+	// free extent per blob.
+	slices.Sort(all)
+	opt := DeleteOptions{Force: true, Deep: true}
+	for len(all) > 0 {
+		n := min(clearBatch, len(all))
+		s.mu.Lock()
+		s.planDeleteLocked(all[:n], opt).apply(true, true)
+		s.mu.Unlock()
+		all = all[n:]
+		if s.clearHook != nil {
+			s.clearHook()
+		}
+		runtime.Gosched()
+	}
 	_, _ = s.MemoryTrim()
 }

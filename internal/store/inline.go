@@ -32,9 +32,9 @@ func (ss *Session) AllocInline(sizes []uint64) ([]InlineBlob, error) {
 	arena := ss.s.arena.Bytes()
 	out := make([]InlineBlob, len(ps))
 	for i, p := range ps {
-		out[i].ID = p.ObjectID
-		if p.DataSize > 0 {
-			out[i].Data = arena[p.DataOffset : p.DataOffset+p.DataSize : p.DataOffset+p.DataSize]
+		out[i].ID = p.ID
+		if p.Size > 0 {
+			out[i].Data = arena[p.Offset : p.Offset+p.Size : p.Offset+p.Size]
 		}
 	}
 	return out, nil

@@ -7,7 +7,8 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/jsontext"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -50,7 +51,7 @@ func (o *object) encodeFields() {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = protocol.AppendString(buf, k)
+		buf = jsontext.AppendString(buf, k)
 		buf = append(buf, ':')
 		buf = append(buf, o.fields[k]...)
 	}
@@ -61,7 +62,7 @@ func (o *object) setField(key string, value any) {
 	var raw []byte
 	switch v := value.(type) { // the fields the daemon sets on every object, without reflection
 	case string:
-		raw = protocol.AppendString(nil, v)
+		raw = jsontext.AppendString(nil, v)
 	case uint64:
 		raw = strconv.AppendUint(nil, v, 10)
 	case int:
@@ -69,7 +70,7 @@ func (o *object) setField(key string, value any) {
 	case bool:
 		raw = strconv.AppendBool(nil, v)
 	default:
-		raw, _ = protocol.Marshal(value)
+		raw, _ = jsontext.Marshal(value)
 	}
 	o.fields[key] = raw
 }
@@ -176,6 +177,9 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 // CreateDatas stores several trees; on error none of the trees after the
 // failing one is stored, the earlier ones stay.
 func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) ([]Created, error) {
+	if err := checkItems("trees", len(contents)); err != nil {
+		return nil, err
+	}
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -355,13 +359,7 @@ func parseTreeID(raw json.RawMessage) (ids.ObjectID, error) {
 
 func (s *Store) insertLocked(o *object) {
 	for _, m := range o.members {
-		if m.id.IsBlob() {
-			if b, ok := s.lookupBlobLocked(m.id); ok && b != emptyBlob {
-				b.users++
-			}
-		} else if mo, ok := s.objects[m.id]; ok {
-			mo.users[o.id]++
-		}
+		s.linkLocked(o.id, m.id)
 	}
 	s.objects[o.id] = o
 	s.notifyLocked()
@@ -384,14 +382,17 @@ func (s *Store) Exists(id ids.ObjectID) bool {
 }
 
 // GetData returns the JSON object {"o…": tree} of those ids that exist, and
-// whether all of them did.
-func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool) {
+// whether all of them did. A repeated id is written once. A reply larger
+// than Config.MaxReplyBytes fails with status.Invalid.
+func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.contentLocked(idl)
+	return s.contentLocked(dedupe(idl), 0)
 }
 
-func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
+// contentLocked writes the trees of idl (without repeats), failing once the
+// reply, with reserve bytes more, would exceed the limit.
+func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool, error) {
 	all := true
 	out := make([]byte, 0, 256)
 	out = append(out, '{')
@@ -409,32 +410,41 @@ func (s *Store) contentLocked(idl []ids.ObjectID) ([]byte, bool) {
 		out = id.AppendText(out)
 		out = append(out, '"', ':')
 		out = s.appendTreeLocked(out, id)
+		if err := s.checkReplyLocked(uint64(len(out)) + reserve); err != nil {
+			return nil, false, err
+		}
 	}
-	return append(out, '}'), all
+	return append(out, '}'), all, nil
 }
 
 // GetDataWithBuffers returns the trees of the ids that exist, like GetData,
-// the payloads of every blob in them, taking a reference to each, and the
-// meta epoch the trees belong to.
-func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []protocol.Payload, uint64) {
+// the extents of every blob in them, taking a reference to each, and the
+// meta epoch the trees belong to. A repeated id is written once; a reply
+// larger than Config.MaxReplyBytes fails with status.Invalid, taking no
+// reference.
+func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uint64, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	content, _ := s.contentLocked(idl)
+	idl = dedupe(idl)
 	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
 	for _, id := range idl {
 		bl = s.blobsOfLocked(bl, id, seen)
 	}
-	payloads := make([]protocol.Payload, 0, len(bl))
+	content, _, err := s.contentLocked(idl, uint64(len(bl))*extentBytes)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	extents := make([]Extent, 0, len(bl))
 	for _, b := range bl {
 		if !b.sealed {
 			continue
 		}
 		ss.addRefLocked(b)
-		payloads = append(payloads, s.payload(b))
+		extents = append(extents, s.extent(b))
 	}
-	return content, payloads, s.epochLocked()
+	return content, extents, s.epochLocked(), nil
 }
 
 // List returns {"o…": tree} of objects (and sealed blobs) whose typename
@@ -463,8 +473,8 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 	if limit > 0 && uint64(len(found)) > limit {
 		found = found[:limit]
 	}
-	out, _ := s.contentLocked(found)
-	return out, nil
+	out, _, err := s.contentLocked(found, 0)
+	return out, err
 }
 
 // Persist marks an object and its non-blob members persisted.
@@ -478,22 +488,67 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	if !ok {
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
-	s.persistLocked(o)
+	var fresh []*object
+	s.collectTransientLocked(o, map[*object]bool{}, &fresh)
+	if len(fresh) == 0 {
+		return nil
+	}
+	setTransient := func(v bool) {
+		for _, o := range fresh {
+			o.setField("transient", v)
+			o.encodeFields()
+		}
+	}
+	setTransient(false)
+	trees := make([]meta.Tree, len(fresh))
+	for i, o := range fresh {
+		trees[i] = meta.Tree{ID: o.id, Content: s.persistedTreeLocked(o)}
+	}
+	if err := s.meta.Persist(trees); err != nil {
+		setTransient(true) // nothing changed
+		return backendError(err)
+	}
+	for _, o := range fresh {
+		o.persisted = true
+	}
+	s.bumpEpochLocked()
 	return nil
 }
 
-func (s *Store) persistLocked(o *object) {
-	if o.persisted {
+// collectTransientLocked appends o and its non-blob members, recursively,
+// that are not persisted yet, each once.
+func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]*object) {
+	if o.persisted || seen[o] {
 		return
 	}
-	o.persisted = true
-	o.setField("transient", false)
-	o.encodeFields()
-	s.bumpEpochLocked()
+	seen[o] = true
+	*out = append(*out, o)
 	for _, m := range o.members {
 		if mo, ok := s.objects[m.id]; ok {
-			s.persistLocked(mo)
+			s.collectTransientLocked(mo, seen, out)
 		}
+	}
+}
+
+// persistedTreeLocked returns what the backend keeps of o: its own fields
+// and its members as links {"id":"o…"}.
+func (s *Store) persistedTreeLocked(o *object) []byte {
+	dst := append([]byte{'{'}, o.encoded...)
+	for _, m := range o.members {
+		dst = append(dst, ',')
+		dst = jsontext.AppendString(dst, m.key)
+		dst = append(dst, `:{"id":"`...)
+		dst = m.id.AppendText(dst)
+		dst = append(dst, `"}`...)
+	}
+	return append(dst, '}')
+}
+
+// persistTreesLocked updates the backend's tree of o after its fields
+// changed, if o is persisted. A failure leaves the backend's older tree.
+func (s *Store) persistTreesLocked(o *object) {
+	if o.persisted {
+		_ = s.meta.Persist([]meta.Tree{{ID: o.id, Content: s.persistedTreeLocked(o)}})
 	}
 }
 
@@ -541,6 +596,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	text, _ := json.Marshal(labels)
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	return nil
 }

@@ -1,16 +1,19 @@
 package store
 
 import (
+	"errors"
 	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // PutName associates name with a persisted, non-blob object; an existing name
-// moves. The name is also written as "__name" into the object.
+// moves. The name is also written as "__name" into the object. The name is
+// kept by the metadata backend.
 func (s *Store) PutName(name string, id ids.ObjectID) error {
 	if name == "" {
 		return status.Errorf(status.Invalid, "name must not be empty")
@@ -30,22 +33,33 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	if !o.persisted {
 		return status.Errorf(status.Invalid, "transient objects cannot have name, please persist it first")
 	}
-	if old, ok := s.names[name]; ok {
-		if prev, ok := s.objects[old]; ok && prev != o {
-			delete(prev.names, name)
-			prev.refreshName()
-		}
+	old, err := s.meta.GetName(name)
+	if err != nil && !errors.Is(err, meta.ErrNameNotFound) {
+		return backendError(err)
 	}
-	s.names[name] = id
+	if err := s.meta.PutName(name, id); err != nil {
+		return backendError(err)
+	}
+	if prev, ok := s.objects[old]; ok && prev != o {
+		delete(prev.names, name)
+		prev.refreshName()
+		s.persistTreesLocked(prev)
+	}
 	if o.names == nil {
 		o.names = map[string]struct{}{}
 	}
 	o.names[name] = struct{}{}
 	o.setField("__name", name)
 	o.encodeFields()
+	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	s.notifyLocked()
 	return nil
+}
+
+// backendError reports a failure of the metadata backend to a client.
+func backendError(err error) error {
+	return status.Errorf(status.IOError, "metadata backend: %v", err)
 }
 
 // refreshName rewrites "__name" after a name left the object.
@@ -65,9 +79,12 @@ func (o *object) refreshName() {
 func (s *Store) GetName(name string) (ids.ObjectID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.names[name]
-	if !ok {
+	id, err := s.meta.GetName(name)
+	if errors.Is(err, meta.ErrNameNotFound) {
 		return 0, status.Errorf(status.ObjectNotExists, "failed to find name: %s", name)
+	}
+	if err != nil {
+		return 0, backendError(err)
 	}
 	return id, nil
 }
@@ -76,14 +93,21 @@ func (s *Store) GetName(name string) (ids.ObjectID, error) {
 func (s *Store) DropName(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.names[name]
-	if !ok {
+	id, err := s.meta.GetName(name)
+	if err != nil {
 		return
 	}
-	delete(s.names, name)
+	s.dropNameLocked(name, id)
+}
+
+// dropNameLocked removes name, which points at id, from the backend and
+// from the object.
+func (s *Store) dropNameLocked(name string, id ids.ObjectID) {
+	_ = s.meta.DropName(name) // a failed drop leaves the name to a later drop
 	if o, ok := s.objects[id]; ok {
 		delete(o.names, name)
 		o.refreshName()
+		s.persistTreesLocked(o)
 		s.bumpEpochLocked()
 	}
 }
@@ -97,8 +121,12 @@ func (s *Store) ListNames(pattern string, regex bool, limit uint64) (map[string]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.names))
-	for n := range s.names {
+	all, err := s.meta.ListNames()
+	if err != nil {
+		return nil, backendError(err)
+	}
+	keys := make([]string, 0, len(all))
+	for n := range all {
 		if match(n) {
 			keys = append(keys, n)
 		}
@@ -109,7 +137,7 @@ func (s *Store) ListNames(pattern string, regex bool, limit uint64) (map[string]
 	}
 	out := make(map[string]ids.ObjectID, len(keys))
 	for _, k := range keys {
-		out[k] = s.names[k]
+		out[k] = all[k]
 	}
 	return out, nil
 }

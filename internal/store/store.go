@@ -6,18 +6,32 @@
 // deleted blob still referenced by a session is hidden at once but its memory
 // is reused only after the last reference is released.
 //
+// Persisted trees and names are kept by a metadata backend (internal/meta,
+// Config.Backend; meta.Local by default): the store routes persist, names
+// and the delete of persisted objects through it, and keeps the objects it
+// serves in its own table.
+//
+// Every store operation costs O(what it touches), never O(size of the
+// store): objects and blobs keep their users (a reverse index of member
+// links), so delete walks only what it deletes, and Clear works in batches,
+// releasing the lock between them.
+//
 // Locking: one mutex, Store.mu, guards all state; no method calls out while
-// holding it except into the allocator and arena, which take no locks.
+// holding it except into the allocator and arena, which take no locks, and
+// into the metadata backend, which takes only its own locks and never calls
+// back (lock order: Store.mu, then the backend's).
 package store
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Config configures a Store.
@@ -28,31 +42,69 @@ type Config struct {
 	Reserve bool
 	// InstanceID is this daemon's instance id, stamped on every object.
 	InstanceID uint64
+	// Backend keeps persisted trees and names; nil means a meta.Local of
+	// InstanceID. The store owns it from New on and closes it in Close. A
+	// given Backend's InstanceID replaces Config.InstanceID.
+	Backend meta.Backend
+	// MaxReplyBytes bounds the replies the store builds (get_data, list,
+	// get_buffers): a request whose reply would be larger fails with
+	// status.Invalid instead. 0 means DefaultMaxReplyBytes.
+	MaxReplyBytes uint64
 }
+
+// DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
+const DefaultMaxReplyBytes = 256 << 20
+
+// MaxItemsPerRequest bounds the items (sizes, ids, trees) of one request;
+// more fail with status.Invalid. It keeps what one small request can make
+// the daemon allocate bounded.
+const MaxItemsPerRequest = 65536
+
+// extentBytes is a generous estimate of the size of one extent in a reply
+// (a payload on the wire), for the reply-size limit.
+const extentBytes = 256
 
 // Store is the object store of one daemon. It is safe for concurrent use.
 type Store struct {
 	instance uint64
+	maxReply uint64
 	arena    *shm.Arena
 	base     uint64 // daemon-side address of the arena, reported in payloads
 	gen      *ids.Generator
+	meta     meta.Backend // persisted trees and names; called under mu
 
 	mu       sync.Mutex
 	alloc    *alloc.Allocator
 	blobs    map[ids.ObjectID]*blob   // live blobs, sealed or not
 	zombies  map[ids.ObjectID]*blob   // deleted blobs still referenced
 	objects  map[ids.ObjectID]*object // live non-blob objects
-	names    map[string]ids.ObjectID
-	changed  chan struct{} // closed and replaced whenever objects or names appear
-	sessions int
+	changed  chan struct{}            // closed and replaced whenever objects or names appear
+	sessions map[*Session]struct{}    // open sessions
 	closed   bool
+
+	clearHook func() // tests: runs between Clear's batches, without mu
 }
 
-// New creates the arena and an empty store.
+// New creates the arena and an empty store. On error, it closes
+// cfg.Backend.
 func New(cfg Config) (*Store, error) {
+	backend := cfg.Backend
+	if backend == nil {
+		backend = meta.NewLocal(cfg.InstanceID)
+	}
+	s, err := open(cfg, backend)
+	if err != nil {
+		_ = backend.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(cfg Config, backend meta.Backend) (*Store, error) {
 	if cfg.Size < alloc.Alignment {
 		return nil, fmt.Errorf("store: size %d is too small", cfg.Size)
 	}
+	cfg.InstanceID = backend.InstanceID()
 	arena, err := shm.Create(cfg.Size + HeaderSize)
 	if err != nil {
 		return nil, err
@@ -65,14 +117,19 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		instance: cfg.InstanceID,
+		maxReply: cfg.MaxReplyBytes,
 		arena:    arena,
 		gen:      ids.NewGenerator(cfg.InstanceID),
+		meta:     backend,
 		alloc:    alloc.New(arena.Size()),
 		blobs:    make(map[ids.ObjectID]*blob),
 		zombies:  make(map[ids.ObjectID]*blob),
 		objects:  make(map[ids.ObjectID]*object),
-		names:    make(map[string]ids.ObjectID),
 		changed:  make(chan struct{}),
+		sessions: make(map[*Session]struct{}),
+	}
+	if s.maxReply == 0 {
+		s.maxReply = DefaultMaxReplyBytes
 	}
 	if b := arena.Bytes(); len(b) > 0 {
 		s.base = uint64(uintptrOf(b))
@@ -93,15 +150,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.arena.Close()
+	return errors.Join(s.meta.Close(), s.arena.Close())
 }
 
 // InstanceID returns the instance id of the store.
 func (s *Store) InstanceID() uint64 { return s.instance }
-
-// ArenaFd returns the arena's memfd. The store owns it; callers send it to
-// clients but must not close it.
-func (s *Store) ArenaFd() int { return s.arena.Fd() }
 
 // Usage returns the bytes allocated to blobs and the limit (the arena's size
 // without its header).
@@ -146,19 +199,65 @@ func (s *Store) MemoryTrim() (bool, error) {
 	return released > 0, firstErr
 }
 
-// payload describes blob b for a client.
-func (s *Store) payload(b *blob) protocol.Payload {
+// Extent locates a blob for a client: where its bytes lie in the arena and
+// how to map them. The server turns it into the wire's payload.
+type Extent struct {
+	ID      ids.ObjectID
+	Fd      int    // the arena's memfd (owned by the store), -1 for the empty blob
+	Offset  uint64 // of the bytes, from the arena's start
+	Size    uint64
+	MapSize uint64 // the arena's size, for mapping it whole
+	Pointer uint64 // the daemon's address of the bytes, reported as upstream does
+	Sealed  bool
+	Owner   bool // the daemon owns the memory (false only for the empty blob)
+}
+
+// extent describes blob b for a client.
+func (s *Store) extent(b *blob) Extent {
 	if b.id == ids.EmptyBlob {
-		return protocol.Payload{ObjectID: b.id, StoreFd: -1, IsSealed: true}
+		return Extent{ID: b.id, Fd: -1, Sealed: true}
 	}
-	return protocol.Payload{
-		ObjectID:   b.id,
-		StoreFd:    s.arena.Fd(),
-		DataOffset: b.offset,
-		DataSize:   b.size,
-		MapSize:    s.arena.Size(),
-		Pointer:    s.base + b.offset,
-		IsSealed:   b.sealed,
-		IsOwner:    true,
+	return Extent{
+		ID:      b.id,
+		Fd:      s.arena.Fd(),
+		Offset:  b.offset,
+		Size:    b.size,
+		MapSize: s.arena.Size(),
+		Pointer: s.base + b.offset,
+		Sealed:  b.sealed,
+		Owner:   true,
 	}
+}
+
+// checkItems fails a request of n items when n exceeds MaxItemsPerRequest.
+func checkItems(what string, n int) error {
+	if n > MaxItemsPerRequest {
+		return status.Errorf(status.Invalid, "%d %s in one request, at most %d", n, what, MaxItemsPerRequest)
+	}
+	return nil
+}
+
+// checkReplyLocked fails a reply that would be larger than the limit.
+func (s *Store) checkReplyLocked(size uint64) error {
+	if size > s.maxReply {
+		return status.Errorf(status.Invalid,
+			"the reply would exceed %d bytes (the daemon's reply limit); ask for fewer objects", s.maxReply)
+	}
+	return nil
+}
+
+// dedupe returns idl without repeated ids, in first-seen order.
+func dedupe(idl []ids.ObjectID) []ids.ObjectID {
+	if len(idl) < 2 {
+		return idl
+	}
+	seen := make(map[ids.ObjectID]struct{}, len(idl))
+	out := make([]ids.ObjectID, 0, len(idl))
+	for _, id := range idl {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }

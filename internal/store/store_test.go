@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -17,7 +18,16 @@ func newStore(t *testing.T) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { checkInvariants(t, s) }) // runs first: after the test's own deferred closes
 	return s
+}
+
+// checkInvariants fails the test if the store's bookkeeping is inconsistent.
+func checkInvariants(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatalf("store invariants: %v", err)
+	}
 }
 
 func blobOf(t *testing.T, ss *Session, n uint64) ids.ObjectID {
@@ -26,7 +36,7 @@ func blobOf(t *testing.T, ss *Session, n uint64) ids.ObjectID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.ObjectID
+	return p.ID
 }
 
 func create(t *testing.T, ss *Session, tree string, seal ...ids.ObjectID) ids.ObjectID {
@@ -63,6 +73,7 @@ func TestDeleteRules(t *testing.T) {
 		t.Fatal("force delete left users")
 	}
 	s.Delete([]ids.ObjectID{12345}, DeleteOptions{}) // missing ids are ignored
+	checkInvariants(t, s)
 }
 
 func TestTreesAndNames(t *testing.T) {
@@ -79,7 +90,7 @@ func TestTreesAndNames(t *testing.T) {
 		}
 	}
 	id := create(t, ss, fmt.Sprintf(`{"typename":"t","x":[1,2],"b":{"id":"%v"}}`, b), b)
-	content, all := s.GetData([]ids.ObjectID{id, 99})
+	content, all, _ := s.GetData([]ids.ObjectID{id, 99})
 	if all {
 		t.Fatal("missing id reported present")
 	}
@@ -137,6 +148,7 @@ func TestSessionCloseFreesEverything(t *testing.T) {
 	}
 	ss.Close()
 	s.Delete([]ids.ObjectID{sealed}, DeleteOptions{})
+	checkInvariants(t, s)
 	if used, _ := s.Usage(); used != 4096 {
 		t.Fatalf("held blob freed early or unsealed one leaked: used %d", used)
 	}
@@ -164,7 +176,9 @@ func FuzzCreateData(f *testing.F) {
 		if stored, _ := s.Tree(c.ID); !json.Valid(stored) {
 			t.Fatalf("stored tree is not JSON: %s", stored)
 		}
+		checkInvariants(t, s)
 		s.Delete([]ids.ObjectID{c.ID}, DeleteOptions{Force: true})
+		checkInvariants(t, s)
 	})
 }
 
@@ -261,7 +275,7 @@ func TestMetaEpoch(t *testing.T) {
 		changes bool
 	}{
 		{"create", func() { create(t, ss, `{"typename":"x"}`) }, false},
-		{"get", func() { s.GetData([]ids.ObjectID{id}) }, false},
+		{"get", func() { _, _, _ = s.GetData([]ids.ObjectID{id}) }, false},
 		{"label", func() { _ = s.Label(id, []string{"k"}, []string{"v"}) }, true},
 		{"persist", func() { _ = s.Persist(other) }, true},
 		{"persist again", func() { _ = s.Persist(other) }, false},
@@ -274,6 +288,7 @@ func TestMetaEpoch(t *testing.T) {
 	for _, step := range steps {
 		before := s.Epoch()
 		step.do()
+		checkInvariants(t, s)
 		if changed := s.Epoch() != before; changed != step.changes {
 			t.Errorf("%s: epoch changed %v, want %v", step.name, changed, step.changes)
 		}
@@ -286,5 +301,75 @@ func TestMetaEpoch(t *testing.T) {
 	ss.Close() // releases the deleted blob
 	if used, _ := s.Usage(); used != 0 {
 		t.Fatalf("the header counts as usage: %d", used)
+	}
+}
+
+// TestClearServesOthersBetweenBatches checks that Clear releases the store
+// lock between batches: a get from another session runs between them (it
+// would deadlock if Clear held the lock), and Clear still removes
+// everything.
+func TestClearServesOthersBetweenBatches(t *testing.T) {
+	s, err := New(Config{Size: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ss := s.NewSession()
+	defer ss.Close()
+	objs := fillStore(t, ss, 3*clearBatch)
+	reader := s.NewSession()
+	defer reader.Close()
+	batches := 0
+	s.clearHook = func() {
+		batches++
+		if _, _, _, err := reader.GetDataWithBuffers(objs[len(objs)-1:]); err != nil {
+			t.Error(err)
+		}
+		checkInvariants(t, s)
+	}
+	s.Clear()
+	checkInvariants(t, s)
+	if batches < 2 {
+		t.Fatalf("Clear ran in %d batch(es), want several", batches)
+	}
+	if len(s.objects) != 0 || len(s.blobs) != 0 { // the reader's blob is a zombie now
+		t.Fatalf("Clear left %d objects and %d blobs", len(s.objects), len(s.blobs))
+	}
+	reader.Close()
+	if used, _ := s.Usage(); used != 0 {
+		t.Fatalf("used %d after Clear and closing every session", used)
+	}
+}
+
+// TestCheckInvariantsFindsDamage breaks the bookkeeping on purpose, one way
+// at a time, and checks that CheckInvariants notices each.
+func TestCheckInvariantsFindsDamage(t *testing.T) {
+	for name, damage := range map[string]func(s *Store, obj, bid ids.ObjectID){
+		"refcount":       func(s *Store, _, bid ids.ObjectID) { s.blobs[bid].refs++ },
+		"reverse index":  func(s *Store, _, bid ids.ObjectID) { s.blobs[bid].users = nil },
+		"dangling name":  func(s *Store, _, _ ids.ObjectID) { _ = s.meta.PutName("ghost", 12345) },
+		"leaked extent":  func(s *Store, _, _ ids.ObjectID) { _, _ = s.alloc.Alloc(64) },
+		"lost zombie":    func(s *Store, _, bid ids.ObjectID) { s.zombies[bid] = s.blobs[bid] },
+		"missing member": func(s *Store, obj, _ ids.ObjectID) { s.objects[obj].members[0].id = 0x8000000000000999 },
+		"stale tree": func(s *Store, obj, _ ids.ObjectID) {
+			_ = s.meta.Persist([]meta.Tree{{ID: obj, Content: []byte(`{}`)}}) // obj is transient
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(Config{Size: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ss := s.NewSession()
+			defer ss.Close()
+			bid := blobOf(t, ss, 100)
+			obj := create(t, ss, fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, bid), bid)
+			checkInvariants(t, s)
+			damage(s, obj, bid)
+			if err := s.CheckInvariants(); err == nil {
+				t.Fatal("damage not detected")
+			}
+		})
 	}
 }

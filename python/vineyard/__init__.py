@@ -10,13 +10,12 @@ from typing import Any
 from ._objects import Blob, Object
 from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta
+from ._version import __version__ as __version__
 from .client import Client, InstanceStatus, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
 from .errors import *
 from .errors import ForkError, VineyardException
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",

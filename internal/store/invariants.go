@@ -1,0 +1,230 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/v6d-io/v6d-go/internal/alloc"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
+)
+
+// CheckInvariants checks the store's bookkeeping against itself and returns
+// every violation found (nil if none). It holds the store lock and costs
+// O(size of the store): it is meant for tests and fuzzing, not for serving.
+//
+// What it checks:
+//   - references: each blob's refs equals the number of open sessions that
+//     hold it, and sessions hold only live blobs or zombies;
+//   - zombies (deleted, still referenced) are referenced, marked deleted and
+//     not live; live blobs are not marked deleted;
+//   - unsealed blobs are owned by an open session that lists them, sealed
+//     ones by none;
+//   - names point at live, persisted objects that list them, and back;
+//   - the reverse index: users of every live object and blob are exactly the
+//     live objects that have it as a member (counting links), and every
+//     member of a live object is live;
+//   - allocator usage equals the header plus the extents of live blobs and
+//     zombies, each blob its own allocation large enough for its size.
+func (s *Store) CheckInvariants() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	s.checkRefsLocked(fail)
+	s.checkNamesLocked(fail)
+	s.checkIndexLocked(fail)
+	s.checkAllocLocked(fail)
+	return errors.Join(errs...)
+}
+
+// checkRefsLocked checks references, zombies and ownership.
+func (s *Store) checkRefsLocked(fail func(string, ...any)) {
+	held := map[*blob]int{}
+	for ss := range s.sessions {
+		if ss.closed {
+			fail("closed %v is still open in the store", ss)
+		}
+		for id, b := range ss.refs {
+			held[b]++
+			if b.id != id {
+				fail("%v holds %v under id %v", ss, b.id, id)
+			}
+			if s.blobs[id] != b && s.zombies[id] != b {
+				fail("%v holds %v, which is neither live nor a zombie", ss, id)
+			}
+		}
+		for id, b := range ss.created {
+			if s.blobs[id] != b || b.sealed || b.owner != ss {
+				fail("%v lists %v as its unsealed blob, but it is not (sealed %v)", ss, id, b.sealed)
+			}
+		}
+	}
+	for id, b := range s.blobs {
+		if b.refs != held[b] {
+			fail("blob %v counts %d references, sessions hold %d", id, b.refs, held[b])
+		}
+		if b.deleted {
+			fail("live blob %v is marked deleted", id)
+		}
+		if _, ok := s.zombies[id]; ok {
+			fail("blob %v is both live and a zombie", id)
+		}
+		if !b.sealed {
+			if b.owner == nil || b.owner.created[id] != b {
+				fail("unsealed blob %v has no owner that lists it", id)
+			} else if _, open := s.sessions[b.owner]; !open {
+				fail("unsealed blob %v is owned by a closed session", id)
+			}
+		} else if b.owner != nil {
+			fail("sealed blob %v still has an owner", id)
+		}
+	}
+	for id, b := range s.zombies {
+		if b.refs != held[b] || b.refs <= 0 {
+			fail("zombie %v counts %d references, sessions hold %d", id, b.refs, held[b])
+		}
+		if !b.deleted {
+			fail("zombie %v is not marked deleted", id)
+		}
+	}
+	if _, ok := s.blobs[ids.EmptyBlob]; ok {
+		fail("the empty blob is stored")
+	}
+}
+
+// checkNamesLocked checks names both ways, and, with the local backend,
+// that the persisted trees are those of the live persisted objects.
+func (s *Store) checkNamesLocked(fail func(string, ...any)) {
+	names, err := s.meta.ListNames()
+	if err != nil {
+		if !s.closed {
+			fail("list names: %v", err)
+		}
+		return
+	}
+	for name, id := range names {
+		o, ok := s.objects[id]
+		if !ok {
+			fail("name %q points at %v, which is not a live object", name, id)
+			continue
+		}
+		if _, ok := o.names[name]; !ok {
+			fail("name %q points at %v, which does not list it", name, id)
+		}
+		if !o.persisted {
+			fail("name %q points at transient %v", name, id)
+		}
+	}
+	for id, o := range s.objects {
+		for name := range o.names {
+			if names[name] != id {
+				fail("%v lists name %q, which points at %v", id, name, names[name])
+			}
+		}
+	}
+	local, ok := s.meta.(*meta.Local)
+	if !ok {
+		return // other backends share trees of other daemons
+	}
+	for _, id := range local.Trees() {
+		if o, ok := s.objects[id]; !ok || !o.persisted {
+			fail("the backend keeps a tree of %v, which is not a live persisted object", id)
+		}
+	}
+	for id, o := range s.objects {
+		if _, ok := local.Tree(id); o.persisted && !ok {
+			fail("persisted %v has no tree in the backend", id)
+		}
+	}
+}
+
+// checkIndexLocked recomputes the reverse index from the members of live
+// objects and compares.
+func (s *Store) checkIndexLocked(fail func(string, ...any)) {
+	want := map[ids.ObjectID]map[ids.ObjectID]int{}
+	for id, o := range s.objects {
+		if o.id != id {
+			fail("object %v is stored under %v", o.id, id)
+		}
+		for _, m := range o.members {
+			if m.id == ids.EmptyBlob {
+				continue
+			}
+			if !s.existsLocked(m.id) {
+				fail("member %q (%v) of live %v does not exist", m.key, m.id, id)
+				continue
+			}
+			if want[m.id] == nil {
+				want[m.id] = map[ids.ObjectID]int{}
+			}
+			want[m.id][id]++
+		}
+	}
+	same := func(target ids.ObjectID, got map[ids.ObjectID]int) {
+		exp := want[target]
+		if len(got) != len(exp) {
+			fail("%v has %d users in the index, %d in fact", target, len(got), len(exp))
+			return
+		}
+		for u, n := range exp {
+			if got[u] != n {
+				fail("%v: user %v has %d links in the index, %d in fact", target, u, got[u], n)
+			}
+		}
+	}
+	for id, o := range s.objects {
+		same(id, o.users)
+	}
+	for id, b := range s.blobs {
+		same(id, b.users)
+	}
+}
+
+// checkAllocLocked checks that the allocator's usage is the header plus the
+// extents of live blobs and zombies.
+func (s *Store) checkAllocLocked(fail func(string, ...any)) {
+	if s.closed {
+		return
+	}
+	used, live := uint64(HeaderSize), 1
+	offsets := map[uint64]ids.ObjectID{}
+	count := func(b *blob) {
+		if b.id == ids.EmptyBlob {
+			fail("the empty blob is stored")
+			return
+		}
+		if b.hollow {
+			if b.size != 0 {
+				fail("blob %v owns no memory but has %d bytes", b.id, b.size)
+			}
+			return
+		}
+		size, ok := s.alloc.SizeOf(b.offset)
+		if !ok {
+			fail("blob %v at offset %d has no allocation", b.id, b.offset)
+			return
+		}
+		if other, dup := offsets[b.offset]; dup {
+			fail("blobs %v and %v share offset %d", other, b.id, b.offset)
+		}
+		offsets[b.offset] = b.id
+		if size < b.size || size >= b.size+alloc.Alignment && b.size > 0 {
+			fail("blob %v of %d bytes has an allocation of %d", b.id, b.size, size)
+		}
+		used += size
+		live++
+	}
+	for _, b := range s.blobs {
+		count(b)
+	}
+	for _, b := range s.zombies {
+		count(b)
+	}
+	if s.alloc.Used() != used || s.alloc.Live() != live {
+		fail("allocator has %d bytes in %d allocations, blobs account for %d bytes in %d",
+			s.alloc.Used(), s.alloc.Live(), used, live)
+	}
+}

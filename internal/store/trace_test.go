@@ -1,0 +1,276 @@
+package store
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// Lifecycle traces: testdata/traces/*.txt are scripts of store operations
+// from named sessions, with the expected state after steps. The invariant
+// checker runs after every step. The format, one step per line:
+//
+//	# comment
+//	A create B SIZE          session A creates blob B (unsealed) of SIZE bytes
+//	A seal B                 A seals B
+//	A drop B                 A drops its unsealed B
+//	A shrink B SIZE          A shrinks its unsealed B
+//	A get B...               A gets blobs (get_buffers, a reference each)
+//	A getdata O...           A gets trees with their blobs (a reference each)
+//	A incref B...            A takes references
+//	A release B...           A releases references
+//	A put O JSON             A creates object O; "$X" in JSON is X's id
+//	A close                  A's connection ends
+//	delete X... [force] [deep] [trim]
+//	persist O | name N O | unname N | clear
+//	expect refs B N          references to B (live or zombie; 0 if freed)
+//	expect exists X yes|no   X is visible
+//	expect zombie B yes|no   B is deleted but still referenced
+//	expect used N            bytes allocated to blobs
+//	expect objects N | expect blobs N   live objects / live blobs
+//	expect name N O|none     what name N resolves to
+//
+// Names of blobs and objects stand for their ids; "empty" is the empty blob
+// and a literal "o…" id stands for itself.
+//
+// Sessions open at their first use. A step that must fail ends with
+// "-> Code" (a status code name, e.g. ObjectSealed); any other step must
+// succeed.
+func TestTraces(t *testing.T) {
+	files, err := filepath.Glob("testdata/traces/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no traces: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			runTrace(t, file)
+		})
+	}
+}
+
+type traceRun struct {
+	t        *testing.T
+	s        *Store
+	sessions map[string]*Session
+	closed   map[string]bool
+	ids      map[string]ids.ObjectID
+	where    string // file:line of the step running
+}
+
+func (r *traceRun) fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Fatalf("%s: "+format, append([]any{r.where}, args...)...)
+}
+
+func runTrace(t *testing.T, file string) {
+	s := newStore(t)
+	r := &traceRun{t: t, s: s, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{}}
+	defer func() {
+		for _, ss := range r.sessions {
+			ss.Close()
+		}
+	}()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		want := ""
+		if i := strings.LastIndex(line, " -> "); i >= 0 {
+			want = strings.TrimSpace(line[i+4:])
+			line = strings.TrimSpace(line[:i])
+		}
+		r.where = fmt.Sprintf("%s:%d", file, n)
+		err := r.step(line)
+		switch got := status.CodeOf(err); {
+		case want == "" && err != nil:
+			t.Fatalf("%s:%d: %s: %v", file, n, line, err)
+		case want != "" && got.String() != want:
+			t.Fatalf("%s:%d: %s: got %v (%v), want %s", file, n, line, got, err, want)
+		}
+		if err := s.CheckInvariants(); err != nil {
+			t.Fatalf("%s:%d: after %s: %v", file, n, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// id returns the id a trace name stands for.
+func (r *traceRun) id(name string) ids.ObjectID {
+	if name == "empty" {
+		return ids.EmptyBlob
+	}
+	id, ok := r.ids[name]
+	if !ok {
+		if id, err := ids.Parse(name); err == nil {
+			return id // a literal id, e.g. of nothing stored
+		}
+		r.fatalf("trace uses %q before creating it", name)
+	}
+	return id
+}
+
+func (r *traceRun) idList(names []string) []ids.ObjectID {
+	out := make([]ids.ObjectID, len(names))
+	for i, n := range names {
+		out[i] = r.id(n)
+	}
+	return out
+}
+
+func (r *traceRun) number(text string) uint64 {
+	n, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		r.fatalf("bad number %q", text)
+	}
+	return n
+}
+
+func (r *traceRun) session(name string) *Session {
+	if r.closed[name] {
+		r.fatalf("session %s is used after its close", name)
+	}
+	ss, ok := r.sessions[name]
+	if !ok {
+		ss = r.s.NewSession()
+		r.sessions[name] = ss
+	}
+	return ss
+}
+
+// step runs one line and returns the store's error.
+func (r *traceRun) step(line string) error {
+	f := strings.Fields(line)
+	switch f[0] {
+	case "delete":
+		var opt DeleteOptions
+		var idl []ids.ObjectID
+		for _, a := range f[1:] {
+			switch a {
+			case "force":
+				opt.Force = true
+			case "deep":
+				opt.Deep = true
+			case "trim":
+				opt.MemoryTrim = true
+			default:
+				idl = append(idl, r.id(a))
+			}
+		}
+		r.s.Delete(idl, opt)
+		return nil
+	case "persist":
+		return r.s.Persist(r.id(f[1]))
+	case "name":
+		return r.s.PutName(f[1], r.id(f[2]))
+	case "unname":
+		r.s.DropName(f[1])
+		return nil
+	case "clear":
+		r.s.Clear()
+		return nil
+	case "expect":
+		r.expect(f[1:])
+		return nil
+	}
+	ss := r.session(f[0])
+	args := f[2:]
+	switch f[1] {
+	case "create":
+		p, err := ss.CreateBuffer(r.number(args[1]))
+		if err == nil {
+			r.ids[args[0]] = p.ID
+		}
+		return err
+	case "seal":
+		return ss.Seal(r.id(args[0]))
+	case "drop":
+		return ss.DropBuffer(r.id(args[0]))
+	case "shrink":
+		return ss.ShrinkBuffer(r.id(args[0]), r.number(args[1]))
+	case "get":
+		_, err := ss.GetBuffers(r.idList(args), false)
+		return err
+	case "getdata":
+		_, _, _, err := ss.GetDataWithBuffers(r.idList(args))
+		return err
+	case "incref":
+		return ss.IncreaseReferenceCount(r.idList(args))
+	case "release":
+		return ss.Release(r.idList(args)...)
+	case "put":
+		tree := strings.TrimSpace(strings.SplitN(line, " ", 4)[3])
+		tree = os.Expand(tree, func(name string) string { return r.id(name).String() })
+		c, err := ss.CreateData([]byte(tree), nil)
+		if err == nil {
+			r.ids[args[0]] = c.ID
+		}
+		return err
+	case "close":
+		ss.Close()
+		r.closed[f[0]] = true
+		return nil
+	}
+	r.fatalf("unknown trace step %q", line)
+	return nil
+}
+
+func (r *traceRun) expect(f []string) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	yes := func(text string) bool { return text == "yes" }
+	var got, want string
+	switch f[0] {
+	case "refs":
+		id := r.id(f[1])
+		n := 0
+		if b, ok := s.blobs[id]; ok {
+			n = b.refs
+		} else if b, ok := s.zombies[id]; ok {
+			n = b.refs
+		}
+		got, want = strconv.Itoa(n), f[2]
+	case "exists":
+		got, want = strconv.FormatBool(s.existsLocked(r.id(f[1]))), strconv.FormatBool(yes(f[2]))
+	case "zombie":
+		_, ok := s.zombies[r.id(f[1])]
+		got, want = strconv.FormatBool(ok), strconv.FormatBool(yes(f[2]))
+	case "used":
+		used, _ := s.usageLocked()
+		got, want = strconv.FormatUint(used, 10), f[1]
+	case "objects":
+		got, want = strconv.Itoa(len(s.objects)), f[1]
+	case "blobs":
+		got, want = strconv.Itoa(len(s.blobs)), f[1]
+	case "name":
+		got = "none"
+		if id, err := s.meta.GetName(f[1]); err == nil {
+			got = id.String()
+		}
+		want = f[2]
+		if want != "none" {
+			want = r.id(want).String()
+		}
+	default:
+		r.fatalf("unknown expectation %v", f)
+	}
+	if got != want {
+		r.fatalf("expect %s: got %s, want %s", strings.Join(f, " "), got, want)
+	}
+}
