@@ -14,7 +14,6 @@ import "C"
 import (
 	"encoding/json"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/client"
@@ -491,9 +490,9 @@ func v6d_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int64_
 		if name == nil || id == nil {
 			return nullArg("name and id")
 		}
-		timeout := time.Duration(-1)
-		if timeoutMs >= 0 {
-			timeout = time.Duration(timeoutMs) * time.Millisecond
+		timeout, e := client.WaitMillis(int64(timeoutMs))
+		if e != nil && wait != 0 {
+			return e
 		}
 		oid, e := c.GetName(C.GoString(name), wait != 0, timeout)
 		if e == nil {
