@@ -67,6 +67,41 @@ func startDaemonProcess(t *testing.T) (string, *os.Process) {
 	return "", nil
 }
 
+// stopProcess sends SIGSTOP to p and waits until every thread of it has
+// stopped: the signal reaches one thread first, and until it spreads another
+// thread may still serve a request.
+func stopProcess(t *testing.T, p *os.Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid)
+	for range 6000 {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := 0
+		for _, task := range tasks {
+			stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				stopped++ // the thread exited
+				continue
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			rest := stat[strings.LastIndexByte(string(stat), ')')+1:]
+			if f := strings.Fields(string(rest)); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+				stopped++
+			}
+		}
+		if stopped == len(tasks) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the daemon's threads did not stop")
+}
+
 // silentListener accepts connections on a temp socket and never answers.
 func silentListener(t *testing.T) string {
 	t.Helper()
@@ -202,9 +237,7 @@ func TestCallToStoppedDaemonTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, bid := put(t, c, []byte("kept across the timeout"))
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, proc)
 	_, err = c.Exists(id)
 	if code(err) != status.Timeout || !strings.Contains(err.Error(), "200ms") {
 		t.Fatalf("call to a stopped daemon = %v, want Timeout", err)
@@ -257,9 +290,7 @@ func TestGetNameWaitToStoppedDaemonTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, proc)
 	_, err = c.GetName("never", true, 200*time.Millisecond)
 	if code(err) != status.Timeout || !strings.Contains(err.Error(), "300ms") {
 		t.Fatalf("GetName(wait) to a stopped daemon = %v, want Timeout after 300ms", err)

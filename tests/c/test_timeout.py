@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -34,6 +35,26 @@ def own_daemon() -> Iterator[tuple[str, subprocess.Popen]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Sends SIGSTOP and waits until every thread of proc has stopped: the
+    signal reaches one thread first, and until it spreads another thread may
+    still serve a request."""
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 30
+    while True:
+        states = []
+        for tid in os.listdir(f"/proc/{proc.pid}/task"):
+            try:
+                with open(f"/proc/{proc.pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue  # the thread exited
+        if states and all(st in ("T", "t") for st in states):
+            return
+        assert time.monotonic() < deadline, f"daemon threads did not stop: {states}"
+        time.sleep(0.005)
+
+
 def test_timeout_ranges(c_daemon, c_programs):
     r = subprocess.run([str(c_programs / "timeout_test"), "ranges", c_daemon],
                        capture_output=True, text=True, timeout=60, check=False)
@@ -49,7 +70,7 @@ def test_call_to_stopped_daemon_times_out(own_daemon, c_programs):
     try:
         assert prog.stdout is not None
         assert prog.stdout.readline().strip() == "ready"
-        daemon.send_signal(signal.SIGSTOP)
+        stop(daemon)
         # Without a timeout the call would block until the daemon resumes:
         # the daemon stays stopped until the program has exited.
         out, err = prog.communicate("go\n", timeout=60)
