@@ -202,19 +202,19 @@ func TestGetNameWaitRange(t *testing.T) {
 			t.Errorf("GetName(wait %v) = %v, want Invalid", d, err)
 		}
 	}
-	if err := c.SetTimeout(50 * time.Millisecond); err != nil {
+	if err := c.SetTimeout(250 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	// The daemon holds the request for the whole wait, longer than the
 	// client's timeout: the call must end with the daemon's Timeout reply,
 	// and the connection must stay usable.
-	if _, err := c.GetName("never", true, 300*time.Millisecond); code(err) != status.Timeout {
+	if _, err := c.GetName("never", true, 500*time.Millisecond); code(err) != status.Timeout {
 		t.Fatalf("GetName(wait) = %v, want the daemon's Timeout", err)
 	}
 	if _, err := c.Exists(1); err != nil {
 		t.Fatalf("connection unusable after a wait: %v", err)
 	}
-	if c.Timeout() != 50*time.Millisecond {
+	if c.Timeout() != 250*time.Millisecond {
 		t.Fatalf("timeout after a wait %v", c.Timeout())
 	}
 }
@@ -232,14 +232,14 @@ func TestConnectToSilentDaemonTimesOut(t *testing.T) {
 // and Close returns.
 func TestCallToStoppedDaemonTimesOut(t *testing.T) {
 	sock, proc := startDaemonProcess(t)
-	c, err := Connect(sock, WithTimeout(200*time.Millisecond))
+	c, err := Connect(sock, WithTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, bid := put(t, c, []byte("kept across the timeout"))
 	stopProcess(t, proc)
 	_, err = c.Exists(id)
-	if code(err) != status.Timeout || !strings.Contains(err.Error(), "200ms") {
+	if code(err) != status.Timeout || !strings.Contains(err.Error(), "500ms") {
 		t.Fatalf("call to a stopped daemon = %v, want Timeout", err)
 	}
 	for _, call := range []func() error{
@@ -285,15 +285,15 @@ func TestCallToStoppedDaemonTimesOut(t *testing.T) {
 // still ends when the daemon is stopped.
 func TestGetNameWaitToStoppedDaemonTimesOut(t *testing.T) {
 	sock, proc := startDaemonProcess(t)
-	c, err := Connect(sock, WithTimeout(100*time.Millisecond))
+	c, err := Connect(sock, WithTimeout(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	stopProcess(t, proc)
 	_, err = c.GetName("never", true, 200*time.Millisecond)
-	if code(err) != status.Timeout || !strings.Contains(err.Error(), "300ms") {
-		t.Fatalf("GetName(wait) to a stopped daemon = %v, want Timeout after 300ms", err)
+	if code(err) != status.Timeout || !strings.Contains(err.Error(), "500ms") {
+		t.Fatalf("GetName(wait) to a stopped daemon = %v, want Timeout after 500ms", err)
 	}
 	if !errors.Is(c.lost, &status.Error{Code: status.ConnectionError}) {
 		t.Fatalf("connection not marked lost: %v", c.lost)
