@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 		_ = srv.Close()
 		os.Exit(0)
 	}
+	if sock := os.Getenv(writerEnv); sock != "" {
+		os.Exit(runWriter(sock))
+	}
 	os.Exit(m.Run())
 }
 
