@@ -20,7 +20,6 @@ import "C"
 import (
 	"encoding/json"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/client"
@@ -520,9 +519,9 @@ func v6dgo_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int6
 		if name == nil || id == nil {
 			return nullArg("name and id")
 		}
-		timeout := time.Duration(-1)
-		if timeoutMs >= 0 {
-			timeout = time.Duration(timeoutMs) * time.Millisecond
+		timeout, e := client.WaitMillis(int64(timeoutMs))
+		if e != nil && wait != 0 {
+			return e
 		}
 		oid, e := c.GetName(C.GoString(name), wait != 0, timeout)
 		if e == nil {

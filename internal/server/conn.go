@@ -34,7 +34,7 @@ type conn struct {
 	r          *bufio.Reader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
-	sentArena  bool // the arena fd went to this client already
+	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	out        []byte
 	in         []byte
 }
@@ -168,21 +168,6 @@ func (c *conn) frameBuffered() bool {
 	}
 	hdr, err := c.r.Peek(8)
 	return err == nil && uint64(n-8) >= binary.LittleEndian.Uint64(hdr)
-}
-
-// arenaFds returns the fds to send with a reply that refers to the arena:
-// the arena fd the first time, nothing afterwards.
-func (c *conn) arenaFds(payloads ...protocol.Payload) []int {
-	if c.sentArena {
-		return []int{}
-	}
-	for _, p := range payloads {
-		if p.StoreFd >= 0 {
-			c.sentArena = true
-			return []int{p.StoreFd}
-		}
-	}
-	return []int{}
 }
 
 // alive reports whether the client is still connected, without consuming

@@ -1,0 +1,6 @@
+package store
+
+// ArenaReadOnlyFd returns the arena's read-only fd (shm.Arena.ReadOnlyFd),
+// for clients that only read. The store owns it; callers send it to clients
+// but must not close it.
+func (s *Store) ArenaReadOnlyFd() int { return s.arena.ReadOnlyFd() }
