@@ -1,8 +1,7 @@
 package main
 
 /*
-#include <stdint.h>
-typedef struct v6d_error v6d_error; // defined in exports.go's preamble
+#include "v6d.h"
 */
 import "C"
 
@@ -10,8 +9,8 @@ import (
 	"github.com/v6d-io/v6d-go/internal/client"
 )
 
-//export v6d_set_timeout
-func v6d_set_timeout(h C.uint64_t, timeoutMs C.int64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_set_timeout
+func v6dgo_set_timeout(h C.uint64_t, timeoutMs C.int64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		d, e := client.MillisTimeout(int64(timeoutMs))
 		if e != nil {
@@ -21,8 +20,8 @@ func v6d_set_timeout(h C.uint64_t, timeoutMs C.int64_t, err *C.v6d_error) C.int3
 	})
 }
 
-//export v6d_get_timeout
-func v6d_get_timeout(h C.uint64_t, timeoutMs *C.int64_t, err *C.v6d_error) C.int32_t {
+//export v6dgo_get_timeout
+func v6dgo_get_timeout(h C.uint64_t, timeoutMs *C.int64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
 		if timeoutMs == nil {
 			return nullArg("timeout_ms")

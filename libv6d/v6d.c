@@ -274,3 +274,15 @@ v6d_status v6d_is_shared_memory(v6d_client client, const void *address,
 }
 
 int64_t v6d_arrow_exports(void) { return v6dgo_arrow_exports(); }
+
+/* ---- timeouts ---------------------------------------------------------- */
+
+v6d_status v6d_set_timeout(v6d_client client, int64_t timeout_ms,
+                           v6d_error *err) {
+  return st(v6dgo_set_timeout(client, timeout_ms, err));
+}
+
+v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
+                           v6d_error *err) {
+  return st(v6dgo_get_timeout(client, timeout_ms, err));
+}

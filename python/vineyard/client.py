@@ -53,7 +53,7 @@ class Client:
     Use :func:`vineyard.connect` to make one.
     """
 
-    def __init__(self, socket: str | None = None) -> None:
+    def __init__(self, socket: str | None = None, timeout: float | None = None) -> None:
         path = socket or os.environ.get("VINEYARD_IPC_SOCKET", "")
         if not path:
             raise ConnectionError("vineyard: no socket given and VINEYARD_IPC_SOCKET is not set")
@@ -69,6 +69,8 @@ class Client:
         iid = ctypes.c_uint64()
         _ffi.call("v6d_instance_id", out.value, ctypes.byref(iid))
         self.instance_id = iid.value
+        if timeout is not None:
+            self.timeout = timeout
 
     # -- plumbing ---------------------------------------------------------
 
@@ -81,6 +83,22 @@ class Client:
         daemon is gone it is False and every call raises ConnectionError,
         also one the client could answer from its cache."""
         return self._session.connected
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each call to the daemon may take (default 300, as
+        upstream's). A call that takes longer raises
+        :class:`~vineyard.errors.TimeoutException` (a TimeoutError), and the
+        connection then counts as lost: later calls raise ConnectionError.
+        Settable from 0.001 to (2**31-1)/1000 seconds; anything else raises
+        :class:`~vineyard.errors.InvalidException` and changes nothing."""
+        ms = ctypes.c_int64()
+        _ffi.call("v6d_get_timeout", self._session.handle(), ctypes.byref(ms))
+        return ms.value / 1000
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        _ffi.call("v6d_set_timeout", self._session.handle(), round(seconds * 1000))
 
     def close(self) -> None:
         """Closes the client. Views got from it stay valid: the connection is
@@ -399,9 +417,10 @@ def _target_address(target: Any) -> int:
     return address_of(memoryview(target).cast("B"))[0]
 
 
-def connect(socket: str | None = None) -> Client:
+def connect(socket: str | None = None, timeout: float | None = None) -> Client:
     """Connects to the daemon at ``socket`` (default: env VINEYARD_IPC_SOCKET).
+    ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
 
     Raises ConnectionError naming the path tried.
     """
-    return Client(socket)
+    return Client(socket, timeout)

@@ -350,3 +350,59 @@ def test_creating_a_tree_seals_its_builders_and_revokes_their_views(client):
     with pytest.raises(ValueError):
         view[0] = 0
     assert bytes(client.get_blob(client.get_meta(oid)["buffer_"].id)) == b"12345678"
+
+
+def test_timeout_default_set_and_range(vineyard_socket):
+    import vineyard
+    from vineyard.errors import InvalidException
+
+    with vineyard.connect(vineyard_socket, timeout=12.5) as c:
+        assert c.timeout == 12.5
+        c.timeout = 0.25
+        assert c.timeout == 0.25
+        for bad in (0, -1, 2**31):
+            with pytest.raises(InvalidException):
+                c.timeout = bad
+        assert c.timeout == 0.25
+    with vineyard.connect(vineyard_socket) as c:
+        assert c.timeout == 300
+
+
+def test_timeout_against_stopped_daemon(tmp_path):
+    import signal
+
+    import vineyard
+    from vineyard.errors import TimeoutException
+
+    sock = str(tmp_path / "v.sock")
+    proc = subprocess.Popen([os.environ["VINEYARDD"], "--socket", sock, "--size", "64Mi"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c = vineyard.connect(sock, timeout=0.5)
+        oid = c.put(b"abc")
+        proc.send_signal(signal.SIGSTOP)
+        _wait_stopped(proc.pid)
+        with pytest.raises(TimeoutException):
+            c.get_meta(oid)
+        with pytest.raises(ConnectionError):
+            c.get_meta(oid)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+
+
+def _wait_stopped(pid):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in "tT" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError("daemon did not stop")
