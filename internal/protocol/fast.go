@@ -274,18 +274,18 @@ func (r *CreateDataRequest) appendFields(dst []byte) []byte {
 	return dst
 }
 
-// requestType returns the "type" of a request body when it is the first key
+// requestType returns the "type" of a request body (a slice of it) when it is the first key
 // with a plain string value, as every client we know writes it; ok is false
 // otherwise and the caller decodes the body to find it.
-func requestType(body []byte) (string, bool) {
+func requestType(body []byte) ([]byte, bool) {
 	const prefix = `{"type":"`
 	if !bytes.HasPrefix(body, []byte(prefix)) {
-		return "", false
+		return nil, false
 	}
 	rest := body[len(prefix):]
 	end := bytes.IndexByte(rest, '"')
 	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return "", false
+		return nil, false
 	}
-	return string(rest[:end]), true
+	return rest[:end], true
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-func start(t *testing.T) *Server {
+func start(t testing.TB) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-srv-")
 	if err != nil {
