@@ -123,8 +123,8 @@ func (r *GetBuffersRequest) UnmarshalJSON(b []byte) error {
 	}
 	*r = GetBuffersRequest(p.plain)
 	if r.IDs == nil && p.Num != nil {
-		if *p.Num < 0 || *p.Num > 1<<20 {
-			return fmt.Errorf("bad num %d", *p.Num)
+		if *p.Num < 0 || *p.Num > MaxItems {
+			return fmt.Errorf("num %d is out of range [0, %d]", *p.Num, MaxItems)
 		}
 		var keyed map[string]json.RawMessage
 		if err := json.Unmarshal(b, &keyed); err != nil {
@@ -253,8 +253,8 @@ type PutNameRequest struct {
 	Name     string       `json:"name"`
 }
 
-// GetNameRequest resolves a name. TimeoutMs (our extension) bounds Wait; a
-// negative or absent value waits without limit.
+// GetNameRequest resolves a name. TimeoutMs (our extension) bounds Wait, in
+// [0, MaxTimeoutMs]; absent, Wait has no limit.
 type GetNameRequest struct {
 	Name      string `json:"name"`
 	Wait      bool   `json:"wait"`
@@ -360,6 +360,8 @@ func DecodeRequest(body []byte) (Frame, error) {
 	err := json.Unmarshal(body, req)
 	if err != nil {
 		err = status.Errorf(status.Invalid, "bad %s: %v", f.Wire, err)
+	} else if v, ok := req.(validator); ok {
+		err = v.validate()
 	}
 	if kinds[f.Kind].trailing {
 		t, ok := req.(Trailer)

@@ -68,6 +68,7 @@ func TestTrailingBytesAlwaysConsumed(t *testing.T) {
 		{"unregistered", `"content":{"typename":"t","b":{"inline":0}}`, false, status.Invalid},
 		{"bad fields", `"content":{"typename":"t"},"seal":"x"`, true, status.Invalid},
 		{"bad tree json", `"content":{"typename":7}`, true, status.MetaTreeInvalid},
+		{"bad utf8", "\"content\":{\"typename\":\"\xff\"}", true, status.Invalid},
 		{"seal and inline", `"content":{"typename":"t"},"seal":[1]`, true, status.Invalid},
 		{"bad tree", `"content":{"no_typename":1,"b":{"inline":0}}`, true, status.MetaTreeInvalid},
 		{"ok", `"content":{"typename":"t","b":{"inline":0}}`, true, status.OK},

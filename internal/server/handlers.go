@@ -259,7 +259,7 @@ func (c *conn) getName(r *protocol.GetNameRequest) (protocol.Reply, []int, error
 		return &protocol.GetNameReply{ObjectID: id}, nil, err
 	}
 	timeout := time.Duration(-1)
-	if r.TimeoutMs != nil && *r.TimeoutMs >= 0 {
+	if r.TimeoutMs != nil { // in [0, protocol.MaxTimeoutMs]: checked at decode
 		timeout = time.Duration(*r.TimeoutMs) * time.Millisecond
 	}
 	var id ids.ObjectID

@@ -197,6 +197,9 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	return out, nil
 }
 
+// MaxTypenameBytes bounds the typename of an object in a metadata tree.
+const MaxTypenameBytes = 1024
+
 // maxTreeDepth bounds the nesting of new member trees in one create_data.
 const maxTreeDepth = 128
 
@@ -266,6 +269,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	}
 	if raw, ok := o.fields["typename"]; !ok || json.Unmarshal(raw, &o.typename) != nil || o.typename == "" {
 		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
+	}
+	if len(o.typename) > MaxTypenameBytes {
+		return nil, status.Errorf(status.Invalid, "typename is %d bytes long, at most %d are allowed", len(o.typename), MaxTypenameBytes)
 	}
 	if o.typename == BlobTypename {
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
