@@ -164,6 +164,17 @@ func (c *conn) write(reply protocol.Reply, fds []int) bool {
 		c.out = frame[:start]
 		return c.writeError(status.Errorf(status.UnknownError, "encode reply: %v", err))
 	}
+	if n := len(frame) - at - 8; n > c.s.cfg.MaxReplyBytes {
+		c.out = frame[:start]
+		if len(fds) > 0 {
+			c.sentArena = false // the fd did not go out with it
+		}
+		if cap(c.out) > 1<<20 {
+			c.out = nil
+		}
+		return c.writeError(status.Errorf(status.Invalid,
+			"the reply would be %d bytes, over the daemon's limit of %d: ask for less at a time", n, c.s.cfg.MaxReplyBytes))
+	}
 	protocol.EndFrame(frame, at)
 	c.out = frame
 	return c.send(fds)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -9,6 +10,27 @@ import (
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
+
+func TestReplyCap(t *testing.T) {
+	s := startWith(t, func(c *Config) { c.MaxReplyBytes = 1024 })
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request"}`)
+	var idl []string
+	for i := 0; i < 20; i++ {
+		m := r.rpc(fmt.Sprintf(`{"type":"create_data_request","content":{"typename":"vineyard::Scalar","value_":"%d"}}`, i))
+		if m["type"] != "create_data_reply" {
+			t.Fatalf("create: %v", m)
+		}
+		idl = append(idl, fmt.Sprint(uint64(m["id"].(float64))))
+	}
+	m := r.rpc(`{"type":"get_data_request","id":[` + strings.Join(idl, ",") + `]}`)
+	if m["code"] != float64(status.Invalid) || !strings.Contains(m["message"].(string), "1024") {
+		t.Fatalf("oversized reply: %v", m)
+	}
+	if m := r.rpc(`{"type":"get_data_request","id":[` + idl[0] + `]}`); m["type"] != "get_data_reply" {
+		t.Fatalf("small reply after: %v", m)
+	}
+}
 
 // TestInputRefused checks what the daemon refuses to store, and that a
 // listing stays valid UTF-8 JSON.
