@@ -47,7 +47,6 @@ type Client struct {
 	socket     string
 	pid        int
 	instanceID uint64
-	rpc        string
 	roundTrips atomic.Uint64
 	isClosed   atomic.Bool // closed, readable without mu
 
@@ -106,7 +105,6 @@ func Connect(socket string) (*Client, error) {
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
-	c.rpc = reply.RPCEndpoint
 	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
@@ -137,9 +135,6 @@ func (c *Client) Socket() string { return c.socket }
 
 // InstanceID returns the id of the daemon's instance, from registration.
 func (c *Client) InstanceID() uint64 { return c.instanceID }
-
-// RPCEndpoint returns the daemon's RPC endpoint, from registration.
-func (c *Client) RPCEndpoint() string { return c.rpc }
 
 // RoundTrips returns the number of request/reply exchanges made so far,
 // including registration. Tests and benchmarks use it to check that a put
