@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -252,7 +253,7 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		users:  map[ids.ObjectID]int{},
 	}
 	var memberTrees map[string]json.RawMessage
-	if err := objectFields(content, func(key string, raw []byte) error {
+	if err := jsonscan.ObjectFields(content, func(key string, raw []byte) error {
 		if len(raw) > 0 && raw[0] == '{' {
 			delete(o.fields, key) // a repeated key: the last one counts
 			if memberTrees == nil {
@@ -304,7 +305,7 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 	var link struct {
 		ID, Typename, Inline json.RawMessage
 	}
-	if err := objectFields(raw, func(k string, v []byte) error {
+	if err := jsonscan.ObjectFields(raw, func(k string, v []byte) error {
 		switch k {
 		case "id":
 			link.ID = v
