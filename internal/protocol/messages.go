@@ -367,19 +367,19 @@ func DecodeRequest(body []byte) (Frame, error) {
 		t, ok := req.(Trailer)
 		if err != nil {
 			// The fields may be half decoded: read the count on its own.
-			fresh := f.Kind.New().(Trailer)
-			if fresh.decodeTrailing(body) != nil {
-				return f, fmt.Errorf("%w: %s with an unreadable trailing byte count: %v", ErrUnframed, f.Wire, err)
+			t, ok = f.Kind.New().(Trailer)
+			if ok && t.decodeTrailing(body) != nil {
+				return f, fmt.Errorf("%w: %s with an unreadable trailing byte count: %w", ErrUnframed, f.Wire, err)
 			}
-			t, ok = fresh, true
 		}
-		if ok {
-			n, tok := t.TrailingBytes()
-			if !tok {
-				return f, fmt.Errorf("%w: %s announces more trailing bytes than fit in 63 bits", ErrUnframed, f.Wire)
-			}
-			f.Trailing = n
+		if !ok {
+			return f, fmt.Errorf("%w: %s has no trailing byte count", ErrUnframed, f.Wire)
 		}
+		n, tok := t.TrailingBytes()
+		if !tok {
+			return f, fmt.Errorf("%w: %s announces more trailing bytes than fit in 63 bits", ErrUnframed, f.Wire)
+		}
+		f.Trailing = n
 	}
 	if err != nil {
 		return f, err

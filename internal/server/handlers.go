@@ -26,17 +26,33 @@ type handler func(c *conn, req protocol.Request) (protocol.Reply, []int, error)
 
 // on adapts a handler of one request type to the table's signature.
 func on[R protocol.Request](f func(c *conn, r R) (protocol.Reply, []int, error)) handler {
-	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) { return f(c, req.(R)) }
+	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
+		r, ok := req.(R)
+		if !ok {
+			return nil, nil, errMisrouted(req)
+		}
+		return f(c, r)
+	}
 }
 
 // acked adapts a handler whose reply is a plain acknowledgement.
 func acked[R protocol.Request](f func(c *conn, r R) error) handler {
 	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
-		if err := f(c, req.(R)); err != nil {
+		r, ok := req.(R)
+		if !ok {
+			return nil, nil, errMisrouted(req)
+		}
+		if err := f(c, r); err != nil {
 			return nil, nil, err
 		}
 		return &protocol.AckReply{}, nil, nil
 	}
+}
+
+// errMisrouted is a handler's error for a request of another type: a bug
+// in the handler table, answered as one.
+func errMisrouted(req protocol.Request) error {
+	return status.Errorf(status.UnknownError, "internal error: %s went to the wrong handler", req.RequestType())
 }
 
 // errExit is returned by the exit_request handler: the connection closes
