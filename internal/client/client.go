@@ -48,7 +48,6 @@ type Client struct {
 	socket     string
 	pid        int
 	instanceID uint64
-	rpc        string
 	roundTrips atomic.Uint64
 	isClosed   atomic.Bool  // closed, readable without mu
 	timeout    atomic.Int64 // time.Duration of each socket operation; set under mu
@@ -123,7 +122,6 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
-	c.rpc = reply.RPCEndpoint
 	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
@@ -154,9 +152,6 @@ func (c *Client) Socket() string { return c.socket }
 
 // InstanceID returns the id of the daemon's instance, from registration.
 func (c *Client) InstanceID() uint64 { return c.instanceID }
-
-// RPCEndpoint returns the daemon's RPC endpoint, from registration.
-func (c *Client) RPCEndpoint() string { return c.rpc }
 
 // RoundTrips returns the number of request/reply exchanges made so far,
 // including registration. Tests and benchmarks use it to check that a put

@@ -28,11 +28,17 @@ type Config struct {
 	InstanceID uint64
 	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
 	MaxFrame int
+	// MaxReplyBytes bounds a reply: a request whose reply would be larger
+	// gets an error instead; DefaultMaxReply when zero.
+	MaxReplyBytes int
 	// Deployment is reported in instance status; "local" when empty.
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
 }
+
+// DefaultMaxReply is the reply size limit unless configured otherwise.
+const DefaultMaxReply = 256 << 20
 
 // ErrBadConfig is returned (wrapped) by Validate for an unusable config.
 var ErrBadConfig = errors.New("server: bad config")
@@ -65,6 +71,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = protocol.DefaultMaxFrame
+	}
+	if c.MaxReplyBytes <= 0 {
+		c.MaxReplyBytes = DefaultMaxReply
 	}
 	if c.Deployment == "" {
 		c.Deployment = "local"

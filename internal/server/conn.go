@@ -34,13 +34,17 @@ type conn struct {
 	r          *bufio.Reader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
+	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
+	trailing   uint64    // bytes of the current request still unread on the stream
 	out        []byte
 	in         []byte
 }
 
+// newConn returns a connection of a UNIX-socket client, which gets the
+// arena fd. Other listeners serve the same handlers with passFds false.
 func newConn(s *Server, sock *protocol.Sock) *conn {
-	return &conn{s: s, sock: sock, r: bufio.NewReaderSize(sock, 64<<10)}
+	return &conn{s: s, sock: sock, r: bufio.NewReaderSize(sock, 64<<10), passFds: true}
 }
 
 // serve reads requests until the client goes away, then releases everything
@@ -78,32 +82,68 @@ func (c *conn) serve() {
 }
 
 // handleFrame answers one request; it returns false when the connection must
-// close.
+// close. Every request goes through the handler table; the bytes a request
+// announces after its frame (protocol.Frame.Trailing) are always consumed,
+// whether its fields decoded, it was allowed and its handler succeeded or
+// not, so they are never read as requests. When their count cannot be known
+// or is over the frame limit, the connection closes with an error instead.
 func (c *conn) handleFrame(body []byte) bool {
-	wire, req, err := protocol.DecodeRequest(body)
-	if err != nil {
-		return c.writeError(err)
+	f, err := protocol.DecodeRequest(body)
+	if errors.Is(err, protocol.ErrUnframed) {
+		return c.closeWithError(status.Errorf(status.Invalid, "%v", err))
 	}
-	if _, ok := req.(*protocol.ExitRequest); ok {
-		return false
+	if f.Trailing > uint64(c.s.cfg.MaxFrame) {
+		return c.closeWithError(status.Errorf(status.Invalid,
+			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, c.s.cfg.MaxFrame))
 	}
-	if cd, ok := req.(*protocol.CreateDataRequest); ok && len(cd.Inline) > 0 {
-		return c.handleInline(wire, cd)
+	c.trailing = f.Trailing
+	var reply protocol.Reply
+	var fds []int
+	switch {
+	case err != nil:
+	case !c.registered && f.Kind != protocol.KindRegister && f.Kind != protocol.KindExit:
+		err = errNotRegistered
+	default:
+		reply, fds, err = handlers[f.Kind](c, f.Req)
 	}
-	if !c.registered {
-		if _, ok := req.(*protocol.RegisterRequest); !ok {
-			return c.writeError(errNotRegistered)
+	if c.trailing > 0 {
+		if _, derr := io.CopyN(io.Discard, c.r, int64(c.trailing)); derr != nil {
+			return false // the client went away mid-request
 		}
+		c.trailing = 0
 	}
-	reply, fds, err := c.dispatch(req)
-	if err != nil {
+	switch {
+	case errors.Is(err, errExit):
+		return false
+	case err != nil:
 		return c.writeError(err)
-	}
-	if reply == nil {
+	case reply == nil:
 		return true
 	}
-	reply.ReplyHeader().Type = protocol.ReplyType(wire)
+	reply.ReplyHeader().Type = f.Kind.Reply()
 	return c.write(reply, fds)
+}
+
+// readTrailing reads the next len(dst) of the current request's trailing
+// bytes into dst.
+func (c *conn) readTrailing(dst []byte) error {
+	if uint64(len(dst)) > c.trailing {
+		return status.Errorf(status.Invalid, "reading %d bytes past the request's trailing bytes", len(dst))
+	}
+	n, err := io.ReadFull(c.r, dst)
+	c.trailing -= uint64(n)
+	if err != nil {
+		return status.Errorf(status.ConnectionError, "reading the request's trailing bytes: %v", err)
+	}
+	return nil
+}
+
+// closeWithError sends an error reply and reports that the connection must
+// close.
+func (c *conn) closeWithError(err error) bool {
+	c.writeError(err)
+	c.flush(nil)
+	return false
 }
 
 // writeError sends an error reply.
@@ -123,6 +163,15 @@ func (c *conn) write(reply protocol.Reply, fds []int) bool {
 	if err != nil {
 		c.out = frame[:start]
 		return c.writeError(status.Errorf(status.UnknownError, "encode reply: %v", err))
+	}
+	if n := len(frame) - at - 8; n > c.s.cfg.MaxReplyBytes {
+		c.out = frame[:start]
+		c.unsend(fds) // the fds did not go out with it
+		if cap(c.out) > 1<<20 {
+			c.out = nil
+		}
+		return c.writeError(status.Errorf(status.Invalid,
+			"the reply would be %d bytes, over the daemon's limit of %d: ask for less at a time", n, c.s.cfg.MaxReplyBytes))
 	}
 	protocol.EndFrame(frame, at)
 	c.out = frame

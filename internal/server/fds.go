@@ -22,8 +22,13 @@ const (
 //
 // It rewrites StoreFd of payloads in place: the reply must carry the same
 // slice. An unsealed blob got with unsafe is pointed at the read-write fd.
+// A transport that passes no fds (TCP) gets none and its payloads are left
+// as they are.
 func (c *conn) arenaFds(payloads ...protocol.Payload) []int {
 	fds := []int{}
+	if !c.passFds {
+		return fds
+	}
 	ro, rw := c.s.store.ArenaReadOnlyFd(), c.s.store.ArenaFd()
 	for i := range payloads {
 		p := &payloads[i]
@@ -41,4 +46,17 @@ func (c *conn) arenaFds(payloads ...protocol.Payload) []int {
 		}
 	}
 	return fds
+}
+
+// unsend forgets that fds (a result of arenaFds) went to the client: the
+// reply that was to carry them was not sent.
+func (c *conn) unsend(fds []int) {
+	for _, fd := range fds {
+		switch fd {
+		case c.s.store.ArenaReadOnlyFd():
+			c.sentArena &^= sentReadOnly
+		case c.s.store.ArenaFd():
+			c.sentArena &^= sentReadWrite
+		}
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
@@ -138,7 +140,8 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Done is closed once the server has stopped.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Err returns the error that stopped the server, or nil.
+// Err returns the error that stopped the server (the accept loop died), or
+// nil while it runs and after a Close that nothing forced.
 func (s *Server) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
@@ -178,13 +181,13 @@ func (s *Server) acceptLoop() {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if acceptRetryable(err) {
+				s.log.Warn("accept failed, retrying", "err", err)
+				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			s.log.Warn("accept failed", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
+			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
+			return
 		}
 		sock, err := protocol.SockOf(nc)
 		if err != nil {
@@ -212,6 +215,34 @@ func (s *Server) acceptLoop() {
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// acceptRetryable reports whether an accept error is passing (out of fds or
+// memory for now, a connection aborted before it was accepted, a timeout):
+// the accept loop retries those and dies of any other.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED, unix.EINTR, unix.EAGAIN, unix.EPROTO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// fail records the error that stops the server, reported by Err, and stops
+// it: Done is closed once it has stopped.
+func (s *Server) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.log.Error("vineyardd stopping", "err", err)
+	go func() { _ = s.Close() }() // not here: Close waits for the caller
 }
 
 // connections returns the number of open client connections.
