@@ -135,6 +135,10 @@ check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d
 test-install: $(BUILD_DEP) ## Install into a temp DESTDIR and build a C program with pkg-config
 	MAKE="$(MAKE)" scripts/test-install.sh
 
+.PHONY: soak
+soak: $(BUILD_DEP) ## A bounded soak (SOAK_SECONDS=120): workers put/get/delete/persist/name against build/vineyardd, checksums checked
+	$(PY_ENV) $(PYTHON) scripts/soak.py --seconds $(or $(SOAK_SECONDS),120) --daemon $(DAEMON)
+
 ##@ Lint
 
 lint: ## golangci-lint (pinned), gofmt -l, ruff and mypy
