@@ -385,9 +385,13 @@ func TestIdleConnectionsHoldNoThread(t *testing.T) {
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		select {
-		case <-exited:
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("child daemon: %v", err)
+			}
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
+			t.Error("child daemon did not stop")
 		}
 	})
 

@@ -48,7 +48,16 @@ const maxBlockingReaders = 64
 const keepBody = 1 << 20
 
 // readBufs holds read buffers of parked and closed connections.
-var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+var readBufs sync.Pool
+
+// getReadBuf returns a read buffer from readBufs, or a new one.
+func getReadBuf() *[]byte {
+	if b, ok := readBufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, readBufSize)
+	return &b
+}
 
 // errFrameTimeout is returned when a started frame is not complete within
 // Config.FrameTimeout.
@@ -109,7 +118,7 @@ func (f *frameReader) Read(p []byte) (int, error) {
 func (f *frameReader) fill(need int) error {
 	for f.w-f.r < need {
 		if f.buf == nil { // parking gave it back
-			f.buf = readBufs.Get().(*[]byte)
+			f.buf = getReadBuf()
 			f.r, f.w = 0, 0
 		}
 		buf := *f.buf
@@ -238,9 +247,9 @@ func (c *conn) readFrame() ([]byte, error) {
 		return nil, midFrame(err)
 	}
 	// Copied out of the read buffer: a handler may read on (inline bytes).
-	body := append(c.in[:0], (*f.buf)[f.r:f.r+int(n)]...)
+	c.in = append(c.in[:0], (*f.buf)[f.r:f.r+int(n)]...)
 	f.r += int(n)
-	return body, nil
+	return c.in, nil
 }
 
 // readLargeBody reads a body of n bytes that does not fit the read buffer,
