@@ -439,3 +439,52 @@ func TestIdleConnectionsHoldNoThread(t *testing.T) {
 	default:
 	}
 }
+
+// TestMoreBusyConnectionsThanReaders: with more connections busy at once
+// than blocking-reader slots, the ones without a slot read without blocking
+// and park; every request still gets its reply, in order.
+func TestMoreBusyConnectionsThanReaders(t *testing.T) {
+	s := startWith(t, Config{ParkAfter: time.Millisecond})
+	const conns, calls = 3 * maxBlockingReaders, 20
+	errs := make(chan error, conns)
+	for i := 0; i < conns; i++ {
+		go func() {
+			c, err := net.Dial("unix", s.Socket())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer func() { _ = c.Close() }()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			for j := 0; j < calls; j++ {
+				req := `{"type":"register_request"}`
+				if j > 0 {
+					req = fmt.Sprintf(`{"type":"exists_request","id":%d}`, j)
+				}
+				if _, err := c.Write(protocol.AppendFrame(nil, []byte(req))); err != nil {
+					errs <- err
+					return
+				}
+				body, err := protocol.ReadFrame(c, nil, 1<<20)
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := `"exists_reply"`
+				if j == 0 {
+					want = `"register_reply"`
+				}
+				if !strings.Contains(string(body), want) {
+					errs <- fmt.Errorf("call %d: %s", j, body)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < conns; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
