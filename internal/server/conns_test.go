@@ -93,6 +93,9 @@ func TestParkedConnectionResumes(t *testing.T) {
 	r := dial(t, s)
 	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
 	eventually(t, "the connection to park", func() bool { return s.poller.parked.Load() == 1 })
+	if n := s.poller.held.Load(); n != 0 {
+		t.Errorf("an idle parked connection holds %d bytes of buffers", n)
+	}
 	for i := 0; i < 3; i++ {
 		if m := r.rpc(`{"type":"exists_request","id":1}`); m["type"] != "exists_reply" {
 			t.Fatalf("after parking: %v", m)
@@ -102,10 +105,16 @@ func TestParkedConnectionResumes(t *testing.T) {
 	// A frame split across a park: the header now, the body later.
 	body := []byte(`{"type":"exists_request","id":2}`)
 	frame := protocol.AppendFrame(nil, body)
+	parks := s.poller.parks.Load()
 	if _, err := r.c.Write(frame[:12]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the connection to park mid-frame", func() bool { return s.poller.parked.Load() == 1 })
+	eventually(t, "the connection to park mid-frame", func() bool {
+		return s.poller.parks.Load() > parks && s.poller.parked.Load() == 1
+	})
+	if n := s.poller.held.Load(); n != 4 {
+		t.Errorf("a connection parked with 4 bytes of a frame holds %d bytes of buffers", n)
+	}
 	if _, err := r.c.Write(frame[12:]); err != nil {
 		t.Fatal(err)
 	}

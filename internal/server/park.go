@@ -32,6 +32,8 @@ type poller struct {
 	mu     sync.Mutex
 	conns  map[int32]*conn // by fd: every connection whose socket is in the set
 	parked atomic.Int64    // connections waiting in park (for tests and status)
+	parks  atomic.Int64    // times a connection parked, ever (for tests)
+	held   atomic.Int64    // bytes of buffers the parked connections hold
 }
 
 func newPoller() (*poller, error) {
@@ -129,8 +131,17 @@ func (c *conn) park(deadline time.Time) error {
 	if err := c.s.poller.arm(c); err != nil {
 		return err
 	}
+	held := int64(cap(c.in) + cap(c.out))
+	if c.r.buf != nil {
+		held += int64(cap(*c.r.buf))
+	}
+	c.s.poller.parks.Add(1)
 	c.s.poller.parked.Add(1)
-	defer c.s.poller.parked.Add(-1)
+	c.s.poller.held.Add(held)
+	defer func() {
+		c.s.poller.parked.Add(-1)
+		c.s.poller.held.Add(-held)
+	}()
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))

@@ -117,9 +117,12 @@ func (f *frameReader) Read(p []byte) (int, error) {
 // fill reads until at least need (≤ readBufSize) bytes are buffered.
 func (f *frameReader) fill(need int) error {
 	for f.w-f.r < need {
-		if f.buf == nil { // parking gave it back
-			f.buf = getReadBuf()
-			f.r, f.w = 0, 0
+		if f.buf == nil || len(*f.buf) < readBufSize { // parking gave it back
+			buf, n := getReadBuf(), 0
+			if f.buf != nil {
+				n = copy(*buf, (*f.buf)[f.r:f.w])
+			}
+			f.buf, f.r, f.w = buf, 0, n
 		}
 		buf := *f.buf
 		if f.r == f.w {
@@ -152,13 +155,22 @@ func (f *frameReader) discard(n int) error {
 	return nil
 }
 
-// release gives the buffer back to the pool when nothing is buffered.
+// release gives the buffer back to the pool; bytes of a frame begun are
+// kept in a buffer of their size, so that a parked connection holds what its
+// client sent and no more.
 func (f *frameReader) release() {
-	if f.buf != nil && f.r == f.w {
-		readBufs.Put(f.buf)
-		f.buf = nil
-		f.r, f.w = 0, 0
+	if f.buf == nil || len(*f.buf) < readBufSize {
+		return
 	}
+	n := f.Buffered()
+	var kept *[]byte
+	if n > 0 {
+		b := make([]byte, n)
+		copy(b, (*f.buf)[f.r:f.w])
+		kept = &b
+	}
+	readBufs.Put(f.buf)
+	f.buf, f.r, f.w = kept, 0, n
 }
 
 // setTimeouts bounds every blocking recv by ParkAfter (then the connection
