@@ -47,6 +47,14 @@ type Config struct {
 	// first byte has (and how long one write of a reply may block);
 	// DefaultFrameTimeout when zero. The connection is closed when it passes.
 	FrameTimeout time.Duration
+	// RPCEndpoint is the "host:port" the TCP listener binds (rpc.go); port 0
+	// takes a free port; "" (the zero value) starts no TCP listener.
+	RPCEndpoint string
+	// RPCSecret, when not empty, is the shared secret every TCP client must
+	// present at registration (register_request's password).
+	RPCSecret []byte
+	// RPCInsecure lets the TCP listener bind off loopback without RPCSecret.
+	RPCInsecure bool
 	// ParkAfter is how long an idle connection keeps its thread, blocked in
 	// read, before it is parked in the daemon's epoll set; DefaultParkAfter
 	// when zero.
@@ -113,6 +121,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
+	}
+	if err := c.validateRPC(); err != nil {
+		return err
 	}
 	if c.Deployment == "" {
 		c.Deployment = "local"

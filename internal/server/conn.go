@@ -34,6 +34,7 @@ type conn struct {
 	sess       *store.Session
 	registered bool
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
+	secret     []byte    // not empty: register must present it (rpc.go)
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	trailing   uint64    // bytes of the current request still unread on the stream
 	out        []byte
@@ -112,9 +113,9 @@ func (c *conn) handleFrame(body []byte) bool {
 	if errors.Is(err, protocol.ErrUnframed) {
 		return c.closeWithError(status.Errorf(status.Invalid, "%v", err))
 	}
-	if f.Trailing > uint64(c.s.cfg.MaxFrame) {
+	if limit := c.trailingLimit(f.Kind); f.Trailing > limit {
 		return c.closeWithError(status.Errorf(status.Invalid,
-			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, c.s.cfg.MaxFrame))
+			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, limit))
 	}
 	c.trailing = f.Trailing
 	var reply protocol.Reply

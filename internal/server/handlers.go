@@ -62,10 +62,14 @@ var errExit = errors.New("server: the client said goodbye")
 // handlers is the one table of request handlers, indexed by kind and shared
 // by every listener; TestEveryRequestHandled checks it covers every kind.
 var handlers = [protocol.NumKinds]handler{
-	protocol.KindRegister: on(func(c *conn, _ *protocol.RegisterRequest) (protocol.Reply, []int, error) {
+	protocol.KindRegister: on(func(c *conn, r *protocol.RegisterRequest) (protocol.Reply, []int, error) {
+		if err := c.authenticate(r); err != nil {
+			return nil, nil, err
+		}
 		c.registered = true
 		return &protocol.RegisterReply{
 			IPCSocket:       c.s.cfg.Socket,
+			RPCEndpoint:     c.s.RPCEndpoint(),
 			InstanceID:      c.s.store.InstanceID(),
 			Version:         Version,
 			MetaEpochOffset: shm.HeaderEpochOffset,
@@ -214,13 +218,18 @@ var handlers = [protocol.NumKinds]handler{
 				"hostname":     hostname,
 				"nodename":     hostname,
 				"ipc_socket":   c.s.cfg.Socket,
-				"rpc_endpoint": "",
+				"rpc_endpoint": c.s.RPCEndpoint(),
 				"timestamp":    time.Now().UnixMilli(),
 			},
 		})
 		return &protocol.ClusterMetaReply{Meta: meta}, nil, err
 	}),
 	protocol.KindDebug: acked(func(*conn, *protocol.DebugRequest) error { return nil }),
+
+	protocol.KindCreateRemoteBuffer:  on(createRemoteBuffer),
+	protocol.KindCreateRemoteBuffers: on(createRemoteBuffersMany),
+	protocol.KindGetRemoteBuffers:    on(getRemoteBuffers),
+	protocol.KindFillBuffers:         acked(fillBuffers),
 }
 
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
@@ -272,6 +281,9 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 	}
 	payloads := payloadsOf(extents)
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
+	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
+		return c.replyThenBytes(protocol.KindGetData, out, extents)
+	}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil
 }
