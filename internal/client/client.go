@@ -46,6 +46,7 @@ const SocketEnv = "VINEYARD_IPC_SOCKET"
 // using that arena is closed; touching them afterwards faults.
 type Client struct {
 	socket     string
+	remote     bool // connected over TCP: nothing shared (remote.go)
 	pid        int
 	instanceID uint64
 	roundTrips atomic.Uint64
@@ -76,11 +77,12 @@ type Client struct {
 // dropped but not yet released on the daemon (both 0, queued in
 // Client.pending).
 type blob struct {
-	ro     []byte // read-only view
-	rw     []byte // writable view, for an unsealed blob this client created
-	owned  bool   // created by this client and not sealed
-	pins   int    // the caller's references (gets, seals)
-	cached int    // references of the tree cache (cache.go)
+	ro     []byte    // read-only view
+	rw     []byte    // writable view, for an unsealed blob this client created
+	owned  bool      // created by this client and not sealed
+	pins   int       // the caller's references (gets, seals)
+	cached int       // references of the tree cache (cache.go)
+	mem    *localMem // remote mode: the memory of ro/rw, freed by drop (remote.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -193,6 +195,9 @@ func (c *Client) disconnectLocked() error {
 	}
 	err := c.conn.Close()
 	c.state.Lock()
+	for _, b := range c.blobs {
+		b.drop()
+	}
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect

@@ -41,6 +41,11 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.remote {
+		if err := c.fillLocked(toSeal); err != nil {
+			return 0, nil, err
+		}
+	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal, WithContent: withTree}
 	if err := c.callLocked(req, &reply); err != nil {
@@ -91,6 +96,9 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	c.state.Unlock()
 	if ok {
 		return tree, nil
+	}
+	if c.remote {
+		return c.getObjectRemote(id)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
