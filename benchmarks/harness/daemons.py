@@ -64,7 +64,7 @@ class Daemon:
 
 def ours(binary: str, size: int, reserve_memory: bool = False, log: str | None = None) -> Daemon:
     """Our vineyardd (``binary``) with an arena of ``size`` bytes."""
-    argv = [binary, "--size", str(size)] + (["--reserve-memory"] if reserve_memory else [])
+    argv = [binary, "--size", str(size), "--norpc"] + (["--reserve-memory"] if reserve_memory else [])
     return Daemon(argv, log)
 
 

@@ -30,6 +30,12 @@ type options struct {
 	maxReplyBytes    uint64
 	frameTimeout     time.Duration
 	checkInvariants  time.Duration
+
+	rpc         bool // the TCP listener, on rpcHost:rpcPort
+	rpcHost     string
+	rpcPort     int
+	rpcSecret   []byte
+	rpcInsecure bool
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -114,15 +120,46 @@ var flags = []flagDef{
 		notBuilt("--etcd_endpoint: the etcd metadata backend")},
 	{"etcd-prefix", "PREFIX", constant("none"), "refused: the etcd metadata backend is not built yet",
 		notBuilt("--etcd_prefix: the etcd metadata backend")},
-	{"rpc", "", constant("false"), "refused when true: the RPC (TCP) listener is not built yet; --norpc is accepted",
+	{"rpc", "", constant("true"),
+		"serve clients over TCP too (--rpc-host, --rpc-socket-port): the same protocol, blob\n" +
+			"bytes copied over the connection instead of shared; --norpc turns it off",
+		boolSetter(func(o *options) *bool { return &o.rpc })},
+	{"rpc-socket-port", "PORT", constant(strconv.Itoa(server.DefaultRPCPort)),
+		"TCP port of the RPC listener (0: any free port, logged at start)",
 		func(o *options, v string) error {
-			if v == "true" {
-				return notBuilt("--rpc: the RPC (TCP) listener")(o, v)
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil {
+				return fmt.Errorf("--rpc-socket-port %q is not a port number (0-65535)", v)
 			}
+			o.rpcPort = int(n)
 			return nil
 		}},
-	{"rpc-socket-port", "PORT", constant("none"), "refused: the RPC (TCP) listener is not built yet",
-		notBuilt("--rpc_socket_port: the RPC (TCP) listener")},
+	{"rpc-host", "HOST", constant("127.0.0.1"),
+		"address the RPC listener binds: loopback by default; any other (0.0.0.0 for every\n" +
+			"interface) needs --rpc-auth-file or --rpc-insecure",
+		func(o *options, v string) error {
+			o.rpcHost = v
+			return nil
+		}},
+	{"rpc-auth-file", "FILE", constant("none"),
+		"file holding the shared secret TCP clients must present (register_request's password;\n" +
+			"VINEYARD_RPC_SECRET for this package's clients); surrounding whitespace is ignored",
+		func(o *options, v string) error {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return fmt.Errorf("--rpc-auth-file: %w", err)
+			}
+			secret := strings.TrimSpace(string(b))
+			if secret == "" {
+				return fmt.Errorf("--rpc-auth-file %s is empty", v)
+			}
+			o.rpcSecret = []byte(secret)
+			return nil
+		}},
+	{"rpc-insecure", "", constant("false"),
+		"let the RPC listener bind off loopback without a secret: anyone who reaches the port\n" +
+			"can read, write and delete every object",
+		boolSetter(func(o *options) *bool { return &o.rpcInsecure })},
 	{"instance-id", "N", constant("0"), "instance id of this daemon, reported to clients",
 		func(o *options, v string) error {
 			n, err := strconv.ParseUint(v, 10, 64)
@@ -245,7 +282,8 @@ func lookup(name string) (f *flagDef, negated bool) {
 // parseArgs parses the command line: -flag or --flag, with the value after
 // '=' or as the next argument; booleans take no value or =true/=false.
 func parseArgs(args []string) (options, error) {
-	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo}
+	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo,
+		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort}
 	sizeSet := false
 	for i := 0; i < len(args); i++ {
 		arg := args[i]

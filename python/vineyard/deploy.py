@@ -77,7 +77,7 @@ def start_vineyardd(size: str = "1Gi", socket: str | None = None, log: str | Non
         socket = os.path.join(tmp, "vineyard.sock")
     with contextlib.ExitStack() as files:
         out = files.enter_context(open(log, "ab")) if log is not None else None
-        proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size)], stdout=out,
+        proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size), "--norpc"], stdout=out,
                                 stderr=subprocess.STDOUT if out is not None else None)
     try:
         _wait(socket, proc, log=log)

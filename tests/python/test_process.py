@@ -245,7 +245,7 @@ def test_private_socket_directory_is_checked(tmp_path):
         r = _daemon("--size=16Mi", user=uid, env=env)
         assert r.returncode == 1 and f"chmod 0700 {d}" in r.stderr, r.stderr
         d.rmdir()
-        proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--size=16Mi"], user=uid, env=env,
+        proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--size=16Mi", "--norpc"], user=uid, env=env,
                                 stderr=subprocess.DEVNULL)
         try:
             vineyard.deploy._wait(str(d / "vineyard.sock"), proc)
