@@ -53,19 +53,32 @@ class Client:
     Use :func:`vineyard.connect` to make one.
     """
 
-    def __init__(self, socket: str | None = None, timeout: float | None = None) -> None:
-        path = socket or os.environ.get("VINEYARD_IPC_SOCKET", "")
-        if not path:
-            raise ConnectionError("vineyard: no socket given and VINEYARD_IPC_SOCKET is not set")
+    def __init__(self, socket: str | None = None, timeout: float | None = None, *, port: int | str | None = None,
+                 host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
+                 username: str | None = None, password: str | None = None) -> None:
+        rpc = _rpc_endpoint(socket, host, port, endpoint)
+        path = "" if rpc else (socket or os.environ.get("VINEYARD_IPC_SOCKET", ""))
+        if not rpc and not path:
+            rpc = os.environ.get("VINEYARD_RPC_ENDPOINT", "")
+        if not rpc and not path:
+            raise ConnectionError("vineyard: no socket given and neither VINEYARD_IPC_SOCKET nor "
+                                  "VINEYARD_RPC_ENDPOINT is set")
         out = ctypes.c_uint64()
         try:
-            _ffi.call("v6d_connect", path.encode(), ctypes.byref(out))
+            if rpc:
+                # username is accepted for upstream's signature: the daemon
+                # checks only the secret (the password).
+                _ffi.call("v6d_connect_rpc", rpc.encode(), None if password is None else password.encode(),
+                          ctypes.byref(out))
+            else:
+                _ffi.call("v6d_connect", path.encode(), ctypes.byref(out))
         except Exception as e:
             if isinstance(e, ConnectionError):
                 raise
-            raise ConnectionError(f"vineyard: cannot connect to {path}: {e}") from e
-        self._session = Session(Conn(out.value), self)
+            raise ConnectionError(f"vineyard: cannot connect to {rpc or path}: {e}") from e
+        self._session = Session(Conn(out.value, remote=bool(rpc)), self)
         self.ipc_socket = path
+        self.rpc_endpoint = rpc
         iid = ctypes.c_uint64()
         _ffi.call("v6d_instance_id", out.value, ctypes.byref(iid))
         self.instance_id = iid.value
@@ -111,9 +124,23 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def is_ipc(self) -> bool:
+        """True when connected through the UNIX socket: gets are zero-copy
+        views of shared memory."""
+        return not self.rpc_endpoint
+
+    @property
+    def is_rpc(self) -> bool:
+        """True when connected over TCP (``connect(host, port)``): puts and
+        gets copy the bytes over the connection, and what a get returns is a
+        writable private copy. Shared-memory-only calls (``is_shared_memory``
+        is always False, torch's copy-on-write views) do not apply."""
+        return bool(self.rpc_endpoint)
+
     def __repr__(self) -> str:
         state = "connected" if self.connected else "closed"
-        return f"Client <{self.ipc_socket}, instance {self.instance_id}, {state}>"
+        return f"Client <{self.rpc_endpoint or self.ipc_socket}, instance {self.instance_id}, {state}>"
 
     def _json_out(self, name: str, *args: Any) -> Any:
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -417,10 +444,38 @@ def _target_address(target: Any) -> int:
     return address_of(memoryview(target).cast("B"))[0]
 
 
-def connect(socket: str | None = None, timeout: float | None = None) -> Client:
-    """Connects to the daemon at ``socket`` (default: env VINEYARD_IPC_SOCKET).
-    ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
+def connect(socket: str | None = None, port: int | str | None = None, *, timeout: float | None = None,
+            host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
+            username: str | None = None, password: str | None = None) -> Client:
+    """Connects to a daemon, as upstream's ``vineyard.connect``:
 
-    Raises ConnectionError naming the path tried.
+    - ``connect(socket)``: its UNIX socket (default: env
+      VINEYARD_IPC_SOCKET); gets are zero-copy views of shared memory.
+    - ``connect(host, port)``, ``connect(host=..., port=...)``,
+      ``connect(endpoint="host:port")`` (or ``(host, port)``, or a list
+      ``"h1:p1,h2:p2"`` tried in order), or no argument and only env
+      VINEYARD_RPC_ENDPOINT set: its TCP listener (:attr:`Client.is_rpc`);
+      bytes are copied over the connection. ``password`` is the daemon's
+      shared secret (default: env VINEYARD_RPC_SECRET).
+
+    ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
+    Raises ConnectionError naming the socket or endpoint tried.
     """
-    return Client(socket, timeout)
+    return Client(socket, timeout, port=port, host=host, endpoint=endpoint, username=username, password=password)
+
+
+def _rpc_endpoint(socket: str | None, host: str | None, port: int | str | None,
+                  endpoint: str | tuple[str, int | str] | None) -> str:
+    """The "host:port" of an RPC connect, or "" for IPC."""
+    if endpoint is not None:
+        if isinstance(endpoint, tuple):
+            return f"{endpoint[0]}:{endpoint[1]}"
+        return str(endpoint)
+    if port is not None:
+        h = host if host is not None else socket  # connect("host", 9600)
+        if not h:
+            raise ValueError("vineyard: connect with a port needs a host")
+        return f"{h}:{port}"
+    if host is not None:
+        raise ValueError("vineyard: connect with a host needs a port")
+    return ""
