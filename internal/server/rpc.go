@@ -33,7 +33,7 @@ func (c *Config) validateRPC() error {
 	}
 	host, port, err := net.SplitHostPort(c.RPCEndpoint)
 	if err != nil {
-		return fmt.Errorf("%w: rpc endpoint %q is not host:port: %v", ErrBadConfig, c.RPCEndpoint, err)
+		return fmt.Errorf("%w: rpc endpoint %q is not host:port: %w", ErrBadConfig, c.RPCEndpoint, err)
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || (p == 0 && port != "0") {
 		return fmt.Errorf("%w: rpc port %q is not a port number (0-65535)", ErrBadConfig, port)
