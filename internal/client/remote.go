@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -125,20 +126,40 @@ type localMem struct {
 
 // memPool keeps mappings freed recently, for the next copies to reuse:
 // fresh memory costs a page fault per page (15-30 us per 4 KiB on the
-// virtual machines measured), more than copying into it. A mapping is kept
-// only up to poolMaxEach bytes, and up to poolMax in all; a reused one is
-// not zeroed (a copy overwrites it; a created buffer, as an arena's, holds
+// virtual machines measured), more than copying into it. Up to poolMax bytes
+// are kept, and all of them are unmapped once poolIdle passes without a
+// reuse, so an idle client gives the memory back. A reused mapping is not
+// zeroed (a copy overwrites it; a created buffer, as an arena's, holds
 // whatever was there).
 var memPool struct {
 	sync.Mutex
 	free  [][]byte
 	bytes int
+	used  bool // a mapping was taken since the trim timer was armed
+	armed bool
 }
 
 const (
-	poolMax     = 256 << 20
-	poolMaxEach = 64 << 20
+	poolMax  = 1 << 30
+	poolIdle = 5 * time.Second
 )
+
+// trimPool unmaps the pool unless it was used since the last call.
+func trimPool() {
+	memPool.Lock()
+	if memPool.used {
+		memPool.used = false
+		time.AfterFunc(poolIdle, trimPool)
+		memPool.Unlock()
+		return
+	}
+	free := memPool.free
+	memPool.free, memPool.bytes, memPool.armed = nil, 0, false
+	memPool.Unlock()
+	for _, m := range free {
+		_ = unix.Munmap(m)
+	}
+}
 
 // newLocalMem returns size (> 0) bytes: a pooled mapping of at least size
 // and at most twice that, else a new one, populated at once.
@@ -158,6 +179,7 @@ func newLocalMem(size uint64) (*localMem, error) {
 		m := memPool.free[best]
 		memPool.free = append(memPool.free[:best], memPool.free[best+1:]...)
 		memPool.bytes -= len(m)
+		memPool.used = true
 		memPool.Unlock()
 		return &localMem{b: m[:n:n], m: m}, nil
 	}
@@ -178,9 +200,13 @@ func (m *localMem) free() {
 	mapping := m.m
 	m.b, m.m = nil, nil
 	memPool.Lock()
-	if len(mapping) <= poolMaxEach && memPool.bytes+len(mapping) <= poolMax {
+	if memPool.bytes+len(mapping) <= poolMax {
 		memPool.free = append(memPool.free, mapping)
 		memPool.bytes += len(mapping)
+		if !memPool.armed {
+			memPool.armed = true
+			time.AfterFunc(poolIdle, trimPool)
+		}
 		memPool.Unlock()
 		return
 	}
