@@ -206,7 +206,8 @@ var handlers = [protocol.NumKinds]handler{
 			MemoryUsage:      used,
 			MemoryLimit:      limit,
 			DeferredRequests: c.s.waitingCount(),
-			IPCConnections:   c.s.connections(),
+			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
+			RPCConnections:   c.s.rpcConnections(),
 		}}, nil, nil
 	}),
 	protocol.KindClusterMeta: on(func(c *conn, _ *protocol.ClusterMetaRequest) (protocol.Reply, []int, error) {

@@ -89,6 +89,19 @@ func (s *Server) RPCEndpoint() string {
 	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
+// rpcConnections returns the number of open TCP client connections.
+func (s *Server) rpcConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if !c.passFds {
+			n++
+		}
+	}
+	return n
+}
+
 // rpcAcceptLoop accepts TCP clients until the listener closes.
 func (s *Server) rpcAcceptLoop() {
 	defer s.wg.Done()

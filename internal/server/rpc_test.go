@@ -174,8 +174,12 @@ func TestRPCAuth(t *testing.T) {
 	if m := r.rpc(`{"type":"register_request","password":"s3cret"}`); m["type"] != "register_reply" {
 		t.Fatalf("right secret: %v", m)
 	}
-	if m := r.rpc(`{"type":"instance_status_request"}`); m["type"] != "instance_status_reply" {
+	m := r.rpc(`{"type":"instance_status_request"}`)
+	if m["type"] != "instance_status_reply" {
 		t.Fatalf("after register: %v", m)
+	}
+	if st, _ := m["meta"].(map[string]any); st["rpc_connections"] != float64(1) || st["ipc_connections"] != float64(0) {
+		t.Fatalf("connections counted: %v", m)
 	}
 	// The UNIX socket needs no secret.
 	if m := dial(t, s).rpc(`{"type":"register_request"}`); m["type"] != "register_reply" {
