@@ -376,7 +376,7 @@ func DecodeRequest(body []byte) (Frame, error) {
 		}
 		n, tok := t.TrailingBytes()
 		if !tok {
-			return f, fmt.Errorf("%w: %s announces more trailing bytes than fit in 63 bits", ErrUnframed, f.Wire)
+			return f, fmt.Errorf("%w: %s announces trailing bytes of no usable count (over 63 bits, or compressed, which this daemon does not support)", ErrUnframed, f.Wire)
 		}
 		f.Trailing = n
 	}

@@ -186,3 +186,20 @@ func TestRPCAuth(t *testing.T) {
 		t.Fatalf("ipc register: %v", m)
 	}
 }
+
+// TestRPCCompressedCreateCloses: compressed bytes have no known length, so
+// the connection closes with an error that says why.
+func TestRPCCompressedCreateCloses(t *testing.T) {
+	s := startRPC(t, "")
+	r := dialTCP(t, s)
+	if m := r.rpc(`{"type":"register_request"}`); m["type"] != "register_reply" {
+		t.Fatalf("register: %v", m)
+	}
+	m := r.rpc(`{"type":"create_remote_buffer_request","size":10,"compress":true}`)
+	if msg, _ := m["message"].(string); m["code"] != float64(status.Invalid) || !strings.Contains(msg, "compressed") {
+		t.Fatalf("compressed create: %v", m)
+	}
+	if _, err := protocol.ReadFrame(r.c, nil, 1<<20); err == nil {
+		t.Fatal("connection still open")
+	}
+}
