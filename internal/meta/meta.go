@@ -25,6 +25,14 @@ var ErrNameNotFound = errors.New("meta: name not found")
 // ErrClosed is returned by every method of a closed backend.
 var ErrClosed = errors.New("meta: backend is closed")
 
+// ErrEtcd wraps every failure to reach or use etcd; the message names the
+// endpoints.
+var ErrEtcd = errors.New("meta: etcd")
+
+// ErrNameTaken is returned by PutName when another instance set the name
+// first (two instances racing for one name: exactly one wins).
+var ErrNameTaken = errors.New("meta: name taken")
+
 // Tree is the metadata of one persisted object: its own fields, with each
 // member written as a link {"id":"o…"} (members are persisted as their own
 // trees).
@@ -45,6 +53,8 @@ const (
 	NamePut
 	// NameDropped reports a name dropped by another daemon.
 	NameDropped
+	// Progress reports that every change up to Revision has been delivered.
+	Progress
 )
 
 // Change is one update made elsewhere, for the store to apply.
@@ -53,6 +63,9 @@ type Change struct {
 	ID   ids.ObjectID // the object (Persisted, Deleted, NamePut)
 	Name string       // the name (NamePut, NameDropped)
 	Tree []byte       // the tree (Persisted)
+	// Revision orders changes (etcd's revision; 0 for backends without
+	// one): every change up to it has been delivered once this one is.
+	Revision int64
 }
 
 // Backend is where the store keeps persisted trees and names. Methods are
