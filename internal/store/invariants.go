@@ -107,6 +107,9 @@ func (s *Store) checkNamesLocked(fail func(string, ...any)) {
 	}
 	for name, id := range names {
 		o, ok := s.objects[id]
+		if _, remote := s.remote[id]; !ok && remote {
+			continue // named on its own instance or here; its tree is not ours
+		}
 		if !ok {
 			fail("name %q points at %v, which is not a live object", name, id)
 			continue

@@ -101,6 +101,9 @@ func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if r, ok := s.remote[id]; ok {
+			return s.appendRemoteTreeLocked(dst, r, 0)
+		}
 		return append(dst, "null"...)
 	}
 	dst = append(dst, '{')
@@ -145,7 +148,7 @@ type Created struct {
 func (s *Store) Tree(id ids.ObjectID) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.existsLocked(id) {
+	if !s.knownLocked(id) {
 		return nil, false
 	}
 	return s.appendTreeLocked(nil, id), true
@@ -374,11 +377,12 @@ func (s *Store) existsLocked(id ids.ObjectID) bool {
 	return ok
 }
 
-// Exists reports whether an object or blob exists.
+// Exists reports whether an object or blob exists, here or (persisted) on
+// another instance.
 func (s *Store) Exists(id ids.ObjectID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.existsLocked(id)
+	return s.knownLocked(id)
 }
 
 // GetData returns the JSON object {"o…": tree} of those ids that exist, and
@@ -398,7 +402,7 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool,
 	out = append(out, '{')
 	first := true
 	for _, id := range idl {
-		if !s.existsLocked(id) {
+		if !s.knownLocked(id) {
 			all = false
 			continue
 		}
@@ -462,6 +466,11 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 			found = append(found, id)
 		}
 	}
+	for id, r := range s.remote {
+		if match(r.typename) {
+			found = append(found, id)
+		}
+	}
 	if match(BlobTypename) {
 		for id, b := range s.blobs {
 			if b.sealed {
@@ -486,6 +495,9 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if _, remote := s.remote[id]; remote {
+			return nil // persisted by its own instance
+		}
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	var fresh []*object
@@ -531,12 +543,19 @@ func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]
 }
 
 // persistedTreeLocked returns what the backend keeps of o: its own fields
-// and its members as links {"id":"o…"}.
+// and its members as links {"id":"o…"}; blobs, which are never persisted on
+// their own, are written whole (with their instance_id), so other instances
+// know their size and where they live.
 func (s *Store) persistedTreeLocked(o *object) []byte {
 	dst := append([]byte{'{'}, o.encoded...)
 	for _, m := range o.members {
 		dst = append(dst, ',')
 		dst = jsontext.AppendString(dst, m.key)
+		if b, ok := s.lookupBlobLocked(m.id); m.id.IsBlob() && ok {
+			dst = append(dst, ':')
+			dst = s.appendBlobTree(dst, b)
+			continue
+		}
 		dst = append(dst, `:{"id":"`...)
 		dst = m.id.AppendText(dst)
 		dst = append(dst, `"}`...)
@@ -563,6 +582,9 @@ func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if _, remote := s.remote[id]; remote {
+			return true, nil
+		}
 		return false, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	return o.persisted, nil

@@ -28,6 +28,9 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if _, remote := s.remote[id]; remote {
+			return s.putRemoteNameLocked(name, id)
+		}
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	if !o.persisted {
@@ -57,9 +60,24 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	return nil
 }
 
-// backendError reports a failure of the metadata backend to a client.
-func backendError(err error) error {
-	return status.Errorf(status.IOError, "metadata backend: %v", err)
+// putRemoteNameLocked names the persisted object of another instance; its
+// tree (and "__name") stays as its owner wrote it.
+func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
+	old, err := s.meta.GetName(name)
+	if err != nil && !errors.Is(err, meta.ErrNameNotFound) {
+		return backendError(err)
+	}
+	if err := s.meta.PutName(name, id); err != nil {
+		return backendError(err)
+	}
+	if prev, ok := s.objects[old]; ok {
+		delete(prev.names, name)
+		prev.refreshName()
+		s.persistTreesLocked(prev)
+		s.bumpEpochLocked()
+	}
+	s.notifyLocked()
+	return nil
 }
 
 // refreshName rewrites "__name" after a name left the object.
