@@ -34,10 +34,20 @@ type Server struct {
 
 // Start starts a member keeping its data in dir (created if missing), on
 // free ports of 127.0.0.1. The caller MUST call Stop.
-func Start(dir string) (*Server, error) {
+func Start(dir string) (*Server, error) { return StartAt(dir, 0, 0) }
+
+// StartAt is Start on the given client and peer ports (0: a free one), for
+// a process that restarts etcd where its clients expect it.
+func StartAt(dir string, clientPort, peerPort int) (*Server, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
+	}
+	if clientPort != 0 {
+		ports[0] = clientPort
+	}
+	if peerPort != 0 {
+		ports[1] = peerPort
 	}
 	s := &Server{
 		dir:        dir,
@@ -75,7 +85,7 @@ func (s *Server) Restart() error {
 	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
 	cfg.ListenMetricsUrls = []url.URL{s.metricsURL}
 	cfg.InitialCluster = cfg.Name + "=" + s.peerURL.String()
-	cfg.LogLevel = "error"
+	cfg.LogLevel = "fatal" // its shutdown logs errors; failures reach us as errors
 	cfg.LogOutputs = []string{"stderr"}
 	var e *embed.Etcd
 	var err error
