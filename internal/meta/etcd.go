@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,13 @@ import (
 // is no global lock. Every call to etcd is bounded by EtcdConfig.DialTimeout
 // and fails with an error wrapping ErrEtcd that names the endpoints.
 //
-// Locking: Etcd.mu guards the lease, the set of remote trees reported and
-// the closed flag; it is never held while calling etcd or sending on
-// Changes.
+// When the lease is lost anyway (etcd unreachable for longer than the TTL),
+// the instance registers again under the same id as soon as etcd answers,
+// and writes its trees and names again, so the others see them again.
+//
+// Locking: Etcd.mu guards the lease, the set of remote trees reported, the
+// copies of this instance's trees and names, and the closed flag; it is
+// never held while calling etcd or sending on Changes.
 type Etcd struct {
 	cfg      EtcdConfig
 	root     string // the prefix with a trailing "/"
@@ -50,6 +55,11 @@ type Etcd struct {
 	lease  clientv3.LeaseID
 	remote map[ids.ObjectID]struct{} // trees of other instances reported as Persisted
 	closed bool
+	// What this instance wrote, published again under a new lease when the
+	// old one was lost (etcd deleted it all then).
+	ownTrees  map[ids.ObjectID][]byte
+	ownNames  map[string]ids.ObjectID
+	republish bool // a new lease was granted; ownTrees and ownNames are not yet written again
 
 	// beforeNameTxn, when set (tests), runs in PutName between reading the
 	// name and the transaction that sets it.
@@ -146,13 +156,15 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	e := &Etcd{
-		cfg:     cfg,
-		root:    strings.TrimSuffix(cfg.Prefix, "/") + "/",
-		cli:     cli,
-		changes: make(chan Change),
-		ctx:     bg,
-		cancel:  cancel,
-		remote:  make(map[ids.ObjectID]struct{}),
+		cfg:      cfg,
+		root:     strings.TrimSuffix(cfg.Prefix, "/") + "/",
+		cli:      cli,
+		changes:  make(chan Change),
+		ctx:      bg,
+		cancel:   cancel,
+		remote:   make(map[ids.ObjectID]struct{}),
+		ownTrees: make(map[ids.ObjectID][]byte),
+		ownNames: make(map[string]ids.ObjectID),
 	}
 	if err := e.register(ctx); err != nil {
 		cancel()
@@ -303,15 +315,20 @@ func (e *Etcd) keepAlive() {
 	}
 }
 
-// reregister keeps the lease if it survived, or grants a new one and
-// writes the registration again under the same instance id.
+// reregister keeps the lease if it survived, or grants a new one, writes
+// the registration again under the same instance id, and publishes again
+// the trees and names this instance had written (etcd deleted them with the
+// old lease, and the other instances dropped them).
 func (e *Etcd) reregister() error {
 	ctx, cancel := e.opCtx(e.ctx)
 	defer cancel()
 	e.mu.Lock()
-	lease := e.lease
+	lease, republish := e.lease, e.republish
 	e.mu.Unlock()
 	if _, err := e.cli.KeepAliveOnce(ctx, lease); err == nil {
+		if republish {
+			return e.publishOwn(lease)
+		}
 		return nil // the lease survived the outage
 	} else if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return err
@@ -333,6 +350,43 @@ func (e *Etcd) reregister() error {
 	}
 	e.mu.Lock()
 	e.lease = grant.ID
+	e.republish = true
+	e.mu.Unlock()
+	return e.publishOwn(grant.ID)
+}
+
+// publishOwn writes this instance's trees and names again under lease. A
+// name another instance took meanwhile stays theirs.
+func (e *Etcd) publishOwn(lease clientv3.LeaseID) error {
+	e.mu.Lock()
+	ops := make([]clientv3.Op, 0, len(e.ownTrees))
+	sizes := make([]int, 0, len(e.ownTrees))
+	for id, content := range e.ownTrees {
+		key := e.dataKey(id)
+		ops = append(ops, clientv3.OpPut(key, string(content), clientv3.WithLease(lease)))
+		sizes = append(sizes, len(key)+len(content))
+	}
+	names := make(map[string]ids.ObjectID, len(e.ownNames))
+	maps.Copy(names, e.ownNames)
+	e.mu.Unlock()
+	for _, n := range chunks(sizes) {
+		if err := e.commit(ops[:n], "publish again"); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	for name, id := range names {
+		ctx, cancel := e.opCtx(e.ctx)
+		key := e.nameKey(name)
+		_, err := e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, id.String(), clientv3.WithLease(lease))).Commit()
+		cancel()
+		if err != nil {
+			return e.fail("publish names again", err)
+		}
+	}
+	e.mu.Lock()
+	e.republish = false
 	e.mu.Unlock()
 	return nil
 }

@@ -68,6 +68,11 @@ func (e *Etcd) Persist(trees []Tree) error {
 		}
 		done += n
 	}
+	e.mu.Lock()
+	for _, t := range trees {
+		e.ownTrees[t.ID] = append([]byte(nil), t.Content...)
+	}
+	e.mu.Unlock()
 	return nil
 }
 
@@ -115,6 +120,11 @@ func (e *Etcd) Delete(idl []ids.ObjectID) error {
 		if err := e.commit(ops, "delete"); err != nil {
 			return err
 		}
+		e.mu.Lock()
+		for _, id := range idl[:n] {
+			delete(e.ownTrees, id)
+		}
+		e.mu.Unlock()
 		idl = idl[n:]
 	}
 	return nil
@@ -165,6 +175,9 @@ func (e *Etcd) PutName(name string, id ids.ObjectID) error {
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %q was set by another instance at the same time", ErrNameTaken, name)
 	}
+	e.mu.Lock()
+	e.ownNames[name] = id
+	e.mu.Unlock()
 	return nil
 }
 
@@ -200,6 +213,9 @@ func (e *Etcd) DropName(name string) error {
 	if _, err := e.cli.Delete(ctx, e.nameKey(name)); err != nil {
 		return e.fail("drop name", err)
 	}
+	e.mu.Lock()
+	delete(e.ownNames, name)
+	e.mu.Unlock()
 	return nil
 }
 

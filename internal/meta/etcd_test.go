@@ -49,6 +49,7 @@ type follower struct {
 	mu      sync.Mutex
 	trees   map[ids.ObjectID]string
 	names   map[string]ids.ObjectID
+	deletes int // Deleted changes seen
 	rev     int64
 	changed chan struct{}
 }
@@ -63,6 +64,7 @@ func follow(e *Etcd) *follower {
 				f.trees[c.ID] = string(c.Tree)
 			case Deleted:
 				delete(f.trees, c.ID)
+				f.deletes++
 			case NamePut:
 				f.names[c.Name] = c.ID
 			case NameDropped:
@@ -377,5 +379,49 @@ func TestEtcdRestart(t *testing.T) {
 	}
 	if _, ok := all[a.InstanceID()]; !ok {
 		t.Fatalf("a is not registered under its id after the restart: %+v", all)
+	}
+}
+
+// TestEtcdLeaseLost: when an instance's lease is lost (revoked here, as
+// expiry during an outage would), it registers again under the same id and
+// publishes its trees and names again.
+func TestEtcdLeaseLost(t *testing.T) {
+	srv := startEtcd(t)
+	a := openEtcd(t, srv, "a")
+	b := openEtcd(t, srv, "b")
+	fb := follow(b)
+	id := objectOf(a)
+	if err := a.Persist([]Tree{tree(id, "t")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutName("kept", id); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "a's tree on b", func(f *follower) bool { return len(f.trees) == 1 })
+	a.mu.Lock()
+	lease := a.lease
+	a.mu.Unlock()
+	if _, err := b.cli.Revoke(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "a's tree gone with its lease, then published again", func(f *follower) bool {
+		return f.deletes == 1 && len(f.trees) == 1
+	})
+	all, err := b.Instances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := all[a.InstanceID()]; !ok || info.Hostname != "a" {
+		t.Fatalf("a is not registered again under its id: %+v", all)
+	}
+	for try := 0; ; try++ {
+		got, err := b.GetName("kept")
+		if err == nil && got == id {
+			break
+		}
+		if try == 300 {
+			t.Fatalf("a's name was not published again: %v %v", got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
