@@ -152,7 +152,11 @@ func freePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("etcdtest: free port: %w", err)
 		}
 		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("etcdtest: free port: unexpected address %v", l.Addr())
+		}
+		out = append(out, addr.Port)
 	}
 	return out, nil
 }

@@ -152,7 +152,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w at %s: %v", ErrEtcd, strings.Join(cfg.Endpoints, ","), err)
+		return nil, fmt.Errorf("%w at %s: %w", ErrEtcd, strings.Join(cfg.Endpoints, ","), err)
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	e := &Etcd{
@@ -179,7 +179,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 
 // fail wraps an etcd error with the endpoints and what was being done.
 func (e *Etcd) fail(what string, err error) error {
-	return fmt.Errorf("%w at %s: %s: %v", ErrEtcd, strings.Join(e.cfg.Endpoints, ","), what, err)
+	return fmt.Errorf("%w at %s: %s: %w", ErrEtcd, strings.Join(e.cfg.Endpoints, ","), what, err)
 }
 
 // opCtx returns a context for one call to etcd, bounded by DialTimeout.
@@ -300,7 +300,7 @@ func (e *Etcd) keepAlive() {
 		lease := e.lease
 		e.mu.Unlock()
 		if ch, err := e.cli.KeepAlive(e.ctx, lease); err == nil {
-			for range ch { //nolint:revive // drain: the channel closes when the lease is lost
+			for range ch { // drain: the channel closes when the lease is lost
 			}
 		}
 		for e.ctx.Err() == nil {

@@ -49,7 +49,14 @@ func (e *Etcd) Persist(trees []Tree) error {
 	}
 	ops := make([]clientv3.Op, 0, len(trees))
 	sizes := make([]int, 0, len(trees))
+	opIDs := make([]ids.ObjectID, 0, len(trees))
+	seen := make(map[ids.ObjectID]bool, len(trees))
 	for i := len(trees) - 1; i >= 0; i-- {
+		if seen[trees[i].ID] {
+			continue // etcd refuses a key twice in one txn; the last tree given wins
+		}
+		seen[trees[i].ID] = true
+		opIDs = append(opIDs, trees[i].ID)
 		key := e.dataKey(trees[i].ID)
 		ops = append(ops, clientv3.OpPut(key, string(trees[i].Content), clientv3.WithLease(lease)))
 		sizes = append(sizes, len(key)+len(trees[i].Content))
@@ -58,11 +65,7 @@ func (e *Etcd) Persist(trees []Tree) error {
 	for _, n := range chunks(sizes) {
 		if err := e.commit(ops[done:done+n], "persist"); err != nil {
 			if done > 0 {
-				written := make([]ids.ObjectID, 0, done)
-				for i := len(trees) - 1; i >= len(trees)-done; i-- {
-					written = append(written, trees[i].ID)
-				}
-				_ = e.Delete(written)
+				_ = e.Delete(opIDs[:done])
 			}
 			return err
 		}

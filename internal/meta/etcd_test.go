@@ -181,8 +181,22 @@ func TestEtcdInstances(t *testing.T) {
 	}
 }
 
-// objectOf returns an object id made by the generator of instance e.
-func objectOf(e *Etcd) ids.ObjectID { return ids.NewGenerator(e.InstanceID()).Object() }
+var (
+	gensMu sync.Mutex
+	gens   = map[*Etcd]*ids.Generator{}
+)
+
+// objectOf returns a fresh object id of instance e.
+func objectOf(e *Etcd) ids.ObjectID {
+	gensMu.Lock()
+	defer gensMu.Unlock()
+	g, ok := gens[e]
+	if !ok {
+		g = ids.NewGenerator(e.InstanceID())
+		gens[e] = g
+	}
+	return g.Object()
+}
 
 // TestEtcdPersistAndDelete: trees persisted on A reach B (also a tree too
 // large for one transaction); deletes too; A never reports its own.
@@ -424,4 +438,55 @@ func TestEtcdLeaseLost(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestEtcdCompacted: a watch resumed from a revision etcd has compacted
+// away reports it (watch returns 0), and the full read that follows reports
+// trees deleted meanwhile as Deleted and present ones as Persisted.
+func TestEtcdCompacted(t *testing.T) {
+	srv := startEtcd(t)
+	a := openEtcd(t, srv, "a")
+	b := openEtcd(t, srv, "b")
+	fb := follow(b)
+	gone, kept := objectOf(a), objectOf(a)
+	if err := a.Persist([]Tree{tree(gone, "gone"), tree(kept, "kept")}); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "both trees on b", func(f *follower) bool { return len(f.trees) == 2 })
+	fb.mu.Lock()
+	old := fb.rev
+	fb.mu.Unlock()
+	// As if b had been away: it knew gone, which is deleted now, and
+	// missed a new tree, and etcd compacted the revisions in between.
+	ctx := context.Background()
+	if _, err := a.cli.Delete(ctx, a.dataKey(gone)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := objectOf(a)
+	if err := a.Persist([]Tree{tree(fresh, "fresh")}); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "the changes on b", func(f *follower) bool { return f.deletes == 1 && len(f.trees) == 2 })
+	b.mu.Lock()
+	b.remote[gone] = struct{}{} // the view of a b that missed the delete
+	b.mu.Unlock()
+	resp, err := a.cli.Get(ctx, a.dataKey(fresh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if next := b.watch(old + 1); next != 0 {
+		t.Fatalf("watch from a compacted revision resumes at %d", next)
+	}
+	if _, err := b.resync(); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "the resync's delete of the missed tree", func(f *follower) bool {
+		_, g := f.trees[gone]
+		_, k := f.trees[kept]
+		_, n := f.trees[fresh]
+		return f.deletes == 2 && !g && k && n
+	})
 }
