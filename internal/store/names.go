@@ -93,10 +93,9 @@ func (o *object) refreshName() {
 	o.encodeFields()
 }
 
-// GetName resolves a name.
+// GetName resolves a name. It asks the backend without holding the store
+// lock (names live in the backend; an etcd backend reads etcd).
 func (s *Store) GetName(name string) (ids.ObjectID, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	id, err := s.meta.GetName(name)
 	if errors.Is(err, meta.ErrNameNotFound) {
 		return 0, status.Errorf(status.ObjectNotExists, "failed to find name: %s", name)
@@ -137,9 +136,7 @@ func (s *Store) ListNames(pattern string, regex bool, limit uint64) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all, err := s.meta.ListNames()
+	all, err := s.meta.ListNames() // the backend's own locks only, like GetName
 	if err != nil {
 		return nil, backendError(err)
 	}
