@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 )
@@ -187,14 +188,23 @@ func (e *Etcd) opCtx(parent context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(parent, e.cfg.DialTimeout)
 }
 
-// currentLease returns the lease new keys are attached to.
+// currentLease returns the lease new keys are attached to, or an error at
+// once when the backend is closed or etcd is known to be unreachable: the
+// connection is in transient failure (gRPC is between reconnection
+// attempts), so a call would only wait for its timeout. This keeps the
+// store, which calls the backend under its lock, from stalling while etcd
+// is down.
 func (e *Etcd) currentLease() (clientv3.LeaseID, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
+	closed, lease := e.closed, e.lease
+	e.mu.Unlock()
+	if closed {
 		return 0, ErrClosed
 	}
-	return e.lease, nil
+	if st := e.cli.ActiveConnection().GetState(); st == connectivity.TransientFailure {
+		return 0, e.fail("connect", errors.New("etcd is unreachable"))
+	}
+	return lease, nil
 }
 
 // register grants a lease and allocates the instance id: it reads the
