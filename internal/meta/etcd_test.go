@@ -444,6 +444,9 @@ func TestEtcdLeaseLost(t *testing.T) {
 // away reports it (watch returns 0), and the full read that follows reports
 // trees deleted meanwhile as Deleted and present ones as Persisted.
 func TestEtcdCompacted(t *testing.T) {
+	page := resyncPage
+	t.Cleanup(func() { resyncPage = page }) // after the backends' Close
+	resyncPage = 1                          // the full read in pages, too
 	srv := startEtcd(t)
 	a := openEtcd(t, srv, "a")
 	b := openEtcd(t, srv, "b")

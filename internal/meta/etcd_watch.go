@@ -58,30 +58,53 @@ func (e *Etcd) send(c Change) bool {
 	}
 }
 
-// resync reads every tree under the prefix and reports the trees of other
-// instances as Persisted, and those reported before but gone now as
-// Deleted, then a Progress at the read's revision.
+// resyncPage is how many trees resync reads per request: a cluster with
+// millions of objects is read in bounded replies, all at one revision. A
+// variable for tests.
+var resyncPage int64 = 1000
+
+// resync reads every tree under the prefix (in pages, at one revision) and
+// reports the trees of other instances as Persisted, and those reported
+// before but gone now as Deleted, then a Progress at the read's revision.
 func (e *Etcd) resync() (int64, error) {
-	ctx, cancel := context.WithTimeout(e.ctx, 10*e.cfg.DialTimeout)
-	defer cancel()
-	resp, err := e.cli.Get(ctx, e.root+keyData, clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
-	}
-	rev := resp.Header.Revision
-	seen := make(map[ids.ObjectID]struct{}, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		id, ok := e.parseDataKey(string(kv.Key))
-		if !ok || e.own(id) {
-			continue
+	prefix := e.root + keyData
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var rev int64
+	seen := make(map[ids.ObjectID]struct{})
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(resyncPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		seen[id] = struct{}{}
-		e.mu.Lock()
-		e.remote[id] = struct{}{}
-		e.mu.Unlock()
-		if !e.send(Change{Kind: Persisted, ID: id, Tree: kv.Value, Revision: rev}) {
-			return 0, e.ctx.Err()
+		ctx, cancel := e.opCtx(e.ctx)
+		resp, err := e.cli.Get(ctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, err
 		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			id, ok := e.parseDataKey(string(kv.Key))
+			if !ok || e.own(id) {
+				continue
+			}
+			seen[id] = struct{}{}
+			e.mu.Lock()
+			e.remote[id] = struct{}{}
+			e.mu.Unlock()
+			// Revision 0: the store must not count rev as applied before
+			// the Progress that ends the read.
+			if !e.send(Change{Kind: Persisted, ID: id, Tree: kv.Value}) {
+				return 0, e.ctx.Err()
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	e.mu.Lock()
 	var gone []ids.ObjectID
@@ -93,7 +116,7 @@ func (e *Etcd) resync() (int64, error) {
 	}
 	e.mu.Unlock()
 	for _, id := range gone {
-		if !e.send(Change{Kind: Deleted, ID: id, Revision: rev}) {
+		if !e.send(Change{Kind: Deleted, ID: id}) {
 			return 0, e.ctx.Err()
 		}
 	}

@@ -63,8 +63,8 @@ type Change struct {
 	ID   ids.ObjectID // the object (Persisted, Deleted, NamePut)
 	Name string       // the name (NamePut, NameDropped)
 	Tree []byte       // the tree (Persisted)
-	// Revision orders changes (etcd's revision; 0 for backends without
-	// one): every change up to it has been delivered once this one is.
+	// Revision, when not 0, is etcd's revision: every change up to it has
+	// been delivered once this one is. 0 says nothing about progress.
 	Revision int64
 }
 
