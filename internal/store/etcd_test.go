@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/v6d-io/v6d-go/internal/etcdtest"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/meta"
@@ -186,4 +188,27 @@ func sameJSON(t *testing.T, x, y []byte) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// TestClusterSyncOtherKeys: Sync returns when etcd's latest revision is a
+// key outside the prefix (no watch event of ours reports it; a progress
+// report does).
+func TestClusterSyncOtherKeys(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	a := clusterStore(t, srv, "a", 2*time.Second)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for i := range 3 {
+		if _, err := cli.Put(context.Background(), fmt.Sprint("elsewhere/", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		synced(t, a)
+	}
 }
