@@ -214,60 +214,75 @@ func (e *Etcd) currentLease() (clientv3.LeaseID, error) {
 // and the loop read again; nothing is locked.
 func (e *Etcd) register(ctx context.Context) error {
 	octx, cancel := e.opCtx(ctx)
-	defer cancel()
 	ttl := int64((e.cfg.LeaseTTL + time.Second - 1) / time.Second)
 	grant, err := e.cli.Grant(octx, ttl)
+	cancel()
 	if err != nil {
 		return e.fail("grant a lease (is etcd running?)", err)
 	}
 	e.lease = grant.ID
 	for {
-		counter, err := e.cli.Get(octx, e.root+keyCounter)
-		if err != nil {
-			return e.fail("read the instance counter", err)
-		}
-		var next uint64
-		var rev int64
-		if len(counter.Kvs) > 0 {
-			rev = counter.Kvs[0].ModRevision
-			if next, err = strconv.ParseUint(string(counter.Kvs[0].Value), 10, 64); err != nil {
-				return e.fail("read the instance counter", fmt.Errorf("bad value %q", counter.Kvs[0].Value))
-			}
-		}
-		live, err := e.cli.Get(octx, e.root+keyInstances, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil {
-			return e.fail("list instances", err)
-		}
-		used := make(map[uint64]bool, len(live.Kvs))
-		for _, kv := range live.Kvs {
-			if n, ok := parseInstanceKey(e.root, string(kv.Key)); ok {
-				used[n%MaxInstances] = true
-			}
-		}
-		if len(used) >= MaxInstances {
-			return e.fail("register", fmt.Errorf("%d instances are live already, at most %d", len(used), MaxInstances))
-		}
-		id := next
-		for used[id%MaxInstances] {
-			id++
-		}
-		e.instance = id
-		e.info = e.registration()
-		key := e.instanceKey()
-		resp, err := e.cli.Txn(octx).If(
-			clientv3.Compare(clientv3.ModRevision(e.root+keyCounter), "=", rev),
-			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		).Then(
-			clientv3.OpPut(e.root+keyCounter, strconv.FormatUint(id+1, 10)),
-			clientv3.OpPut(key, string(e.info), clientv3.WithLease(e.lease)),
-		).Commit()
-		if err != nil {
-			return e.fail("register the instance", err)
-		}
-		if resp.Succeeded {
-			return nil
+		// Each attempt has its own bound: attempts lost to concurrent
+		// registrations are retried, an unreachable etcd failed above.
+		if err := e.registerOnce(ctx); !errors.Is(err, errRetry) {
+			return err
 		}
 	}
+}
+
+// errRetry says a registration lost its compare to a concurrent one.
+var errRetry = errors.New("retry")
+
+// registerOnce is one attempt of register.
+func (e *Etcd) registerOnce(ctx context.Context) error {
+	octx, cancel := e.opCtx(ctx)
+	defer cancel()
+	counter, err := e.cli.Get(octx, e.root+keyCounter)
+	if err != nil {
+		return e.fail("read the instance counter", err)
+	}
+	var next uint64
+	var rev int64
+	if len(counter.Kvs) > 0 {
+		rev = counter.Kvs[0].ModRevision
+		if next, err = strconv.ParseUint(string(counter.Kvs[0].Value), 10, 64); err != nil {
+			return e.fail("read the instance counter", fmt.Errorf("bad value %q", counter.Kvs[0].Value))
+		}
+	}
+	live, err := e.cli.Get(octx, e.root+keyInstances, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return e.fail("list instances", err)
+	}
+	used := make(map[uint64]bool, len(live.Kvs))
+	for _, kv := range live.Kvs {
+		if n, ok := parseInstanceKey(e.root, string(kv.Key)); ok {
+			used[n%MaxInstances] = true
+		}
+	}
+	if len(used) >= MaxInstances {
+		return e.fail("register", fmt.Errorf("%d instances are live already, at most %d", len(used), MaxInstances))
+	}
+	id := next
+	for used[id%MaxInstances] {
+		id++
+	}
+	e.instance = id
+	e.info = e.registration()
+	key := e.instanceKey()
+	resp, err := e.cli.Txn(octx).If(
+		clientv3.Compare(clientv3.ModRevision(e.root+keyCounter), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+	).Then(
+		clientv3.OpPut(e.root+keyCounter, strconv.FormatUint(id+1, 10)),
+		clientv3.OpPut(key, string(e.info), clientv3.WithLease(e.lease)),
+	).Commit()
+	if err != nil {
+		return e.fail("register the instance", err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	return errRetry
 }
 
 func (e *Etcd) instanceKey() string {

@@ -32,7 +32,7 @@ func openEtcd(t *testing.T, srv *etcdtest.Server, host string) *Etcd {
 	e, err := OpenEtcd(context.Background(), EtcdConfig{
 		Endpoints:   []string{srv.Endpoint()},
 		Prefix:      "test",
-		DialTimeout: 2 * time.Second,
+		DialTimeout: 10 * time.Second, // generous: the test machine is shared and slow
 		LeaseTTL:    2 * time.Second,
 		Hostname:    host,
 		IPCSocket:   "/tmp/" + host + ".sock",

@@ -133,8 +133,7 @@ func (e *Etcd) watch(next int64) int64 {
 	// progress request reaches this watch's stream.
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
 	defer cancel()
-	wch := e.cli.Watch(ctx, e.root, clientv3.WithPrefix(), clientv3.WithRev(next),
-		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	wch := e.cli.Watch(ctx, e.root, clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithProgressNotify())
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
 			return 0

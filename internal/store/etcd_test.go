@@ -57,9 +57,9 @@ func TestClusterStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	a := clusterStore(t, srv, "a", 2*time.Second)
-	b := clusterStore(t, srv, "b", 2*time.Second)
-	c := clusterStore(t, srv, "c", 2*time.Second)
+	a := clusterStore(t, srv, "a", 10*time.Second)
+	b := clusterStore(t, srv, "b", 10*time.Second)
+	c := clusterStore(t, srv, "c", 10*time.Second)
 	if a.InstanceID() == b.InstanceID() || b.InstanceID() == c.InstanceID() || a.InstanceID() == c.InstanceID() {
 		t.Fatalf("instance ids %d %d %d", a.InstanceID(), b.InstanceID(), c.InstanceID())
 	}
@@ -151,7 +151,7 @@ func TestClusterEtcdDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	a := clusterStore(t, srv, "a", 500*time.Millisecond)
+	a := clusterStore(t, srv, "a", 2*time.Second)
 	ss := a.NewSession()
 	defer ss.Close()
 	srv.Stop()
@@ -170,7 +170,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	if _, err := a.ListNames("*", false, 0); status.CodeOf(err) != status.EtcdError {
 		t.Fatalf("list names with etcd down: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Sync(ctx); status.CodeOf(err) != status.EtcdError {
 		t.Fatalf("sync with etcd down: %v", err)
@@ -199,7 +199,7 @@ func TestClusterSyncOtherKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	a := clusterStore(t, srv, "a", 2*time.Second)
+	a := clusterStore(t, srv, "a", 10*time.Second)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
