@@ -486,16 +486,22 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 	return out, err
 }
 
-// Persist marks an object and its non-blob members persisted.
+// Persist marks an object and its non-blob members persisted. The backend
+// is called without the store lock (with etcd it is a network round trip,
+// which local put and get must not wait for); what changed meanwhile is
+// reconciled after: an object deleted in between has its tree taken back,
+// one changed in between (a label) is written again.
 func (s *Store) Persist(id ids.ObjectID) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if id.IsBlob() {
+		s.mu.Unlock()
 		return status.Errorf(status.AssertionFailed, "blobs cannot be persisted: %v", id)
 	}
 	o, ok := s.objects[id]
 	if !ok {
-		if _, remote := s.remote[id]; remote {
+		_, remote := s.remote[id]
+		s.mu.Unlock()
+		if remote {
 			return nil // persisted by its own instance
 		}
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
@@ -503,25 +509,41 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	var fresh []*object
 	s.collectTransientLocked(o, map[*object]bool{}, &fresh)
 	if len(fresh) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	setTransient := func(v bool) {
-		for _, o := range fresh {
-			o.setField("transient", v)
-			o.encodeFields()
-		}
-	}
-	setTransient(false)
 	trees := make([]meta.Tree, len(fresh))
 	for i, o := range fresh {
+		o.setField("transient", false)
+		o.encodeFields()
 		trees[i] = meta.Tree{ID: o.id, Content: s.persistedTreeLocked(o)}
+		o.setField("transient", true) // until the backend has it
+		o.encodeFields()
 	}
+	s.mu.Unlock()
 	if err := s.meta.Persist(trees); err != nil {
-		setTransient(true) // nothing changed
-		return backendError(err)
+		return backendError(err) // nothing changed
 	}
-	for _, o := range fresh {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []ids.ObjectID
+	for i, o := range fresh {
+		if s.objects[o.id] != o {
+			gone = append(gone, o.id)
+			continue
+		}
+		if o.persisted {
+			continue // a concurrent persist got there first
+		}
+		o.setField("transient", false)
+		o.encodeFields()
 		o.persisted = true
+		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
+			s.persistTreesLocked(o)
+		}
+	}
+	if len(gone) > 0 {
+		_ = s.meta.Delete(gone) // as delete does: a failure leaves trees a later delete removes
 	}
 	s.bumpEpochLocked()
 	return nil
