@@ -7,10 +7,11 @@
 // default); an etcd backend will keep them in etcd so every daemon of a
 // cluster sees them, and report what other daemons change through Changes.
 //
-// Locking: the store calls a Backend while holding its own lock, so a
-// Backend must never call back into the store, and should not block for
-// long (Local never blocks). Lock order: store.Store.mu, then the backend's
-// own locks.
+// Locking: the store calls a Backend while holding its own lock (all but
+// Persist, GetName and ListNames), so a Backend must never call back into
+// the store, and should not block for long (Local never blocks; Etcd is
+// bounded by its timeout and fails at once while etcd is known down). Lock
+// order: store.Store.mu, then the backend's own locks.
 package meta
 
 import (
