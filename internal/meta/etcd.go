@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,8 +84,8 @@ type EtcdConfig struct {
 	// (or loses etcd) its instance and objects disappear. It is rounded up
 	// to whole seconds; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// Hostname, IPCSocket, RPCEndpoint and PeerEndpoint are published in
-	// the instance's registration.
+	// Hostname (os.Hostname() when empty), IPCSocket, RPCEndpoint and
+	// PeerEndpoint are published in the instance's registration.
 	Hostname, IPCSocket, RPCEndpoint, PeerEndpoint string
 }
 
@@ -138,6 +139,9 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname, _ = os.Hostname()
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            cfg.Endpoints,
