@@ -49,6 +49,7 @@ type Etcd struct {
 	instance uint64
 	info     []byte // the JSON registration of this instance
 	changes  chan Change
+	page     int64           // trees per request of a full read (resyncPage at Open)
 	ctx      context.Context // canceled by Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup

@@ -239,6 +239,18 @@ func TestEtcdPersistAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	fa.waitFor(t, "b's tree on a", func(f *follower) bool { return len(f.trees) == 1 })
+	// An instance that joins later reads what is there (in pages) first.
+	page := resyncPage
+	resyncPage = 7
+	c := openEtcd(t, srv, "c")
+	resyncPage = page // c read it in Open
+	fc := follow(c)
+	fc.waitFor(t, "every tree on a late joiner", func(f *follower) bool { return len(f.trees) == 101 })
+	for _, tr := range trees[200:] {
+		if fc.trees[tr.ID] != string(tr.Content) {
+			t.Fatalf("tree of %v differs on c", tr.ID)
+		}
+	}
 }
 
 // TestEtcdNames: names are cluster-wide; two instances racing for one name:

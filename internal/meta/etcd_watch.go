@@ -60,7 +60,7 @@ func (e *Etcd) send(c Change) bool {
 
 // resyncPage is how many trees resync reads per request: a cluster with
 // millions of objects is read in bounded replies, all at one revision. A
-// variable for tests.
+// variable for tests; each backend reads it once, at Open.
 var resyncPage int64 = 1000
 
 // resync reads every tree under the prefix (in pages, at one revision) and
@@ -73,7 +73,7 @@ func (e *Etcd) resync() (int64, error) {
 	var rev int64
 	seen := make(map[ids.ObjectID]struct{})
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(resyncPage)}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(e.page)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
