@@ -51,6 +51,9 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 			break // not a tree: ignore it rather than serve garbage
 		}
 		s.remote[c.ID] = &remoteObject{tree: c.Tree, typename: head.Typename}
+		// Also for a new tree: a remote tree cached before its member
+		// arrived (a full read goes by key, not members first) showed
+		// only the member's link.
 		s.bumpEpochLocked()
 	case meta.Deleted:
 		if _, ok := s.remote[c.ID]; ok {
