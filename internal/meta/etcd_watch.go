@@ -2,10 +2,12 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -138,7 +140,10 @@ func (e *Etcd) watch(next int64) int64 {
 		if resp.CompactRevision != 0 {
 			return 0
 		}
-		if resp.Err() != nil {
+		if err := resp.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrFutureRev) {
+				return 0 // etcd lost revisions we saw (restored from an older backup): read it all again
+			}
 			return next
 		}
 		for _, ev := range resp.Events {
