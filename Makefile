@@ -2,8 +2,13 @@
 # `make test` is exactly what CI runs (.ci/run).
 #
 # Outputs go to build/: build/vineyardd, build/libv6d.so, build/tests/ (C test
-# programs, built by the pytest suite), build/cgocheck2/libv6d.so. Go's build
-# cache makes the Go targets incremental, so they are all .PHONY.
+# programs, built by the pytest suite), build/cgocheck2/libv6d.so, and the
+# project's Python environment build/venv. Go's build cache makes the Go
+# targets incremental, so they are all .PHONY.
+#
+# Every Python step runs in build/venv, made from requirements-dev.txt by the
+# BASE interpreter of $(PYTHON) (sys._base_executable: the same venv whether
+# or not the caller is inside another one) and remade when that file changes.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -22,7 +27,9 @@ export CC CXX
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
-VERSION   ?= 0.1.0
+# The one place the version is written: VERSION. The daemon and libv6d get it
+# through -ldflags -X, v6d.pc through sed, Python through package metadata.
+VERSION   := $(shell cat $(CURDIR)/VERSION)
 FUZZTIME  ?= 20s
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
@@ -35,13 +42,28 @@ HEADER    := include/v6d.h
 
 # Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
 # the library by name. The quotes matter: -extldflags takes one word.
-LIB_LDFLAGS := -s -w '-extldflags=-Wl,--version-script=$(CURDIR)/libv6d/v6d.map -Wl,-soname,libv6d.so'
+VERSION_LDFLAGS := -X main.version=$(VERSION) -X github.com/v6d-io/v6d-go/internal/client.Version=$(VERSION)
+LIB_LDFLAGS := -s -w $(VERSION_LDFLAGS) \
+  '-extldflags=-Wl,--version-script=$(CURDIR)/libv6d/v6d.map -Wl,-soname,libv6d.so'
+DAEMON_LDFLAGS := $(VERSION_LDFLAGS)
 
 # Pinned golangci-lint (tools/go.mod); built once into Go's cache.
 GOLANGCI_LINT := $(GO) tool -modfile=tools/go.mod golangci-lint
 
+# The project's Python environment. VENV_PY runs every Python step; PY_ENV puts
+# the venv first on PATH (subprocesses that run `python3` get it too).
+VENV       := $(BUILD)/venv
+VENV_PY    := $(CURDIR)/$(VENV)/bin/python
+VENV_STAMP := $(VENV)/.requirements-dev.stamp
+TORCH_STAMP := $(VENV)/.requirements-torch.stamp
+BASE_PYTHON = $(shell $(PYTHON) -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)' 2>/dev/null)
+# WITH_TORCH=1: also install the pinned torch (requirements-torch.txt) so that
+# tests/python/test_torch.py runs instead of skipping.
+VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP))
+
 # The environment every Python test and benchmark runs in.
-PY_ENV := V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) PYTHONPATH=$(CURDIR)/python
+PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
+  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) PYTHONPATH=$(CURDIR)/python
 
 # Targets that need the artifacts build them first, unless NO_BUILD=1 (make
 # test builds once, then runs its checks with NO_BUILD=1).
@@ -62,7 +84,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon lib-cgocheck2 test test-go vet test-python \
+.PHONY: help build lib daemon lib-cgocheck2 check venv venv-torch test test-go vet test-python \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
 
@@ -73,7 +95,7 @@ help: ## Show this list of targets
 	  /^##@ / { printf "\n%s:\n", substr($$0, 5); next } \
 	  /^[a-zA-Z0-9_-]+:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
-	@echo "Variables: PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) VERSION=$(VERSION) PYTHON=$(PYTHON)"
+	@echo "Variables: PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) VERSION=$(VERSION) PYTHON=$(PYTHON) WITH_TORCH=$(WITH_TORCH)"
 	@echo "           FUZZTIME=$(FUZZTIME) BENCH_ARGS=$(BENCH_ARGS) PYTEST_ARGS=$(PYTEST_ARGS) GOTEST_FLAGS=$(GOTEST_FLAGS)"
 
 ##@ Build
@@ -82,7 +104,7 @@ build: daemon lib ## Build build/vineyardd and build/libv6d.so
 
 daemon: ## Build the daemon, build/vineyardd
 	@mkdir -p $(BUILD)
-	$(GO) build -o $(DAEMON) ./cmd/vineyardd
+	$(GO) build -ldflags "$(DAEMON_LDFLAGS)" -o $(DAEMON) ./cmd/vineyardd
 
 # Go decides whether to relink from the flags, not from the content of the
 # version script, so a changed v6d.map must remove the old library first.
@@ -99,9 +121,36 @@ lib-cgocheck2: ## Build build/cgocheck2/libv6d.so with GOEXPERIMENT=cgocheck2
 	  -ldflags "$(LIB_LDFLAGS)" -o $(BUILD)/cgocheck2/libv6d.so ./libv6d || status=$$?; \
 	  rm -f $(BUILD)/cgocheck2/libv6d.h; exit $$status
 
+##@ Set-up
+
+check: ## Check the prerequisites (go, gcc, python3 >= 3.11 with venv, pkg-config); say how to install what is missing
+	@PYTHON="$(PYTHON)" GO="$(GO)" scripts/check-prereqs.sh
+
+venv: $(VENV_DEP) ## Make build/venv from requirements-dev.txt (remade when it changes; WITH_TORCH=1 adds torch)
+
+venv-torch: $(TORCH_STAMP) ## Add the pinned torch (requirements-torch.txt) to build/venv, for tests/python/test_torch.py
+
+# The stamp holds the requirements it was made from: a changed file remakes
+# the venv from scratch (--clear), so nothing stale stays installed.
+$(VENV_STAMP): requirements-dev.txt
+	@if [ -x $(VENV_PY) ] && cmp -s requirements-dev.txt $(VENV_STAMP); then touch $(VENV_STAMP); exit 0; fi; \
+	base="$(BASE_PYTHON)"; \
+	if [ -z "$$base" ]; then echo "venv: '$(PYTHON)' does not run; run 'make check'" >&2; exit 1; fi; \
+	echo "venv: making $(VENV) with $$base from requirements-dev.txt"; \
+	rm -f $(VENV_STAMP) $(TORCH_STAMP); \
+	"$$base" -m venv --clear $(VENV) || { echo "venv: '$$base -m venv' failed; run 'make check' for what to install" >&2; exit 1; }; \
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt || \
+	  { echo "venv: pip install -r requirements-dev.txt failed (network? see above); rerun 'make venv'" >&2; exit 1; }; \
+	cp requirements-dev.txt $(VENV_STAMP)
+
+$(TORCH_STAMP): requirements-torch.txt $(VENV_STAMP)
+	@echo "venv: installing torch into $(VENV) (requirements-torch.txt; large download)"
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -c requirements-dev.txt -r requirements-torch.txt
+	@cp requirements-torch.txt $(TORCH_STAMP)
+
 ##@ Test
 
-test: build ## Build, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
+test: check build venv ## Check prerequisites, build, make the venv, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
 	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-arrow-cgocheck2 bench-smoke)
 
 vet: ## go vet ./...
@@ -110,21 +159,19 @@ vet: ## go vet ./...
 test-go: ## Go tests with the race detector: go test -race ./...
 	CGO_ENABLED=1 $(GO) test -race $(GOTEST_FLAGS) ./...
 
-test-python: $(BUILD_DEP) ## pytest tests/ against build/libv6d.so and build/vineyardd
+test-python: $(BUILD_DEP) $(VENV_DEP) ## pytest tests/ (in build/venv) against build/libv6d.so and build/vineyardd
 	@test -d tests || { echo "test-python: no tests/ directory" >&2; exit 1; }
-	status=0; $(PY_ENV) $(PYTHON) -m pytest tests -q $(PYTEST_ARGS) || status=$$?; \
+	status=0; $(PY_ENV) $(VENV_PY) -m pytest tests -q $(PYTEST_ARGS) || status=$$?; \
 	  if [ $$status -eq 5 ]; then echo "test-python: pytest collected no tests" >&2; fi; \
 	  exit $$status
 
-test-cgocheck2: lib-cgocheck2 $(BUILD_DEP) ## pytest against the cgocheck2 build (pointer-passing violations crash)
-	V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so VINEYARDD=$(CURDIR)/$(DAEMON) \
-	  PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest tests -q $(PYTEST_ARGS)
+test-cgocheck2: lib-cgocheck2 $(BUILD_DEP) $(VENV_DEP) ## pytest against the cgocheck2 build (pointer-passing violations crash)
+	$(PY_ENV) V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so $(VENV_PY) -m pytest tests -q $(PYTEST_ARGS)
 
 # The Arrow exports hand C pointers to what Go built: a Go-heap buffer among
 # them aborts a cgocheck2 build ("unpinned Go pointer stored into non-Go memory").
-test-arrow-cgocheck2: lib-cgocheck2 $(BUILD_DEP) ## The Arrow tests (Python and C) against the cgocheck2 build
-	V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so VINEYARDD=$(CURDIR)/$(DAEMON) \
-	  PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest tests/python/test_arrow.py tests/c/test_arrow_c.py -q $(PYTEST_ARGS)
+test-arrow-cgocheck2: lib-cgocheck2 $(BUILD_DEP) $(VENV_DEP) ## The Arrow tests (Python and C) against the cgocheck2 build
+	$(PY_ENV) V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so $(VENV_PY) -m pytest tests/python/test_arrow.py tests/c/test_arrow_c.py -q $(PYTEST_ARGS)
 
 check-header: ## Compile include/v6d.h as C11 -pedantic and C++17, -Wall -Wextra -Werror
 	scripts/check-header.sh $(HEADER)
@@ -133,8 +180,12 @@ check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d
 	scripts/check-symbols.sh $(LIB) $(HEADER)
 	GO="$(GO)" scripts/check-abi-shim.sh libv6d
 
-test-install: $(BUILD_DEP) ## Install into a temp DESTDIR and build a C program with pkg-config
+test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
 	MAKE="$(MAKE)" scripts/test-install.sh
+
+.PHONY: soak
+soak: $(BUILD_DEP) $(VENV_DEP) ## A bounded soak (SOAK_SECONDS=120): workers put/get/delete/persist/name against build/vineyardd (invariants checked each second), checksums checked
+	$(PY_ENV) $(VENV_PY) scripts/soak.py --seconds $(or $(SOAK_SECONDS),120) --daemon $(DAEMON)
 
 ##@ Lint
 
@@ -151,20 +202,14 @@ lint-fmt: ## Fail if gofmt would change any Go file
 	if [ -n "$$out" ]; then echo "gofmt -l: not formatted (run 'make fmt'):"; echo "$$out"; exit 1; fi; \
 	echo "gofmt: ok"
 
-lint-python: ## ruff check and mypy on python/vineyard (tools from requirements-dev.txt)
+lint-python: $(VENV_DEP) ## ruff check and mypy on python/vineyard (tools from requirements-dev.txt, in build/venv)
 	@if [ ! -d python/vineyard ]; then echo "lint-python: python/vineyard does not exist"; exit 1; fi
-	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || \
-	  { echo "lint-python: ruff missing: $(PYTHON) -m pip install -r requirements-dev.txt" >&2; exit 1; }
-	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || \
-	  { echo "lint-python: mypy missing: $(PYTHON) -m pip install -r requirements-dev.txt" >&2; exit 1; }
-	$(PYTHON) -m ruff check python $(wildcard tests benchmarks setup.py)
-	$(PYTHON) -m mypy python/vineyard
+	$(VENV_PY) -m ruff check python $(wildcard tests benchmarks setup.py)
+	$(VENV_PY) -m mypy python/vineyard
 
-fmt: ## Format Go code (gofmt -s, goimports via golangci-lint fmt) and Python (ruff format)
+fmt: $(VENV_DEP) ## Format Go code (gofmt -s, goimports via golangci-lint fmt) and Python (ruff format)
 	$(GOLANGCI_LINT) fmt ./...
-	@if [ -d python ] && $(PYTHON) -m ruff --version >/dev/null 2>&1; then \
-	  echo "$(PYTHON) -m ruff format python $(wildcard tests benchmarks setup.py)"; \
-	  $(PYTHON) -m ruff format python $(wildcard tests benchmarks setup.py); fi
+	$(VENV_PY) -m ruff format python $(wildcard tests benchmarks setup.py)
 
 ##@ Fuzz and bench
 
@@ -179,12 +224,12 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
 	done
 
-bench: ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min); see docs/performance.md
+bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min); see docs/performance.md
 	@$(MAKE) --no-print-directory build
-	$(PY_ENV) $(PYTHON) benchmarks/run.py $(BENCH_ARGS)
+	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
 
-bench-smoke: $(BUILD_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
-	$(PY_ENV) $(PYTHON) benchmarks/run.py --smoke
+bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
+	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke
 
 bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -202,6 +247,9 @@ install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PRE
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	install -m 0755 $(DAEMON) $(DESTDIR)$(PREFIX)/bin/vineyardd
+	@# The dynamic loader's cache must learn the new library (README: "From C").
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; \
+	elif [ -z "$(DESTDIR)" ]; then echo "install: run 'sudo ldconfig' (or link with -Wl,-rpath,$(PREFIX)/lib)"; fi
 
 uninstall: ## Remove what install put into DESTDIR/PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/libv6d.so $(DESTDIR)$(PREFIX)/include/v6d.h \

@@ -25,17 +25,20 @@ def go_build() -> None:
         raise SystemExit("vineyard: building needs the Go toolchain ('go' is not on PATH); "
                          "install Go >= 1.26 or set VINEYARD_SKIP_GO_BUILD=1 with prebuilt artifacts")
     env = dict(os.environ, CGO_ENABLED="1")
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        version = f.read().strip()  # the one place the version is written
+    stamp = f"-X main.version={version} -X github.com/v6d-io/v6d-go/internal/client.Version={version}"
     script = os.path.join(ROOT, "libv6d", "v6d.map")
     lib = os.path.join(PKG, "libv6d.so")
     subprocess.run([go, "build", "-trimpath", "-buildmode=c-shared",
-                    "-ldflags", f"-s -w '-extldflags=-Wl,--version-script={script} -Wl,-soname,libv6d.so'",
+                    "-ldflags", f"-s -w {stamp} '-extldflags=-Wl,--version-script={script} -Wl,-soname,libv6d.so'",
                     "-o", lib, "./libv6d"], cwd=ROOT, env=env, check=True)
     header = os.path.join(PKG, "libv6d.h")
     if os.path.exists(header):
         os.remove(header)
     os.makedirs(os.path.join(PKG, "bin"), exist_ok=True)
     daemon = os.path.join(PKG, "bin", "vineyardd")
-    subprocess.run([go, "build", "-trimpath", "-o", daemon, "./cmd/vineyardd"], cwd=ROOT, env=env, check=True)
+    subprocess.run([go, "build", "-trimpath", "-ldflags", stamp, "-o", daemon, "./cmd/vineyardd"], cwd=ROOT, env=env, check=True)
     os.chmod(daemon, 0o755)
 
 

@@ -149,8 +149,10 @@ int64_t v6d_open_handles(void);
 
 /** Connects to the daemon listening on the UNIX socket `socket`. If socket is
  *  NULL or "", the environment variable VINEYARD_IPC_SOCKET is used. On
- *  success *out holds a new handle, released by v6d_disconnect().
- *  Fails with V6D_CONNECTION_FAILED naming the path tried. \since 1 */
+ *  success *out holds a new handle, released by v6d_disconnect(). The
+ *  connect and the registration are bounded by the default timeout (300 s;
+ *  see v6d_set_timeout). Fails with V6D_CONNECTION_FAILED naming the path
+ *  tried, also when the daemon does not answer in time. \since 1 */
 v6d_status v6d_connect(const char *socket, v6d_client *out, v6d_error *err);
 
 /** Closes the connection and invalidates the handle. The daemon releases every
@@ -377,9 +379,11 @@ v6d_status v6d_put_name(v6d_client client, uint64_t id, const char *name,
                         v6d_error *err);
 
 /** Resolves a name. With wait != 0, blocks until the name appears, for at
- *  most timeout_ms milliseconds (negative: no limit), then fails with
- *  V6D_TIMEOUT. Callers that must stay interruptible loop over short
- *  timeouts. Without wait a missing name is V6D_OBJECT_NOT_EXISTS. \since 1 */
+ *  most timeout_ms milliseconds (negative: no limit; above 2^31-1:
+ *  V6D_INVALID), then fails with V6D_TIMEOUT. The client's timeout
+ *  (v6d_set_timeout) is extended by the wait for this call. Callers that
+ *  must stay interruptible loop over short timeouts. Without wait a missing
+ *  name is V6D_OBJECT_NOT_EXISTS. \since 1 */
 v6d_status v6d_get_name(v6d_client client, const char *name, int32_t wait,
                         int64_t timeout_ms, uint64_t *id, v6d_error *err);
 
@@ -604,6 +608,27 @@ v6d_status v6d_is_shared_memory(v6d_client client, const void *address,
  *  returned) whose release callback has not run yet: for leak checks in
  *  tests. Never fails. \since 2 */
 int64_t v6d_arrow_exports(void);
+
+/* ---- timeouts ---------------------------------------------------------- */
+
+/** Sets how long every later call of `client` may wait for the daemon, in
+ *  milliseconds: each blocking read or write of a call (and v6d_get_name's
+ *  wait, added on top) is bounded by it. The default is 300000 (300 s, as
+ *  upstream). timeout_ms must lie in [1, 2^31-1] (about 24.8 days), else
+ *  V6D_INVALID and nothing changes. A call that times out fails with
+ *  V6D_TIMEOUT; the connection is unusable from then on (a late reply would
+ *  be taken for the next call's): every later call fails at once with
+ *  V6D_CONNECTION_ERROR, while pointers the client returned stay valid until
+ *  v6d_disconnect. Thread-safe; waits for a call in progress on another
+ *  thread to end. \since 3 */
+v6d_status v6d_set_timeout(v6d_client client, int64_t timeout_ms,
+                           v6d_error *err);
+
+/** *timeout_ms receives the client's timeout in milliseconds (300000 unless
+ *  v6d_set_timeout changed it). No round trip; never waits behind another
+ *  thread's call. \since 3 */
+v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
+                           v6d_error *err);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,6 @@ import "C"
 import (
 	"encoding/json"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/client"
@@ -63,6 +62,14 @@ func idsOf(p *C.uint64_t, n C.size_t) []ids.ObjectID {
 func nullArg(name string) error {
 	return status.Errorf(status.Invalid, "%s must not be NULL", name)
 }
+
+// version is set at build time from the VERSION file (-X main.version=...).
+var version = "dev"
+
+var versionC = sync.OnceValue(func() *C.char { return C.CString(version) })
+
+//export v6dgo_version
+func v6dgo_version() *C.char { return versionC() }
 
 var (
 	namesMu sync.Mutex
@@ -512,9 +519,9 @@ func v6dgo_get_name(h C.uint64_t, name *C.char, wait C.int32_t, timeoutMs C.int6
 		if name == nil || id == nil {
 			return nullArg("name and id")
 		}
-		timeout := time.Duration(-1)
-		if timeoutMs >= 0 {
-			timeout = time.Duration(timeoutMs) * time.Millisecond
+		timeout, e := client.WaitMillis(int64(timeoutMs))
+		if e != nil && wait != 0 {
+			return e
 		}
 		oid, e := c.GetName(C.GoString(name), wait != 0, timeout)
 		if e == nil {

@@ -25,7 +25,7 @@ static inline v6d_status st(int32_t s) { return (v6d_status)s; }
 
 int32_t v6d_abi_version(void) { return V6D_ABI_VERSION; }
 
-const char *v6d_version(void) { return "0.1.0"; }
+const char *v6d_version(void) { return v6dgo_version(); }
 
 const char *v6d_status_name(int32_t status) {
   return v6dgo_status_name(status);
@@ -274,3 +274,15 @@ v6d_status v6d_is_shared_memory(v6d_client client, const void *address,
 }
 
 int64_t v6d_arrow_exports(void) { return v6dgo_arrow_exports(); }
+
+/* ---- timeouts ---------------------------------------------------------- */
+
+v6d_status v6d_set_timeout(v6d_client client, int64_t timeout_ms,
+                           v6d_error *err) {
+  return st(v6dgo_set_timeout(client, timeout_ms, err));
+}
+
+v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
+                           v6d_error *err) {
+  return st(v6dgo_get_timeout(client, timeout_ms, err));
+}

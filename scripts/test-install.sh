@@ -1,74 +1,118 @@
 #!/usr/bin/env bash
-# test-install.sh
+# test-install.sh: the C user's paths of README.md ("From C", "Installing"),
+# built and run exactly as the README shows, against a real daemon:
 #
-# Installs the built artifacts into a temporary DESTDIR (with a PREFIX that is
-# not /usr/local, so that nothing is found by accident), then builds and runs a
-# C program against the installed copy using only
-# `pkg-config --cflags --libs v6d`. Run from the repository root after
-# `make build` (make test does both).
+#   1. from the tree: the README's C example (extracted from README.md) and
+#      examples/c/*.c with -Iinclude -Lbuild -lv6d -Wl,-rpath,$PWD/build, and
+#      with LD_LIBRARY_PATH=build instead of the rpath;
+#   2. make install PREFIX=<custom> (no DESTDIR): pkg-config through
+#      PKG_CONFIG_PATH, the rpath from `pkg-config --variable=libdir v6d`;
+#   3. make install DESTDIR=<stage> PREFIX=/usr/local: the layout, v6d.pc, and a
+#      program built with pkg-config and run with LD_LIBRARY_PATH.
+#
+# Run from the repository root after `make build` (make test does both).
 set -euo pipefail
 
 MAKE=${MAKE:-make}
 CC=${CC:-gcc}
+fail() { echo "test-install: FAILED: $*" >&2; exit 1; }
 
 if ! command -v pkg-config >/dev/null 2>&1; then
-	echo "test-install: SKIPPED: pkg-config is not installed (apt-get install -y pkg-config)"
-	exit 0
+	fail "pkg-config is not installed (apt-get install -y pkg-config; 'make check' lists every prerequisite)"
 fi
+[[ -x build/vineyardd && -f build/libv6d.so ]] || fail "build/vineyardd or build/libv6d.so missing: run 'make build'"
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+pid=
+cleanup() {
+	if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# A daemon for the programs to talk to.
+sock=$tmp/v6d.sock
+build/vineyardd --socket "$sock" --size 64Mi >"$tmp/daemon.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	[[ -S $sock ]] && break
+	kill -0 "$pid" 2>/dev/null || { cat "$tmp/daemon.log" >&2; fail "the daemon exited early"; }
+	sleep 0.1
+done
+[[ -S $sock ]] || fail "no daemon socket at $sock"
+
+# The README's C example: the first ```c block after "## From C".
+awk '/^## From C/ { on = 1 } on && /^```c$/ { code = 1; next } code && /^```$/ { exit } code { print }' \
+	README.md >"$tmp/app.c"
+[[ -s $tmp/app.c ]] || fail "no C example found under '## From C' in README.md"
+
+# expect_hello PROGRAM [ENV...]: the README example prints "o<16 hex>: hello".
+expect_hello() {
+	local out
+	out=$("$@" "$sock" 2>&1) || fail "$* exited non-zero: $out"
+	[[ $out =~ ^o[0-9a-f]{16}:\ hello$ ]] || fail "$* printed '$out', want 'o<id>: hello'"
+}
+
+# 1. From the tree (README: "From C").
+"$CC" -Iinclude "$tmp/app.c" -o "$tmp/app" -Lbuild -lv6d -Wl,-rpath,"$PWD/build" ||
+	fail "the README's C example does not build from the tree"
+expect_hello "$tmp/app"
+"$CC" -Iinclude "$tmp/app.c" -o "$tmp/app-norpath" -Lbuild -lv6d || fail "build without rpath"
+if "$tmp/app-norpath" "$sock" >/dev/null 2>&1; then
+	echo "test-install: note: libv6d.so is found without an rpath here (an installed copy?)"
+fi
+expect_hello env LD_LIBRARY_PATH="$PWD/build" "$tmp/app-norpath"
+for src in examples/c/*.c; do
+	name=$(basename "$src" .c)
+	"$CC" -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -Lbuild -lv6d -Wl,-rpath,"$PWD/build" \
+		-o "$tmp/$name" || fail "$src does not build from the tree"
+done
+# share.c in two processes, as make demo runs it: put prints the id, get the same digest.
+id=$("$tmp/share" put "$sock" "bytes from test-install" 2>"$tmp/put.err") || fail "share put: $(cat "$tmp/put.err")"
+[[ $id =~ ^o[0-9a-f]{16}$ ]] || fail "share put printed '$id', want an object id"
+"$tmp/share" get "$sock" "$id" >/dev/null 2>"$tmp/get.err" || fail "share get $id: $(cat "$tmp/get.err")"
+[[ $(grep -o 'fnv1a64 [0-9a-f]*' "$tmp/put.err") == $(grep -o 'fnv1a64 [0-9a-f]*' "$tmp/get.err") ]] ||
+	fail "share get's digest differs from put's: $(cat "$tmp/put.err" "$tmp/get.err")"
+echo "test-install: tree: README example and examples/c/*.c build and run (rpath and LD_LIBRARY_PATH)"
+
+# 2. A custom PREFIX, installed for real: pkg-config via PKG_CONFIG_PATH, rpath from its libdir.
+prefix=$tmp/prefix
+"$MAKE" --no-print-directory install NO_BUILD=1 PREFIX="$prefix" >"$tmp/install.log" ||
+	{ cat "$tmp/install.log" >&2; fail "make install PREFIX=$prefix"; }
+(
+	export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+	unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+	# shellcheck disable=SC2046 # pkg-config prints a list of flags
+	"$CC" "$tmp/app.c" -o "$tmp/app-prefix" $(pkg-config --cflags --libs v6d) \
+		-Wl,-rpath,"$(pkg-config --variable=libdir v6d)" || fail "build against PREFIX=$prefix with pkg-config"
+)
+expect_hello env -u LD_LIBRARY_PATH "$tmp/app-prefix"
+"$prefix/bin/vineyardd" --version | grep -qx "vineyardd $(cat VERSION)" || fail "installed vineyardd --version"
+"$MAKE" --no-print-directory uninstall PREFIX="$prefix" >/dev/null
+[[ ! -e $prefix/lib/libv6d.so ]] || fail "make uninstall left $prefix/lib/libv6d.so"
+echo "test-install: PREFIX=$prefix: pkg-config + rpath build runs; uninstall removes it"
+
+# 3. /usr/local, staged in a DESTDIR (the layout a plain 'make install' writes).
 stage=$tmp/stage
-prefix=/opt/v6d-test
-
+prefix=/usr/local
 "$MAKE" --no-print-directory install NO_BUILD=1 DESTDIR="$stage" PREFIX="$prefix" >"$tmp/install.log" ||
-	{ cat "$tmp/install.log" >&2; echo "test-install: make install failed" >&2; exit 1; }
-
+	{ cat "$tmp/install.log" >&2; fail "make install DESTDIR=$stage"; }
 root=$stage$prefix
-fail() { echo "test-install: $*" >&2; exit 1; }
 [[ -x $root/bin/vineyardd ]] || fail "$prefix/bin/vineyardd missing or not executable"
 [[ -f $root/lib/libv6d.so ]] || fail "$prefix/lib/libv6d.so missing"
 [[ -f $root/include/v6d.h ]] || fail "$prefix/include/v6d.h missing"
 [[ -f $root/lib/pkgconfig/v6d.pc ]] || fail "$prefix/lib/pkgconfig/v6d.pc missing"
 [[ ! -e $root/include/libv6d.h ]] || fail "the cgo-generated header must not be installed"
 grep -q "^prefix=$prefix\$" "$root/lib/pkgconfig/v6d.pc" || fail "v6d.pc does not carry prefix=$prefix"
+grep -q "^Version: $(cat VERSION)\$" "$root/lib/pkgconfig/v6d.pc" || fail "v6d.pc does not carry Version: $(cat VERSION)"
 if grep -q '@[A-Z_]*@' "$root/lib/pkgconfig/v6d.pc"; then
 	fail "v6d.pc has unsubstituted placeholders: $(grep '@[A-Z_]*@' "$root/lib/pkgconfig/v6d.pc")"
 fi
-
 # PKG_CONFIG_SYSROOT_DIR maps the -I/-L paths of the staged .pc into DESTDIR.
-export PKG_CONFIG_PATH=$root/lib/pkgconfig
-export PKG_CONFIG_SYSROOT_DIR=$stage
-export PKG_CONFIG_LIBDIR=$root/lib/pkgconfig
-flags=$(pkg-config --cflags --libs v6d) || fail "pkg-config --cflags --libs v6d failed"
-version=$(pkg-config --modversion v6d)
-
-cat >"$tmp/use.c" <<'C'
-#include <stdio.h>
-#include <string.h>
-#include <v6d.h>
-
-int main(void) {
-  v6d_error err = {0, NULL};
-  v6d_client client = 0;
-  v6d_status st;
-  if (v6d_abi_version() != V6D_ABI_VERSION) {
-    fprintf(stderr, "ABI %d, header %d\n", (int)v6d_abi_version(), V6D_ABI_VERSION);
-    return 1;
-  }
-  /* A connection to a socket that does not exist fails cleanly. */
-  st = v6d_connect("/nonexistent/v6d-test-install.sock", &client, &err);
-  if (st == V6D_OK) {
-    fprintf(stderr, "connect to a missing socket succeeded\n");
-    return 1;
-  }
-  printf("%s %s\n", v6d_version(), v6d_status_name(st));
-  v6d_error_release(&err);
-  return 0;
-}
-C
+flags=$(PKG_CONFIG_LIBDIR=$root/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage pkg-config --cflags --libs v6d) ||
+	fail "pkg-config --cflags --libs v6d failed"
 # shellcheck disable=SC2086 # $flags is a list of compiler flags
-"$CC" -std=c11 -Wall -Wextra -Werror -o "$tmp/use" "$tmp/use.c" $flags ||
-	fail "compiling against the installed library failed (flags: $flags)"
-out=$(LD_LIBRARY_PATH=$root/lib "$tmp/use") || fail "the installed library did not run: $out"
-echo "test-install: OK: installed to DESTDIR$prefix, built with '$flags' (v6d.pc $version; library says: $out)"
+"$CC" -std=c11 -Wall -Wextra -Werror "$tmp/app.c" -o "$tmp/app-usr-local" $flags ||
+	fail "compiling against the staged /usr/local failed (flags: $flags)"
+expect_hello env LD_LIBRARY_PATH="$root/lib" "$tmp/app-usr-local"
+echo "test-install: OK: README example and examples/c from the tree, PREFIX=<custom> and DESTDIR/usr/local ($flags)"

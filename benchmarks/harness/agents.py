@@ -3,8 +3,10 @@
 Ours runs with the checkout's environment (PYTHONPATH=python, V6D_LIBRARY, VINEYARDD).
 shm and pickle run with the harness's own Python. Ray and upstream Vineyard run in
 virtual environments under build/bench/, made on first use from the pinned
-benchmarks/requirements-*.txt (``--system-site-packages``, so that NumPy, pandas and
-pyarrow are the harness's own). A peer whose environment cannot be made or whose agent
+benchmarks/requirements-*.txt plus NumPy, pandas and pyarrow at the versions
+requirements-dev.txt pins (so every peer works on the same data with the same
+libraries as ours). They are made from the base interpreter, without
+``--system-site-packages``: nothing leaks in from the interpreter ``make bench`` runs. A peer whose environment cannot be made or whose agent
 does not start is skipped, with the reason.
 """
 
@@ -30,6 +32,9 @@ VENVS = ROOT / "build" / "bench"
 
 # Peers that need their own environment: name -> requirements file.
 REQUIREMENTS = {"ray": BENCH / "requirements-ray.txt", "upstream": BENCH / "requirements-upstream.txt"}
+# Ours pins these; every peer's environment gets the same versions (-c).
+DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
+SHARED_PACKAGES = ["numpy", "pandas", "pyarrow"]
 
 
 class Skip(Exception):
@@ -43,12 +48,14 @@ def ensure_venv(name: str, log: IO[str]) -> str:
     venv = VENVS / f"venv-{name}"
     python = venv / "bin" / "python"
     stamp = venv / ".bench-stamp"
-    want = hashlib.sha256(req.read_bytes() + sys.version.encode()).hexdigest()
+    want = hashlib.sha256(req.read_bytes() + DEV_REQUIREMENTS.read_bytes() + sys.version.encode()).hexdigest()
     if python.exists() and stamp.exists() and stamp.read_text() == want:
         return str(python)
     print(f"bench: making the {name} environment {venv} (first run only; pip may take minutes)", flush=True)
-    steps = [[sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(venv)],
-             [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(req)]]
+    base = getattr(sys, "_base_executable", "") or sys.executable
+    steps = [[base, "-m", "venv", "--clear", str(venv)],
+             [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(req),
+              "-c", str(DEV_REQUIREMENTS), *SHARED_PACKAGES]]
     for argv in steps:
         try:
             proc = subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)

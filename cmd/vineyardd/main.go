@@ -1,75 +1,74 @@
-// Command vineyardd is the Vineyard daemon: it parses flags, starts
+// Command vineyardd is the Vineyard daemon: it parses flags (one table,
+// flags.go), checks the arena size against the machine's memory, starts
 // server.Start and waits for SIGINT/SIGTERM.
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
+// version is set at build time from the VERSION file:
+// go build -ldflags "-X main.version=$(cat VERSION)".
+var version = "dev"
+
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
-	fs := flag.NewFlagSet("vineyardd", flag.ContinueOnError)
-	var (
-		socket   = fs.String("socket", server.DefaultSocket(), "IPC socket path")
-		size     = fs.String("size", shm.FormatSize(shm.DefaultSize()), "shared memory size: bytes, or with a unit (512Mi, 4Gi, 2G)")
-		reserve  = fs.Bool("reserve-memory", false, "pre-fault the whole arena at start")
-		mode     = fs.String("socket-mode", "0600", "permission bits of the socket file (octal)")
-		meta     = fs.String("meta", "local", "metadata backend: local")
-		instance = fs.Uint64("instance-id", 0, "instance id of this daemon")
-		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
-	)
-	fs.BoolVar(reserve, "reserve_memory", false, "alias of --reserve-memory (upstream spelling)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: vineyardd [flags]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+// run is the daemon with its arguments; it returns the exit status: 0, 1 for
+// a failure to start or stop, 2 for bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args)
+	switch {
+	case errors.Is(err, errHelp):
+		usage(stdout)
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintf(stdout, "vineyardd %s\n", version)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "vineyardd: %v\nRun 'vineyardd --help' for the flags.\n", err)
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "vineyardd: bad --log-level %q\n", *logLevel)
-		return 2
+	if err := shm.CheckSize(o.size, o.reserve, o.allowOvercommit, shm.ReadMemory()); err != nil {
+		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
+		return 1
 	}
-	bytes, err := shm.ParseSize(*size)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vineyardd: bad --size: %v\n", err)
-		return 2
+	if o.socket == "" {
+		o.socket = server.DefaultSocket()
 	}
-	perm, err := strconv.ParseUint(*mode, 8, 32)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vineyardd: bad --socket-mode %q: %v\n", *mode, err)
-		return 2
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	srv, err := server.Start(server.Config{
-		Socket:        *socket,
-		SocketMode:    os.FileMode(perm),
-		Size:          bytes,
-		ReserveMemory: *reserve,
-		Meta:          *meta,
-		InstanceID:    *instance,
+		Socket:        o.socket,
+		SocketMode:    o.socketMode,
+		Size:          o.size,
+		ReserveMemory: o.reserve,
+		Meta:          o.meta,
+		InstanceID:    o.instanceID,
 		Logger:        logger,
+
+		MaxConnections:   o.maxConnections,
+		MaxInflightBytes: int64(o.maxInflightBytes),
+		MaxReplyBytes:    int(o.maxReplyBytes),
+		FrameTimeout:     o.frameTimeout,
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "vineyardd: %v\n", err)
+		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
+	}
+	broken := make(chan error, 1)
+	if o.checkInvariants > 0 {
+		go checkInvariants(srv, o.checkInvariants, broken)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -77,10 +76,33 @@ func run(args []string) int {
 	case sig := <-sigs:
 		logger.Info("signal received, stopping", "signal", sig.String())
 	case <-srv.Done():
+	case err := <-broken:
+		logger.Error("store invariant broken, stopping", "err", err)
+		_ = srv.Close()
+		fmt.Fprintf(stderr, "vineyardd: store invariant broken: %v\n", err)
+		return 3
 	}
 	if err := srv.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "vineyardd: %v\n", err)
+		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// checkInvariants checks the store's bookkeeping every interval until the
+// server stops, and reports the first violation on broken.
+func checkInvariants(srv *server.Server, every time.Duration, broken chan<- error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-srv.Done():
+			return
+		case <-t.C:
+			if err := srv.Store().CheckInvariants(); err != nil {
+				broken <- err
+				return
+			}
+		}
+	}
 }

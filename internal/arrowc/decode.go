@@ -3,90 +3,34 @@ package arrowc
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 )
 
 // The decoder reads a metadata tree (JSON, as the daemon returns it) in one
 // pass into typed structs, skipping keys it does not know. It never trusts
 // the tree: every malformation is an ErrInvalidLayout, never a panic.
 
-// scanner reads JSON from b.
+// scanner reads JSON from Buf: the project's one scanner
+// (internal/jsonscan), with the layout's own readers on top. Its syntax
+// errors become ErrInvalidLayout in decodeRaw.
 type scanner struct {
-	b []byte
-	i int
-}
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
+	jsonscan.Scanner
 }
 
 func (s *scanner) fail(what string) error {
-	return errorf(ErrInvalidLayout, "malformed metadata tree at byte %d: %s", s.i, what)
-}
-
-func (s *scanner) expect(c byte) error {
-	if s.peek() != c {
-		return s.fail("expected " + string(c))
-	}
-	s.i++
-	return nil
-}
-
-// rawString returns the quoted string at the cursor, quotes included.
-func (s *scanner) rawString() ([]byte, bool, error) {
-	if s.peek() != '"' {
-		return nil, false, s.fail("expected a string")
-	}
-	start := s.i
-	// Fast path: the layout's strings have no escapes; find the quote.
-	if end := bytes.IndexByte(s.b[start+1:], '"'); end >= 0 {
-		seg := s.b[start+1 : start+1+end]
-		if bytes.IndexByte(seg, '\\') < 0 && !hasControl(seg) {
-			s.i = start + end + 2
-			return s.b[start:s.i], false, nil
-		}
-	}
-	escaped := false
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '\\':
-			escaped = true
-			s.i++
-		case c == '"':
-			s.i++
-			return s.b[start:s.i], escaped, nil
-		case c < 0x20:
-			return nil, false, s.fail("control character in a string")
-		}
-	}
-	return nil, false, s.fail("unterminated string")
+	return errorf(ErrInvalidLayout, "malformed metadata tree at byte %d: %s", s.Pos, what)
 }
 
 // typename reads a typename; the blob's, which every buffer has, without
 // allocating.
 func (s *scanner) typename() (string, error) {
-	raw, escaped, err := s.rawString()
+	raw, escaped, err := s.RawString()
 	if err != nil {
 		return "", err
 	}
@@ -96,13 +40,13 @@ func (s *scanner) typename() (string, error) {
 	if !escaped {
 		return string(raw[1 : len(raw)-1]), nil
 	}
-	return s.strFrom(raw)
+	return s.Unquote(raw)
 }
 
 // id reads an object id; the daemon's spelling, "o%016x", without
 // allocating.
 func (s *scanner) id() (ids.ObjectID, error) {
-	raw, _, err := s.rawString()
+	raw, _, err := s.RawString()
 	if err != nil {
 		return 0, err
 	}
@@ -131,143 +75,44 @@ func (s *scanner) id() (ids.ObjectID, error) {
 	return ids.ObjectID(v), nil
 }
 
-// hasControl reports whether b holds a byte below 0x20 (not allowed raw in
-// a JSON string).
-func hasControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *scanner) str() (string, error) {
-	raw, escaped, err := s.rawString()
-	if err != nil {
-		return "", err
-	}
-	if !escaped {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	return s.strFrom(raw)
-}
-
-// strFrom unescapes the quoted string raw (rare: the layout's own strings
-// need no escapes).
-func (s *scanner) strFrom(raw []byte) (string, error) {
-	var out string
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return "", s.fail("bad string escape")
-	}
-	return out, nil
-}
-
 func (s *scanner) int() (int64, error) {
-	s.ws()
-	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
+	s.WS()
+	start := s.Pos
+	if s.Pos < len(s.Buf) && s.Buf[s.Pos] == '-' {
+		s.Pos++
 	}
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
+	for s.Pos < len(s.Buf) && s.Buf[s.Pos] >= '0' && s.Buf[s.Pos] <= '9' {
+		s.Pos++
 	}
-	v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	v, err := strconv.ParseInt(string(s.Buf[start:s.Pos]), 10, 64)
 	if err != nil {
 		return 0, s.fail("expected an integer")
 	}
 	return v, nil
 }
 
-// skip skips one value of any kind.
-func (s *scanner) skip(depth int) error {
-	if depth > 2*maxDepth+8 {
-		return s.fail("nested too deeply")
-	}
-	switch c := s.peek(); c {
-	case '"':
-		_, _, err := s.rawString()
-		return err
-	case '{', '[':
-		closing := byte('}')
-		if c == '[' {
-			closing = ']'
-		}
-		s.i++
-		if s.peek() == closing {
-			s.i++
-			return nil
-		}
-		for {
-			if c == '{' {
-				if _, _, err := s.rawString(); err != nil {
-					return err
-				}
-				if err := s.expect(':'); err != nil {
-					return err
-				}
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case closing:
-				s.i++
-				return nil
-			default:
-				return s.fail("expected , or " + string(closing))
-			}
-		}
-	default:
-		start := s.i
-		for s.i < len(s.b) && strings.IndexByte(",}] \t\r\n", s.b[s.i]) < 0 {
-			s.i++
-		}
-		if s.i == start {
-			return s.fail("expected a value")
-		}
-		return nil
-	}
-}
-
-// key reads an object key. Keys are compared, not kept: one without escapes
-// is returned in place, without a copy.
-func (s *scanner) key() ([]byte, error) {
-	raw, escaped, err := s.rawString()
-	if err != nil {
-		return nil, err
-	}
-	if !escaped {
-		return raw[1 : len(raw)-1], nil
-	}
-	str, err := s.strFrom(raw)
-	return []byte(str), err
-}
-
 // pairs reads a metadata list [[key, value], ...], base64-encoded when b64.
 func (s *scanner) pairs(b64 bool) ([]kv, error) {
-	if err := s.expect('['); err != nil {
+	if err := s.Expect('['); err != nil {
 		return nil, err
 	}
 	out := []kv{}
-	if s.peek() == ']' {
-		s.i++
+	if s.Peek() == ']' {
+		s.Pos++
 		return out, nil
 	}
 	for {
 		var p [2]string
-		if err := s.expect('['); err != nil {
+		if err := s.Expect('['); err != nil {
 			return nil, err
 		}
 		for j := range p {
 			if j == 1 {
-				if err := s.expect(','); err != nil {
+				if err := s.Expect(','); err != nil {
 					return nil, err
 				}
 			}
-			v, err := s.str()
+			v, err := s.Str()
 			if err != nil {
 				return nil, err
 			}
@@ -280,15 +125,15 @@ func (s *scanner) pairs(b64 bool) ([]kv, error) {
 			}
 			p[j] = v
 		}
-		if err := s.expect(']'); err != nil {
+		if err := s.Expect(']'); err != nil {
 			return nil, err
 		}
 		out = append(out, kv{p[0], p[1]})
-		switch s.peek() {
+		switch s.Peek() {
 		case ',':
-			s.i++
+			s.Pos++
 		case ']':
-			s.i++
+			s.Pos++
 			return out, nil
 		default:
 			return nil, s.fail("expected , or ]")
@@ -320,12 +165,16 @@ var indexedKeys = [5]string{keyBuffers, keyChildren, keyColumns, keyPartitions, 
 
 // decodeRaw reads a tree.
 func decodeRaw(b []byte) (*raw, error) {
-	s := &scanner{b: b}
+	s := &scanner{jsonscan.Scanner{Buf: b, MaxDepth: 2*maxDepth + 8}}
 	r, err := s.raw(0)
 	if err != nil {
+		var syntax *jsonscan.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, errorf(ErrInvalidLayout, "malformed metadata tree at byte %d: %s", syntax.Offset, syntax.What)
+		}
 		return nil, err
 	}
-	if s.peek() != 0 {
+	if s.Peek() != 0 {
 		return nil, s.fail("trailing data")
 	}
 	return r, nil
@@ -336,17 +185,17 @@ func (s *scanner) raw(depth int) (*raw, error) {
 		return nil, s.fail("nested too deeply")
 	}
 	r := &raw{sizes: [5]int64{-1, -1, -1, -1, -1}}
-	if err := s.expect('{'); err != nil {
+	if err := s.Expect('{'); err != nil {
 		return nil, err
 	}
-	if s.peek() == '}' {
-		s.i++
+	if s.Peek() == '}' {
+		s.Pos++
 		return r, nil
 	}
 	for {
-		key, err := s.key()
+		key, err := s.Key()
 		if err == nil {
-			err = s.expect(':')
+			err = s.Expect(':')
 		}
 		if err == nil {
 			err = s.field(r, key, depth)
@@ -354,11 +203,11 @@ func (s *scanner) raw(depth int) (*raw, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch s.peek() {
+		switch s.Peek() {
 		case ',':
-			s.i++
+			s.Pos++
 		case '}':
-			s.i++
+			s.Pos++
 			return r, nil
 		default:
 			return nil, s.fail("expected , or }")
@@ -376,17 +225,17 @@ func (s *scanner) field(r *raw, key []byte, depth int) error {
 		r.id, err = s.id()
 		r.hasID = err == nil
 	case keyFormat:
-		r.format, err = s.str()
+		r.format, err = s.Str()
 		r.hasFmt = true
 	case keyName:
-		r.name, err = s.str()
+		r.name, err = s.Str()
 	case keyFlags:
 		r.flags, err = s.int()
 	case keyLength, "row_num_", "num_rows_":
 		r.length, err = s.int()
 		r.hasLen = true
 	case "length": // a blob's size; the view's length is what counts
-		err = s.skip(depth)
+		err = s.Skip(depth)
 	case keyNullCount:
 		r.nulls, err = s.int()
 	case keyOffset:
@@ -415,14 +264,14 @@ func (s *scanner) indexed(r *raw, key []byte, depth int) error {
 		}
 		if string(rest) == "size" {
 			n, err := s.int()
-			if err == nil && (n < 0 || n > int64(len(s.b))) {
+			if err == nil && (n < 0 || n > int64(len(s.Buf))) {
 				err = s.fail("bad " + string(key))
 			}
 			r.sizes[k] = n
 			return err
 		}
 		i, ok := index(rest)
-		if !ok || i > len(s.b) {
+		if !ok || i > len(s.Buf) {
 			return s.fail("bad member key " + strconv.Quote(string(key)))
 		}
 		m, err := s.raw(depth + 1)
@@ -440,7 +289,7 @@ func (s *scanner) indexed(r *raw, key []byte, depth int) error {
 		r.members[k] = list
 		return nil
 	}
-	return s.skip(depth)
+	return s.Skip(depth)
 }
 
 // index parses a member index: decimal digits, no leading zero.

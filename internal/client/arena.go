@@ -21,21 +21,26 @@ type arenaKey struct {
 // the process that received an fd of it, so that two clients of one daemon map
 // it once and a pointer stays valid while any client still uses the arena.
 //
-// The read-only mapping is made when the first fd arrives; the writable one
-// on the first create, and private views (private.go) on demand, from the fd
-// the arena keeps open for its life (the daemon sends the fd only once per
-// connection).
+// The daemon sends each client a read-only fd of the arena with its first
+// get, and a read-write fd only with its first create, each once per
+// connection. The read-only mapping is made when the first fd of either kind
+// arrives; the writable one on the first create, and private views
+// (private.go) on demand, from the fd the arena keeps open for its life. A
+// process that has only read holds only the read-only fd, so it cannot map
+// the arena writable; the first read-write fd to arrive replaces it (the
+// upgrade), and the read-only mapping, with every view into it, stays.
 type arena struct {
 	key  arenaKey
 	size uint64
 
 	// Fields below are guarded by arenas.mu.
-	refs int          // clients (per region they received) using the arena
-	ro   *shm.Mapping // PROT_READ, for every blob got
-	rw   *shm.Mapping // PROT_READ|PROT_WRITE, nil until a create needs it
-	fd   int          // kept for the writable mapping and private views
-	roB  []byte       // ro.Bytes(), cached
-	rwB  []byte       // rw.Bytes(), cached
+	refs     int          // clients (per region they received) using the arena
+	ro       *shm.Mapping // PROT_READ, for every blob got
+	rw       *shm.Mapping // PROT_READ|PROT_WRITE, nil until a create needs it
+	fd       int          // kept for the writable mapping and private views
+	writable bool         // fd is open read-write
+	roB      []byte       // ro.Bytes(), cached
+	rwB      []byte       // rw.Bytes(), cached
 }
 
 // arenas is the process-wide registry of mapped arenas.
@@ -44,21 +49,31 @@ var arenas = struct {
 	m  map[arenaKey]*arena
 }{m: make(map[arenaKey]*arena)}
 
-// attachArena takes ownership of fd, an arena fd received from the daemon, and
-// returns the process's arena for it with one more reference. fd is closed
-// now, or with the arena.
+// attachArena takes ownership of fd, an arena fd received from the daemon
+// (read-only or read-write), and returns the process's arena for it with one
+// more reference. fd is closed now, or with the arena.
 func attachArena(fd int) (*arena, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("fstat of received arena fd: %w", err)
 	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("fcntl of received arena fd: %w", err)
+	}
+	writable := flags&unix.O_ACCMODE == unix.O_RDWR
 	key := arenaKey{dev: st.Dev, ino: st.Ino}
 
 	arenas.mu.Lock()
 	defer arenas.mu.Unlock()
 	if a, ok := arenas.m[key]; ok {
 		a.refs++
+		if writable && !a.writable { // the upgrade: keep the writable fd
+			a.fd, fd = fd, a.fd
+			a.writable = true
+		}
 		_ = unix.Close(fd)
 		return a, nil
 	}
@@ -72,7 +87,7 @@ func attachArena(fd int) (*arena, error) {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	a := &arena{key: key, size: size, refs: 1, ro: ro, fd: fd, roB: ro.Bytes()}
+	a := &arena{key: key, size: size, refs: 1, ro: ro, fd: fd, writable: writable, roB: ro.Bytes()}
 	arenas.m[key] = a
 	return a, nil
 }
@@ -112,6 +127,9 @@ func (a *arena) view(off, size uint64, writable bool) ([]byte, error) {
 		if a.rw == nil {
 			if a.fd < 0 {
 				return nil, status.Errorf(status.IOError, "arena is no longer mapped")
+			}
+			if !a.writable {
+				return nil, errBadReply("a writable blob in an arena whose read-write fd was never received")
 			}
 			rw, err := shm.Map(a.fd, a.size, true)
 			if err != nil {

@@ -1,12 +1,12 @@
 package client
 
 import (
-	"bytes"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
 // The tree cache. Objects are immutable, so the tree of an object got once
@@ -45,15 +45,12 @@ type cachedTree struct {
 	used  time.Time
 }
 
-// headerMagic is the arena header's magic (internal/store/header.go).
-var headerMagic = []byte{'v', '6', 'd', '-', 'g', 'o', 0, 1}
-
 // noteArenaLocked finds the meta epoch in a newly mapped arena, if the daemon
 // advertised one and the header is there. c.mu must be held.
 func (c *Client) noteArenaLocked(a *arena) {
 	off := c.epochOffset
 	if off == 0 || c.epoch.Load() != nil || off%8 != 0 || off+8 > uint64(len(a.roB)) ||
-		!bytes.Equal(a.roB[:len(headerMagic)], headerMagic) {
+		string(a.roB[:len(shm.HeaderMagic)]) != shm.HeaderMagic {
 		return
 	}
 	c.epoch.Store((*uint64)(unsafe.Pointer(&a.roB[off])))

@@ -25,8 +25,9 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-// Version is the version of this client, sent in register_request.
-const Version = "0.1.0"
+// Version is the version of this client, sent in register_request; set at
+// build time from the VERSION file (-X .../internal/client.Version=...).
+var Version = "0.1.0"
 
 // replySpin is how long a call polls for its reply before it sleeps in a
 // blocking read (protocol.Sock.Poll): most replies come within it.
@@ -47,9 +48,9 @@ type Client struct {
 	socket     string
 	pid        int
 	instanceID uint64
-	rpc        string
 	roundTrips atomic.Uint64
-	isClosed   atomic.Bool // closed, readable without mu
+	isClosed   atomic.Bool  // closed, readable without mu
+	timeout    atomic.Int64 // time.Duration of each socket operation; set under mu
 
 	mu      sync.Mutex // serialises exchanges; guards the fields below
 	conn    *protocol.Sock
@@ -83,9 +84,19 @@ type blob struct {
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
-// socket is "") and registers. A failure is a *status.Error with code
-// ConnectionFailed naming the path tried. The caller MUST Close the client.
-func Connect(socket string) (*Client, error) {
+// socket is "") and registers. The connect, the registration and every later
+// call are bounded by the client's timeout (DefaultTimeout unless
+// WithTimeout; see timeout.go). A failure is a *status.Error with code
+// ConnectionFailed naming the path tried (Invalid for a bad option). The
+// caller MUST Close the client.
+func Connect(socket string, opts ...Option) (*Client, error) {
+	o := options{timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := checkTimeout(o.timeout); err != nil {
+		return nil, err
+	}
 	if socket == "" {
 		socket = os.Getenv(SocketEnv)
 		if socket == "" {
@@ -93,12 +104,17 @@ func Connect(socket string) (*Client, error) {
 				"no socket given and %s is not set", SocketEnv)
 		}
 	}
-	conn, err := protocol.Dial(socket)
+	conn, err := protocol.Dial(socket, o.timeout)
+	if errors.Is(err, protocol.ErrTimeout) {
+		return nil, status.Errorf(status.ConnectionFailed,
+			"cannot connect to vineyardd at %s: no answer within %v (is it stopped or overloaded?)", socket, o.timeout)
+	}
 	if err != nil {
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
 	}
 	c := newClient(conn, socket)
+	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
 	if err := c.call(&protocol.RegisterRequest{Version: Version}, &reply); err != nil {
 		_ = conn.Close()
@@ -106,7 +122,6 @@ func Connect(socket string) (*Client, error) {
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
-	c.rpc = reply.RPCEndpoint
 	c.epochOffset = reply.MetaEpochOffset
 	return c, nil
 }
@@ -137,9 +152,6 @@ func (c *Client) Socket() string { return c.socket }
 
 // InstanceID returns the id of the daemon's instance, from registration.
 func (c *Client) InstanceID() uint64 { return c.instanceID }
-
-// RPCEndpoint returns the daemon's RPC endpoint, from registration.
-func (c *Client) RPCEndpoint() string { return c.rpc }
 
 // RoundTrips returns the number of request/reply exchanges made so far,
 // including registration. Tests and benchmarks use it to check that a put
@@ -313,15 +325,6 @@ func (c *Client) encode(req protocol.Request) error {
 	}
 	c.wbuf = protocol.AppendFrame(c.wbuf, body)
 	return nil
-}
-
-// loseLocked marks the connection broken and returns the error every later
-// call gets.
-func (c *Client) loseLocked(cause error) error {
-	if c.lost == nil {
-		c.lost = errLost(cause)
-	}
-	return c.lost
 }
 
 // decodeReply decodes body into reply. An error reply is returned as its

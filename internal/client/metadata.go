@@ -233,8 +233,10 @@ func (c *Client) Label(id ids.ObjectID, keys, values []string) error {
 
 // MaxInline bounds the bytes of one CreateInline: they travel through the
 // socket, which pays for small data (one round trip instead of two) but not
-// for large data, written faster in place through CreateBuffer.
-const MaxInline = 64 << 20
+// for large data, written faster in place through CreateBuffer. It is the
+// daemon's default frame limit, which also bounds the bytes a request may
+// announce after its frame (a daemon configured lower refuses more).
+const MaxInline = protocol.DefaultMaxFrame
 
 // CreateInline puts small data in one round trip: each of data becomes a new
 // sealed blob (the bytes are copied through the socket), and, unless tree is

@@ -6,6 +6,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // PutName associates name with a persisted object; an existing name moves. A
@@ -18,17 +19,28 @@ func (c *Client) PutName(id ids.ObjectID, name string) error {
 // GetName resolves a name. Without wait a missing name is ObjectNotExists.
 // With wait the daemon answers once the name appears, or after timeout (a
 // negative timeout waits without limit) with a Timeout error; the client
-// stays usable. While it waits, other exchanges of this client wait too (the
-// protocol is strictly request/reply): callers that must stay responsive wait
-// in short slices.
+// stays usable. A timeout above MaxTimeout is Invalid. The client's own
+// timeout (SetTimeout) is stretched by the wait for this call, so a stopped
+// daemon is still caught (except when the wait has no limit). While it
+// waits, other exchanges of this client wait too (the protocol is strictly
+// request/reply): callers that must stay responsive wait in short slices.
 func (c *Client) GetName(name string, wait bool, timeout time.Duration) (ids.ObjectID, error) {
 	req := &protocol.GetNameRequest{Name: name, Wait: wait}
-	if wait && timeout >= 0 {
-		ms := timeout.Milliseconds()
-		req.TimeoutMs = &ms
+	var stretch time.Duration
+	if wait {
+		if timeout > MaxTimeout {
+			return 0, status.Errorf(status.Invalid,
+				"wait timeout %v out of range: at most %v, or negative for no limit", timeout, MaxTimeout)
+		}
+		stretch = -1
+		if timeout >= 0 {
+			ms := timeout.Milliseconds()
+			req.TimeoutMs = &ms
+			stretch = timeout
+		}
 	}
 	var reply protocol.GetNameReply
-	if err := c.call(req, &reply); err != nil {
+	if err := c.callWaiting(stretch, req, &reply); err != nil {
 		return 0, err
 	}
 	return reply.ObjectID, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -240,18 +241,20 @@ func (r *CreateDataRequest) appendFields(dst []byte) []byte {
 	return dst
 }
 
-// requestType returns the "type" of a request body when it is the first key
-// with a plain string value, as every client we know writes it; ok is false
-// otherwise and the caller decodes the body to find it.
-func requestType(body []byte) (string, bool) {
-	const prefix = `{"type":"`
-	if !bytes.HasPrefix(body, []byte(prefix)) {
-		return "", false
+// requestType returns the "type" of a request body (a slice of it) when it
+// is the first key with a plain string value, as every client we know writes
+// it; ok is false otherwise and the caller decodes the body to find it.
+func requestType(body []byte) ([]byte, bool) {
+	s := jsonscan.Scanner{Buf: body}
+	if s.Expect('{') != nil {
+		return nil, false
 	}
-	rest := body[len(prefix):]
-	end := bytes.IndexByte(rest, '"')
-	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return "", false
+	if k, err := s.Key(); err != nil || string(k) != "type" || s.Expect(':') != nil {
+		return nil, false
 	}
-	return string(rest[:end]), true
+	raw, escaped, err := s.RawString()
+	if err != nil || escaped {
+		return nil, false
+	}
+	return raw[1 : len(raw)-1], true
 }

@@ -81,13 +81,13 @@ func TestRequestTypeFastPath(t *testing.T) {
 		`{"type":`:                             "",
 	} {
 		got, ok := requestType([]byte(body))
-		if got != want || ok != (want != "") {
+		if string(got) != want || ok != (want != "") {
 			t.Errorf("requestType(%s) = %q, %v", body, got, ok)
 		}
 	}
 	// Bodies the fast path declines still decode through encoding/json.
-	if typ, _, err := DecodeRequest([]byte(`{"id":1,"type":"exists_request"}`)); err != nil || typ != "exists_request" {
-		t.Fatalf("slow path: %q, %v", typ, err)
+	if f, err := DecodeRequest([]byte(`{"id":1,"type":"exists_request"}`)); err != nil || f.Kind != KindExists {
+		t.Fatalf("slow path: %+v, %v", f, err)
 	}
 }
 
@@ -123,10 +123,11 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		typ, got, err := DecodeRequest(body)
-		if err != nil || typ != req.RequestType() {
-			t.Fatalf("%s: %q %v", body, typ, err)
+		f, err := DecodeRequest(body)
+		if err != nil || f.Wire != req.RequestType() {
+			t.Fatalf("%s: %+v %v", body, f, err)
 		}
+		got := f.Req
 		want := req
 		if cd, ok := req.(*CreateDataRequest); ok && cd.Content == nil {
 			c := *cd

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -124,8 +123,8 @@ func (r *GetBuffersRequest) UnmarshalJSON(b []byte) error {
 	}
 	*r = GetBuffersRequest(p.plain)
 	if r.IDs == nil && p.Num != nil {
-		if *p.Num < 0 || *p.Num > 1<<20 {
-			return fmt.Errorf("bad num %d", *p.Num)
+		if *p.Num < 0 || *p.Num > MaxItems {
+			return fmt.Errorf("num %d is out of range [0, %d]", *p.Num, MaxItems)
 		}
 		var keyed map[string]json.RawMessage
 		if err := json.Unmarshal(b, &keyed); err != nil {
@@ -254,8 +253,8 @@ type PutNameRequest struct {
 	Name     string       `json:"name"`
 }
 
-// GetNameRequest resolves a name. TimeoutMs (our extension) bounds Wait; a
-// negative or absent value waits without limit.
+// GetNameRequest resolves a name. TimeoutMs (our extension) bounds Wait, in
+// [0, MaxTimeoutMs]; absent, Wait has no limit.
 type GetNameRequest struct {
 	Name      string `json:"name"`
 	Wait      bool   `json:"wait"`
@@ -295,41 +294,6 @@ type DebugRequest struct {
 // whose reply lists the deleted blobs.
 func (r *DelDataRequest) Feedback() bool { return r.feedback }
 
-// requestTable maps each wire type to a constructor: the one place that lists
-// every request this daemon understands.
-var requestTable = map[string]func() Request{
-	"register_request":                 func() Request { return &RegisterRequest{} },
-	"exit_request":                     func() Request { return &ExitRequest{} },
-	"create_buffer_request":            func() Request { return &CreateBufferRequest{} },
-	"create_buffers_request":           func() Request { return &CreateBuffersRequest{} },
-	"seal_request":                     func() Request { return &SealRequest{} },
-	"get_buffers_request":              func() Request { return &GetBuffersRequest{} },
-	"drop_buffer_request":              func() Request { return &DropBufferRequest{} },
-	"shrink_buffer_request":            func() Request { return &ShrinkBufferRequest{} },
-	"release_request":                  func() Request { return &ReleaseRequest{} },
-	"increase_reference_count_request": func() Request { return &IncreaseReferenceCountRequest{} },
-	"create_data_request":              func() Request { return &CreateDataRequest{} },
-	"create_datas_request":             func() Request { return &CreateDatasRequest{} },
-	"get_data_request":                 func() Request { return &GetDataRequest{} },
-	"list_data_request":                func() Request { return &ListDataRequest{} },
-	"del_data_request":                 func() Request { return &DelDataRequest{} },
-	"del_data_with_feedbacks_request":  func() Request { return &DelDataRequest{feedback: true} },
-	"exists_request":                   func() Request { return &ExistsRequest{} },
-	"persist_request":                  func() Request { return &PersistRequest{} },
-	"if_persist_request":               func() Request { return &IfPersistRequest{} },
-	"label_request":                    func() Request { return &LabelRequest{} },
-	"shallow_copy_request":             func() Request { return &ShallowCopyRequest{} },
-	"put_name_request":                 func() Request { return &PutNameRequest{} },
-	"get_name_request":                 func() Request { return &GetNameRequest{} },
-	"list_name_request":                func() Request { return &ListNameRequest{} },
-	"drop_name_request":                func() Request { return &DropNameRequest{} },
-	"clear_request":                    func() Request { return &ClearRequest{} },
-	"memory_trim_request":              func() Request { return &MemoryTrimRequest{} },
-	"instance_status_request":          func() Request { return &InstanceStatusRequest{} },
-	"cluster_meta":                     func() Request { return &ClusterMetaRequest{} },
-	"debug_command":                    func() Request { return &DebugRequest{} },
-}
-
 // unimplemented lists upstream request types this daemon knows of but does
 // not serve yet; they get NotImplemented instead of Invalid.
 var unimplemented = map[string]bool{
@@ -345,59 +309,83 @@ var unimplemented = map[string]bool{
 	"release_lock_request": true, "is_spilled_request": true, "is_in_use_request": true,
 }
 
-// RequestTypes returns every request type the daemon understands, sorted.
-func RequestTypes() []string {
-	out := make([]string, 0, len(requestTable))
-	for t := range requestTable {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+// Frame is a decoded request frame.
+type Frame struct {
+	// Kind is the request's kind; KindNone when its type is unknown.
+	Kind Kind
+	// Wire is the request's "type" as sent ("" when there is none).
+	Wire string
+	// Req is the decoded request; nil when decoding failed.
+	Req Request
+	// Trailing is the number of bytes that follow the frame on the stream
+	// and belong to this request (Trailer). The reader must consume them,
+	// also when decoding failed, or close the connection.
+	Trailing uint64
 }
 
-// ReplyType returns the reply type string for a request type: upstream
-// replaces "_request" by "_reply" (cluster_meta answers as cluster_meta,
-// debug_command as debug_reply).
-func ReplyType(requestType string) string {
-	switch requestType {
-	case "cluster_meta":
-		return "cluster_meta"
-	case "debug_command":
-		return "debug_reply"
-	}
-	if n := len(requestType) - len("_request"); n > 0 && requestType[n:] == "_request" {
-		return requestType[:n] + "_reply"
-	}
-	return requestType + "_reply"
-}
-
-// DecodeRequest decodes a request frame body. It returns the wire type even
-// when decoding the fields fails, so that the error reply can name it. An
-// error here is always a *status.Error with code Invalid.
-func DecodeRequest(body []byte) (string, Request, error) {
-	var head struct {
-		Type string `json:"type"`
-	}
+// DecodeRequest decodes a request frame body. The returned Frame names the
+// kind and the trailing byte count even when decoding the fields fails, so
+// that the error reply can name the type and the stream stays in step. An
+// error is a *status.Error (Invalid or NotImplemented), except when the
+// trailing byte count cannot be known: then it wraps ErrUnframed and the
+// connection must be closed.
+func DecodeRequest(body []byte) (Frame, error) {
+	var f Frame
 	if t, ok := requestType(body); ok {
-		head.Type = t
-	} else if err := json.Unmarshal(body, &head); err != nil {
-		return "", nil, status.Errorf(status.Invalid, "malformed message: %v", err)
-	}
-	mk, ok := requestTable[head.Type]
-	if !ok {
-		if head.Type == "" {
-			return "", nil, status.Errorf(status.Invalid, "message has no \"type\"")
+		f.Kind = kindByWire[string(t)]
+		if f.Kind != KindNone {
+			f.Wire = f.Kind.String()
+		} else {
+			f.Wire = string(t)
 		}
-		if unimplemented[head.Type] {
-			return head.Type, nil, status.Errorf(status.NotImplemented, "%s is not implemented by this daemon", head.Type)
+	} else {
+		var head struct {
+			Type string `json:"type"`
 		}
-		return head.Type, nil, status.Errorf(status.Invalid, "unknown message type %q", head.Type)
+		if err := json.Unmarshal(body, &head); err != nil {
+			return f, status.Errorf(status.Invalid, "malformed message: %v", err)
+		}
+		f.Wire, f.Kind = head.Type, KindOf(head.Type)
 	}
-	req := mk()
-	if err := json.Unmarshal(body, req); err != nil {
-		return head.Type, nil, status.Errorf(status.Invalid, "bad %s: %v", head.Type, err)
+	if f.Kind == KindNone {
+		switch {
+		case f.Wire == "":
+			return f, status.Errorf(status.Invalid, "message has no \"type\"")
+		case unimplemented[f.Wire]:
+			return f, status.Errorf(status.NotImplemented, "%s is not implemented by this daemon", f.Wire)
+		}
+		return f, status.Errorf(status.Invalid, "unknown message type %q", f.Wire)
 	}
-	return head.Type, req, nil
+	req := f.Kind.New()
+	err := json.Unmarshal(body, req)
+	if err != nil {
+		err = status.Errorf(status.Invalid, "bad %s: %v", f.Wire, err)
+	} else if v, ok := req.(validator); ok {
+		err = v.validate()
+	}
+	if kinds[f.Kind].trailing {
+		t, ok := req.(Trailer)
+		if err != nil {
+			// The fields may be half decoded: read the count on its own.
+			t, ok = f.Kind.New().(Trailer)
+			if ok && t.decodeTrailing(body) != nil {
+				return f, fmt.Errorf("%w: %s with an unreadable trailing byte count: %w", ErrUnframed, f.Wire, err)
+			}
+		}
+		if !ok {
+			return f, fmt.Errorf("%w: %s has no trailing byte count", ErrUnframed, f.Wire)
+		}
+		n, tok := t.TrailingBytes()
+		if !tok {
+			return f, fmt.Errorf("%w: %s announces more trailing bytes than fit in 63 bits", ErrUnframed, f.Wire)
+		}
+		f.Trailing = n
+	}
+	if err != nil {
+		return f, err
+	}
+	f.Req = req
+	return f, nil
 }
 
 // EncodeRequest marshals a request with its "type" as the first key.
@@ -423,98 +411,100 @@ func EncodeRequest(wireType string, req Request) ([]byte, error) {
 	return out, nil
 }
 
-// Each request type names its wire type.
+// Each request type names its wire type, from the kinds table.
 
-// RequestType returns "register_request".
-func (*RegisterRequest) RequestType() string { return "register_request" }
+// RequestType returns KindRegister's wire type.
+func (*RegisterRequest) RequestType() string { return KindRegister.String() }
 
-// RequestType returns "exit_request".
-func (*ExitRequest) RequestType() string { return "exit_request" }
+// RequestType returns KindExit's wire type.
+func (*ExitRequest) RequestType() string { return KindExit.String() }
 
-// RequestType returns "create_buffer_request".
-func (*CreateBufferRequest) RequestType() string { return "create_buffer_request" }
+// RequestType returns KindCreateBuffer's wire type.
+func (*CreateBufferRequest) RequestType() string { return KindCreateBuffer.String() }
 
-// RequestType returns "create_buffers_request".
-func (*CreateBuffersRequest) RequestType() string { return "create_buffers_request" }
+// RequestType returns KindCreateBuffers's wire type.
+func (*CreateBuffersRequest) RequestType() string { return KindCreateBuffers.String() }
 
-// RequestType returns "seal_request".
-func (*SealRequest) RequestType() string { return "seal_request" }
+// RequestType returns KindSeal's wire type.
+func (*SealRequest) RequestType() string { return KindSeal.String() }
 
-// RequestType returns "get_buffers_request".
-func (*GetBuffersRequest) RequestType() string { return "get_buffers_request" }
+// RequestType returns KindGetBuffers's wire type.
+func (*GetBuffersRequest) RequestType() string { return KindGetBuffers.String() }
 
-// RequestType returns "drop_buffer_request".
-func (*DropBufferRequest) RequestType() string { return "drop_buffer_request" }
+// RequestType returns KindDropBuffer's wire type.
+func (*DropBufferRequest) RequestType() string { return KindDropBuffer.String() }
 
-// RequestType returns "shrink_buffer_request".
-func (*ShrinkBufferRequest) RequestType() string { return "shrink_buffer_request" }
+// RequestType returns KindShrinkBuffer's wire type.
+func (*ShrinkBufferRequest) RequestType() string { return KindShrinkBuffer.String() }
 
-// RequestType returns "release_request".
-func (*ReleaseRequest) RequestType() string { return "release_request" }
+// RequestType returns KindRelease's wire type.
+func (*ReleaseRequest) RequestType() string { return KindRelease.String() }
 
-// RequestType returns "increase_reference_count_request".
-func (*IncreaseReferenceCountRequest) RequestType() string { return "increase_reference_count_request" }
+// RequestType returns KindIncreaseReferenceCount's wire type.
+func (*IncreaseReferenceCountRequest) RequestType() string {
+	return KindIncreaseReferenceCount.String()
+}
 
-// RequestType returns "create_data_request".
-func (*CreateDataRequest) RequestType() string { return "create_data_request" }
+// RequestType returns KindCreateData's wire type.
+func (*CreateDataRequest) RequestType() string { return KindCreateData.String() }
 
-// RequestType returns "create_datas_request".
-func (*CreateDatasRequest) RequestType() string { return "create_datas_request" }
+// RequestType returns KindCreateDatas's wire type.
+func (*CreateDatasRequest) RequestType() string { return KindCreateDatas.String() }
 
-// RequestType returns "get_data_request".
-func (*GetDataRequest) RequestType() string { return "get_data_request" }
+// RequestType returns KindGetData's wire type.
+func (*GetDataRequest) RequestType() string { return KindGetData.String() }
 
-// RequestType returns "list_data_request".
-func (*ListDataRequest) RequestType() string { return "list_data_request" }
+// RequestType returns KindListData's wire type.
+func (*ListDataRequest) RequestType() string { return KindListData.String() }
 
-// RequestType returns "exists_request".
-func (*ExistsRequest) RequestType() string { return "exists_request" }
+// RequestType returns KindExists's wire type.
+func (*ExistsRequest) RequestType() string { return KindExists.String() }
 
-// RequestType returns "persist_request".
-func (*PersistRequest) RequestType() string { return "persist_request" }
+// RequestType returns KindPersist's wire type.
+func (*PersistRequest) RequestType() string { return KindPersist.String() }
 
-// RequestType returns "if_persist_request".
-func (*IfPersistRequest) RequestType() string { return "if_persist_request" }
+// RequestType returns KindIfPersist's wire type.
+func (*IfPersistRequest) RequestType() string { return KindIfPersist.String() }
 
-// RequestType returns "label_request".
-func (*LabelRequest) RequestType() string { return "label_request" }
+// RequestType returns KindLabel's wire type.
+func (*LabelRequest) RequestType() string { return KindLabel.String() }
 
-// RequestType returns "shallow_copy_request".
-func (*ShallowCopyRequest) RequestType() string { return "shallow_copy_request" }
+// RequestType returns KindShallowCopy's wire type.
+func (*ShallowCopyRequest) RequestType() string { return KindShallowCopy.String() }
 
-// RequestType returns "put_name_request".
-func (*PutNameRequest) RequestType() string { return "put_name_request" }
+// RequestType returns KindPutName's wire type.
+func (*PutNameRequest) RequestType() string { return KindPutName.String() }
 
-// RequestType returns "get_name_request".
-func (*GetNameRequest) RequestType() string { return "get_name_request" }
+// RequestType returns KindGetName's wire type.
+func (*GetNameRequest) RequestType() string { return KindGetName.String() }
 
-// RequestType returns "list_name_request".
-func (*ListNameRequest) RequestType() string { return "list_name_request" }
+// RequestType returns KindListName's wire type.
+func (*ListNameRequest) RequestType() string { return KindListName.String() }
 
-// RequestType returns "drop_name_request".
-func (*DropNameRequest) RequestType() string { return "drop_name_request" }
+// RequestType returns KindDropName's wire type.
+func (*DropNameRequest) RequestType() string { return KindDropName.String() }
 
-// RequestType returns "clear_request".
-func (*ClearRequest) RequestType() string { return "clear_request" }
+// RequestType returns KindClear's wire type.
+func (*ClearRequest) RequestType() string { return KindClear.String() }
 
-// RequestType returns "memory_trim_request".
-func (*MemoryTrimRequest) RequestType() string { return "memory_trim_request" }
+// RequestType returns KindMemoryTrim's wire type.
+func (*MemoryTrimRequest) RequestType() string { return KindMemoryTrim.String() }
 
-// RequestType returns "instance_status_request".
-func (*InstanceStatusRequest) RequestType() string { return "instance_status_request" }
+// RequestType returns KindInstanceStatus's wire type.
+func (*InstanceStatusRequest) RequestType() string { return KindInstanceStatus.String() }
 
-// RequestType returns "cluster_meta".
-func (*ClusterMetaRequest) RequestType() string { return "cluster_meta" }
+// RequestType returns KindClusterMeta's wire type.
+func (*ClusterMetaRequest) RequestType() string { return KindClusterMeta.String() }
 
-// RequestType returns "debug_command".
-func (*DebugRequest) RequestType() string { return "debug_command" }
+// RequestType returns KindDebug's wire type.
+func (*DebugRequest) RequestType() string { return KindDebug.String() }
 
 // RequestType is del_data_with_feedbacks_request or del_data_request.
 func (r *DelDataRequest) RequestType() string {
 	if r.feedback {
-		return "del_data_with_feedbacks_request"
+		return KindDelDataWithFeedbacks.String()
 	}
-	return "del_data_request"
+	return KindDelData.String()
 }
 
 // NewDelDataRequest returns a del_data_with_feedbacks_request.

@@ -96,7 +96,8 @@ func TestDecodeRequest(t *testing.T) {
 		{"negative size", `{"type":"create_buffer_request","size":-1}`, "create_buffer_request", status.Invalid, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wire, req, err := DecodeRequest([]byte(tc.body))
+			f, err := DecodeRequest([]byte(tc.body))
+			wire, req := f.Wire, f.Req
 			if wire != tc.wire {
 				t.Fatalf("wire = %q, want %q", wire, tc.wire)
 			}
@@ -111,8 +112,14 @@ func TestDecodeRequest(t *testing.T) {
 }
 
 func TestEveryRequestRoundTrips(t *testing.T) {
-	for _, wire := range RequestTypes() {
-		req := requestTable[wire]()
+	seen := map[string]bool{}
+	for _, k := range Kinds() {
+		wire := k.String()
+		if wire == "" || k.Reply() == "" || seen[wire] || KindOf(wire) != k {
+			t.Errorf("kind %d: wire %q reply %q (duplicate or missing)", k, wire, k.Reply())
+		}
+		seen[wire] = true
+		req := k.New()
 		if got := req.RequestType(); got != wire {
 			t.Errorf("%T.RequestType() = %q, table says %q", req, got, wire)
 		}
@@ -120,9 +127,12 @@ func TestEveryRequestRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w, _, err := DecodeRequest(body); err != nil || w != wire {
-			t.Errorf("%s: decode own encoding %s: %v", wire, body, err)
+		if f, err := DecodeRequest(body); err != nil || f.Kind != k || f.Wire != wire {
+			t.Errorf("%s: decode own encoding %s: %+v %v", wire, body, f, err)
 		}
+	}
+	if len(RequestTypes()) != int(NumKinds)-1 {
+		t.Errorf("RequestTypes() has %d entries, want %d", len(RequestTypes()), NumKinds-1)
 	}
 }
 
@@ -208,15 +218,26 @@ func FuzzReadFrame(f *testing.F) {
 }
 
 func FuzzDecodeRequest(f *testing.F) {
-	for _, wire := range RequestTypes() {
-		body, _ := EncodeRequest(wire, requestTable[wire]())
+	for _, k := range Kinds() {
+		body, _ := EncodeRequest(k.String(), k.New())
 		f.Add(body)
 	}
+	f.Add([]byte(`{"type":"create_data_request","content":5,"seal":"x","inline":[3,4]}`))
 	f.Add([]byte(`{"type":"get_buffers_request","num":3,"0":1,"1":2,"2":3}`))
 	f.Add([]byte(`{"type":"get_data_request","id":[1,2],"with_buffers":true}`))
 	f.Add([]byte(`{"type":"create_data_request","content":{"typename":"x","m":{"id":"o8000000000000000"}},"seal":[1]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		wire, req, err := DecodeRequest(data)
+		fr, err := DecodeRequest(data)
+		wire, req := fr.Wire, fr.Req
+		if fr.Trailing > 0 && fr.Kind != KindCreateData {
+			t.Fatalf("%s announces %d trailing bytes", wire, fr.Trailing)
+		}
+		if errors.Is(err, ErrUnframed) {
+			if fr.Kind != KindCreateData {
+				t.Fatalf("%s unframed: %v", wire, err)
+			}
+			return
+		}
 		if err != nil {
 			if c := status.CodeOf(err); c != status.Invalid && c != status.NotImplemented {
 				t.Fatalf("decode error without Invalid/status.NotImplemented code: %v", err)

@@ -21,17 +21,39 @@ import (
 // socket round trip of 11 µs. A blocked reader holds an OS thread, which is
 // fine for the tens of local connections an IPC daemon serves.
 //
-// A Sock is not safe for concurrent reads or concurrent writes; Shutdown may
-// be called at any time to wake a blocked reader.
+// A Sock may have a timeout (SetTimeout): every blocking system call on it
+// (connect, each read, each write) then gives up after that long with an
+// error wrapping ErrTimeout. It is a socket option (SO_RCVTIMEO and
+// SO_SNDTIMEO), so it costs nothing per call. It bounds each system call,
+// not a whole message: a peer that trickles bytes can take longer.
+//
+// A Sock is not safe for concurrent reads or concurrent writes, nor for
+// SetTimeout concurrent with either; Shutdown may be called at any time to
+// wake a blocked reader.
 type Sock struct {
-	fd int
+	fd      int
+	timeout time.Duration // 0: none
 }
 
-// Dial connects to the UNIX socket at path.
-func Dial(path string) (*Sock, error) {
+// ErrTimeout is wrapped by the errors of a Sock's reads, writes and Dial's
+// connect when the timeout passed before the system call could complete. The
+// error wraps unix.EAGAIN too. After it a stream may be cut in the middle of
+// a message: the caller should treat the connection as lost.
+var ErrTimeout = errors.New("protocol: socket timed out")
+
+// Dial connects to the UNIX socket at path and sets the socket's timeout
+// (see SetTimeout; 0 or less: none), which bounds the connect too: a daemon
+// whose listen backlog is full and that accepts nothing makes Dial fail with
+// ErrTimeout instead of blocking forever.
+func Dial(path string, timeout time.Duration) (*Sock, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, &net.OpError{Op: "socket", Net: "unix", Err: err}
+	}
+	s := &Sock{fd: fd}
+	if err := s.SetTimeout(timeout); err != nil {
+		_ = unix.Close(fd)
+		return nil, &net.OpError{Op: "setsockopt", Net: "unix", Err: err}
 	}
 	for {
 		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
@@ -41,9 +63,40 @@ func Dial(path string) (*Sock, error) {
 	}
 	if err != nil {
 		_ = unix.Close(fd)
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: s.wrap(err)}
 	}
-	return &Sock{fd: fd}, nil
+	return s, nil
+}
+
+// SetTimeout sets how long each blocking system call on s may wait (see
+// Sock); 0 or less removes the limit. It applies to calls made afterwards.
+func (s *Sock) SetTimeout(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	if d > 0 && tv.Sec == 0 && tv.Usec == 0 {
+		tv.Usec = 1 // a timeval of zero would mean no limit
+	}
+	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+		if err := unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+			return fmt.Errorf("protocol: set socket timeout: %w", err)
+		}
+	}
+	s.timeout = d
+	return nil
+}
+
+// Timeout returns the timeout SetTimeout set, 0 for none.
+func (s *Sock) Timeout() time.Duration { return s.timeout }
+
+// wrap marks EAGAIN, which a blocking socket returns only when its timeout
+// passed, as ErrTimeout.
+func (s *Sock) wrap(err error) error {
+	if s.timeout > 0 && errors.Is(err, unix.EAGAIN) {
+		return fmt.Errorf("%w after %v: %w", ErrTimeout, s.timeout, err)
+	}
+	return err
 }
 
 // SockOf takes over an accepted connection: it duplicates the socket in
@@ -82,7 +135,7 @@ func (s *Sock) Read(b []byte) (int, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
-			return 0, err
+			return 0, s.wrap(err)
 		case n == 0 && len(b) > 0:
 			return 0, io.EOF
 		}
@@ -99,7 +152,7 @@ func (s *Sock) Write(b []byte) (int, error) {
 			continue
 		}
 		if err != nil {
-			return done, err
+			return done, s.wrap(err)
 		}
 		done += n
 	}
@@ -119,7 +172,7 @@ func (s *Sock) Writev(bufs [][]byte) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return s.wrap(err)
 		}
 		for n > 0 && len(bufs) > 0 {
 			if n >= len(bufs[0]) {
@@ -140,7 +193,7 @@ func (s *Sock) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAdd
 	for {
 		n, oobn, flags, _, err = unix.Recvmsg(s.fd, b, oob, unix.MSG_CMSG_CLOEXEC)
 		if !errors.Is(err, unix.EINTR) {
-			return n, oobn, flags, nil, err
+			return n, oobn, flags, nil, s.wrap(err)
 		}
 	}
 }
@@ -155,7 +208,7 @@ func (s *Sock) WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err
 		n, err = unix.SendmsgN(s.fd, b, oob, nil, 0)
 		if !errors.Is(err, unix.EINTR) {
 			if err != nil {
-				return n, 0, err
+				return n, 0, s.wrap(err)
 			}
 			return n, len(oob), nil
 		}

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
@@ -29,11 +29,40 @@ type Config struct {
 	InstanceID uint64
 	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
 	MaxFrame int
+	// MaxReplyBytes bounds a reply: a request whose reply would be larger
+	// gets an error instead; DefaultMaxReply when zero.
+	MaxReplyBytes int
 	// Deployment is reported in instance status; "local" when empty.
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// MaxConnections bounds open client connections; DefaultMaxConnections
+	// when zero. A client beyond it gets an error frame and is disconnected.
+	MaxConnections int
+	// MaxInflightBytes bounds the bytes of request frames being received by
+	// all connections together; DefaultMaxInflightBytes when zero. A frame
+	// that would go over it is drained and answered with NotEnoughMemory.
+	MaxInflightBytes int64
+	// FrameTimeout is how long a request frame may take to arrive once its
+	// first byte has (and how long one write of a reply may block);
+	// DefaultFrameTimeout when zero. The connection is closed when it passes.
+	FrameTimeout time.Duration
+	// ParkAfter is how long an idle connection keeps its thread, blocked in
+	// read, before it is parked in the daemon's epoll set; DefaultParkAfter
+	// when zero.
+	ParkAfter time.Duration
 }
+
+// DefaultMaxReply is the reply size limit unless configured otherwise.
+const DefaultMaxReply = 256 << 20
+
+// Defaults of the connection limits of Config.
+const (
+	DefaultMaxConnections   = 65536
+	DefaultMaxInflightBytes = 256 << 20
+	DefaultFrameTimeout     = 30 * time.Second
+	DefaultParkAfter        = time.Second
+)
 
 // ErrBadConfig is returned (wrapped) by Validate for an unusable config.
 var ErrBadConfig = errors.New("server: bad config")
@@ -67,6 +96,24 @@ func (c *Config) Validate() error {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = protocol.DefaultMaxFrame
 	}
+	if c.MaxReplyBytes <= 0 {
+		c.MaxReplyBytes = DefaultMaxReply
+	}
+	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
+		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
+	}
 	if c.Deployment == "" {
 		c.Deployment = "local"
 	}
@@ -85,5 +132,9 @@ func DefaultSocket() string {
 	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
 		return filepath.Join(dir, "vineyard.sock")
 	}
-	return filepath.Join(os.TempDir(), "vineyard-"+strconv.Itoa(os.Geteuid()), "vineyard.sock")
+	return privateDefaultSocket()
 }
+
+// privateDefaultSocket is /tmp/vineyard-<uid>/vineyard.sock (socketdir.go
+// checks that directory's owner and mode).
+func privateDefaultSocket() string { return filepath.Join(privateSocketDir(), "vineyard.sock") }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -31,46 +30,71 @@ const requestSpin = 100 * time.Microsecond
 type conn struct {
 	s          *Server
 	sock       *protocol.Sock
-	r          *bufio.Reader // clients never send fds, so reading ahead is safe
+	r          *frameReader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
-	sentArena  bool // the arena fd went to this client already
+	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
+	sentArena  arenaSent // which arena fds went to this client already (fds.go)
+	trailing   uint64    // bytes of the current request still unread on the stream
 	out        []byte
-	in         []byte
+	in         []byte        // the body buffer kept between frames (read.go)
+	charged    int64         // bytes of the current frame charged to Server.inflight
+	spin       bool          // poll for the next request before blocking (recv)
+	wake       chan struct{} // the poller's wake-up while parked (park.go)
 }
 
+// newConn returns a connection of a UNIX-socket client, which gets the
+// arena fd. Other listeners serve the same handlers with passFds false.
 func newConn(s *Server, sock *protocol.Sock) *conn {
-	return &conn{s: s, sock: sock, r: bufio.NewReaderSize(sock, 64<<10)}
+	c := &conn{s: s, sock: sock, wake: make(chan struct{}, 1), passFds: true}
+	c.r = &frameReader{c: c}
+	return c
 }
 
 // serve reads requests until the client goes away, then releases everything
-// the connection held.
+// the connection held. How it reads and waits is described in read.go.
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	defer c.sess.Close()
+	defer c.r.release()
+	if err := c.setTimeouts(); err != nil {
+		c.s.log.Warn("closing connection", "err", err)
+		return
+	}
 	var answered time.Time // when the last reply went out
 	spin := false          // the client's last request came soon after the reply before it
 	for {
-		if spin && c.r.Buffered() == 0 && c.s.spinners.TryAcquire() {
-			c.sock.Poll(requestSpin)
-			c.s.spinners.Release()
-		}
-		body, err := protocol.ReadFrame(c.r, c.in, c.s.cfg.MaxFrame)
+		c.spin = spin
+		body, err := c.readFrame()
+		c.spin = false
 		if !answered.IsZero() {
 			spin = time.Since(answered) < requestSpin
 		}
-		if err != nil {
-			if errors.Is(err, protocol.ErrFrameTooLarge) {
-				c.s.log.Warn("closing connection: frame too large", "err", err)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.s.log.Debug("closing connection", "err", err)
+		var over *overBudgetError
+		switch {
+		case err == nil:
+		case errors.As(err, &over):
+			if !c.writeError(status.Errorf(status.NotEnoughMemory, "%v", over)) {
+				return
 			}
+			continue
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			c.s.log.Warn("closing connection: frame too large", "err", err)
+			return
+		case errors.Is(err, errFrameTimeout):
+			c.s.log.Warn("closing connection: frame timeout", "timeout", c.s.cfg.FrameTimeout)
+			c.writeError(status.Errorf(status.Invalid, "request frame not complete within %v; closing the connection", c.s.cfg.FrameTimeout))
+			c.flush(nil)
+			return
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			return
+		default:
+			c.s.log.Debug("closing connection", "err", err)
 			return
 		}
-		if cap(body) > cap(c.in) && cap(body) <= 1<<20 {
-			c.in = body[:0]
-		}
-		if !c.handleFrame(body) {
+		ok := c.handleFrame(body)
+		c.endFrame(body)
+		if !ok {
 			return
 		}
 		answered = time.Now()
@@ -78,32 +102,68 @@ func (c *conn) serve() {
 }
 
 // handleFrame answers one request; it returns false when the connection must
-// close.
+// close. Every request goes through the handler table; the bytes a request
+// announces after its frame (protocol.Frame.Trailing) are always consumed,
+// whether its fields decoded, it was allowed and its handler succeeded or
+// not, so they are never read as requests. When their count cannot be known
+// or is over the frame limit, the connection closes with an error instead.
 func (c *conn) handleFrame(body []byte) bool {
-	wire, req, err := protocol.DecodeRequest(body)
-	if err != nil {
-		return c.writeError(err)
+	f, err := protocol.DecodeRequest(body)
+	if errors.Is(err, protocol.ErrUnframed) {
+		return c.closeWithError(status.Errorf(status.Invalid, "%v", err))
 	}
-	if _, ok := req.(*protocol.ExitRequest); ok {
-		return false
+	if f.Trailing > uint64(c.s.cfg.MaxFrame) {
+		return c.closeWithError(status.Errorf(status.Invalid,
+			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, c.s.cfg.MaxFrame))
 	}
-	if cd, ok := req.(*protocol.CreateDataRequest); ok && len(cd.Inline) > 0 {
-		return c.handleInline(wire, cd)
+	c.trailing = f.Trailing
+	var reply protocol.Reply
+	var fds []int
+	switch {
+	case err != nil:
+	case !c.registered && f.Kind != protocol.KindRegister && f.Kind != protocol.KindExit:
+		err = errNotRegistered
+	default:
+		reply, fds, err = handlers[f.Kind](c, f.Req)
 	}
-	if !c.registered {
-		if _, ok := req.(*protocol.RegisterRequest); !ok {
-			return c.writeError(errNotRegistered)
+	if c.trailing > 0 {
+		if _, derr := io.CopyN(io.Discard, c.r, int64(c.trailing)); derr != nil {
+			return false // the client went away mid-request
 		}
+		c.trailing = 0
 	}
-	reply, fds, err := c.dispatch(req)
-	if err != nil {
+	switch {
+	case errors.Is(err, errExit):
+		return false
+	case err != nil:
 		return c.writeError(err)
-	}
-	if reply == nil {
+	case reply == nil:
 		return true
 	}
-	reply.ReplyHeader().Type = protocol.ReplyType(wire)
+	reply.ReplyHeader().Type = f.Kind.Reply()
 	return c.write(reply, fds)
+}
+
+// readTrailing reads the next len(dst) of the current request's trailing
+// bytes into dst.
+func (c *conn) readTrailing(dst []byte) error {
+	if uint64(len(dst)) > c.trailing {
+		return status.Errorf(status.Invalid, "reading %d bytes past the request's trailing bytes", len(dst))
+	}
+	n, err := io.ReadFull(c.r, dst)
+	c.trailing -= uint64(n)
+	if err != nil {
+		return status.Errorf(status.ConnectionError, "reading the request's trailing bytes: %v", err)
+	}
+	return nil
+}
+
+// closeWithError sends an error reply and reports that the connection must
+// close.
+func (c *conn) closeWithError(err error) bool {
+	c.writeError(err)
+	c.flush(nil)
+	return false
 }
 
 // writeError sends an error reply.
@@ -123,6 +183,15 @@ func (c *conn) write(reply protocol.Reply, fds []int) bool {
 	if err != nil {
 		c.out = frame[:start]
 		return c.writeError(status.Errorf(status.UnknownError, "encode reply: %v", err))
+	}
+	if n := len(frame) - at - 8; n > c.s.cfg.MaxReplyBytes {
+		c.out = frame[:start]
+		c.unsend(fds) // the fds did not go out with it
+		if cap(c.out) > 1<<20 {
+			c.out = nil
+		}
+		return c.writeError(status.Errorf(status.Invalid,
+			"the reply would be %d bytes, over the daemon's limit of %d: ask for less at a time", n, c.s.cfg.MaxReplyBytes))
 	}
 	protocol.EndFrame(frame, at)
 	c.out = frame
@@ -168,21 +237,6 @@ func (c *conn) frameBuffered() bool {
 	}
 	hdr, err := c.r.Peek(8)
 	return err == nil && uint64(n-8) >= binary.LittleEndian.Uint64(hdr)
-}
-
-// arenaFds returns the fds to send with a reply that refers to the arena:
-// the arena fd the first time, nothing afterwards.
-func (c *conn) arenaFds(payloads ...protocol.Payload) []int {
-	if c.sentArena {
-		return []int{}
-	}
-	for _, p := range payloads {
-		if p.StoreFd >= 0 {
-			c.sentArena = true
-			return []int{p.StoreFd}
-		}
-	}
-	return []int{}
 }
 
 // alive reports whether the client is still connected, without consuming

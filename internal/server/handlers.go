@@ -2,11 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
@@ -14,41 +16,83 @@ import (
 // Version is the protocol version the daemon reports (upstream's numbering).
 const Version = "0.24.0"
 
-func ack() protocol.Reply { return &protocol.AckReply{} }
+// handler answers one decoded request of a connection: it returns the reply
+// (nil for none; handleFrame sets its type) and the fds to send after it.
+// Handlers run only for registered connections, except register's own, and
+// never see a request that failed to decode. A handler of a request with
+// trailing bytes may consume them (conn.readTrailing); handleFrame discards
+// whatever it leaves.
+type handler func(c *conn, req protocol.Request) (protocol.Reply, []int, error)
 
-// dispatch runs one decoded request. It returns the reply (nil for none) and
-// the fds to send after it.
-func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
-	s, st, sess := c.s, c.s.store, c.sess
-	switch r := req.(type) {
-	case *protocol.RegisterRequest:
+// on adapts a handler of one request type to the table's signature.
+func on[R protocol.Request](f func(c *conn, r R) (protocol.Reply, []int, error)) handler {
+	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
+		r, ok := req.(R)
+		if !ok {
+			return nil, nil, errMisrouted(req)
+		}
+		return f(c, r)
+	}
+}
+
+// acked adapts a handler whose reply is a plain acknowledgement.
+func acked[R protocol.Request](f func(c *conn, r R) error) handler {
+	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
+		r, ok := req.(R)
+		if !ok {
+			return nil, nil, errMisrouted(req)
+		}
+		if err := f(c, r); err != nil {
+			return nil, nil, err
+		}
+		return &protocol.AckReply{}, nil, nil
+	}
+}
+
+// errMisrouted is a handler's error for a request of another type: a bug
+// in the handler table, answered as one.
+func errMisrouted(req protocol.Request) error {
+	return status.Errorf(status.UnknownError, "internal error: %s went to the wrong handler", req.RequestType())
+}
+
+// errExit is returned by the exit_request handler: the connection closes
+// without a reply.
+var errExit = errors.New("server: the client said goodbye")
+
+// handlers is the one table of request handlers, indexed by kind and shared
+// by every listener; TestEveryRequestHandled checks it covers every kind.
+var handlers = [protocol.NumKinds]handler{
+	protocol.KindRegister: on(func(c *conn, _ *protocol.RegisterRequest) (protocol.Reply, []int, error) {
 		c.registered = true
 		return &protocol.RegisterReply{
-			IPCSocket:       s.cfg.Socket,
-			InstanceID:      st.InstanceID(),
+			IPCSocket:       c.s.cfg.Socket,
+			InstanceID:      c.s.store.InstanceID(),
 			Version:         Version,
-			MetaEpochOffset: store.EpochOffset,
+			MetaEpochOffset: shm.HeaderEpochOffset,
 			StoreMatch:      true,
 		}, nil, nil
+	}),
+	protocol.KindExit: func(*conn, protocol.Request) (protocol.Reply, []int, error) { return nil, nil, errExit },
 
-	case *protocol.CreateBufferRequest:
-		e, err := sess.CreateBuffer(r.Size)
+	protocol.KindCreateBuffer: on(func(c *conn, r *protocol.CreateBufferRequest) (protocol.Reply, []int, error) {
+		e, err := c.sess.CreateBuffer(r.Size)
 		if err != nil {
 			return nil, nil, err
 		}
-		p := payloadOf(e)
-		fds := c.arenaFds(p)
+		one := []protocol.Payload{payloadOf(e)}
+		fds := c.arenaFds(one...) // points one[0] at the fd to map
+		p := one[0]
 		fd := -1
 		if len(fds) > 0 {
 			fd = fds[0]
 		}
 		return &protocol.CreateBufferReply{ID: p.ObjectID, Created: p, Fd: fd}, fds, nil
-
-	case *protocol.CreateBuffersRequest:
+	}),
+	protocol.KindCreateBuffers: on(func(c *conn, r *protocol.CreateBuffersRequest) (protocol.Reply, []int, error) {
 		if r.Num != 0 && r.Num != len(r.Sizes) {
 			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d sizes", r.Num, len(r.Sizes))
 		}
-		es, err := sess.CreateBuffers(r.Sizes)
+		es, err := c.sess.CreateBuffers(r.Sizes)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -59,12 +103,10 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		}
 		out.Fds = c.arenaFds(ps...)
 		return out, out.Fds, nil
-
-	case *protocol.SealRequest:
-		return ack(), nil, sess.Seal(r.ObjectID)
-
-	case *protocol.GetBuffersRequest:
-		es, err := sess.GetBuffers(r.IDs, r.Unsafe)
+	}),
+	protocol.KindSeal: acked(func(c *conn, r *protocol.SealRequest) error { return c.sess.Seal(r.ObjectID) }),
+	protocol.KindGetBuffers: on(func(c *conn, r *protocol.GetBuffersRequest) (protocol.Reply, []int, error) {
+		es, err := c.sess.GetBuffers(r.IDs, r.Unsafe)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -72,35 +114,24 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		out := &protocol.BuffersReply{Payloads: ps, Num: len(ps)}
 		out.Fds = c.arenaFds(ps...)
 		return out, out.Fds, nil
+	}),
+	protocol.KindDropBuffer: acked(func(c *conn, r *protocol.DropBufferRequest) error { return c.sess.DropBuffer(r.ID) }),
+	protocol.KindShrinkBuffer: acked(func(c *conn, r *protocol.ShrinkBufferRequest) error {
+		return c.sess.ShrinkBuffer(r.ID, r.Size)
+	}),
+	protocol.KindRelease: acked(func(c *conn, r *protocol.ReleaseRequest) error {
+		return c.sess.Release(append(r.IDs, r.ObjectID)...)
+	}),
+	protocol.KindIncreaseReferenceCount: acked(func(c *conn, r *protocol.IncreaseReferenceCountRequest) error {
+		return c.sess.IncreaseReferenceCount(r.IDs)
+	}),
 
-	case *protocol.DropBufferRequest:
-		return ack(), nil, sess.DropBuffer(r.ID)
-
-	case *protocol.ShrinkBufferRequest:
-		return ack(), nil, sess.ShrinkBuffer(r.ID, r.Size)
-
-	case *protocol.ReleaseRequest:
-		return ack(), nil, sess.Release(append(r.IDs, r.ObjectID)...)
-
-	case *protocol.IncreaseReferenceCountRequest:
-		return ack(), nil, sess.IncreaseReferenceCount(r.IDs)
-
-	case *protocol.CreateDataRequest:
-		created, err := sess.CreateData(r.Content, r.Seal)
-		if err != nil {
-			return nil, nil, err
-		}
-		out := &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature, InstanceID: st.InstanceID()}
-		if r.WithContent {
-			out.Content, _ = st.Tree(created.ID)
-		}
-		return out, nil, nil
-
-	case *protocol.CreateDatasRequest:
+	protocol.KindCreateData: on((*conn).createData),
+	protocol.KindCreateDatas: on(func(c *conn, r *protocol.CreateDatasRequest) (protocol.Reply, []int, error) {
 		if r.Num != 0 && r.Num != len(r.Contents) {
 			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d contents", r.Num, len(r.Contents))
 		}
-		created, err := sess.CreateDatas(r.Contents, r.Seal)
+		created, err := c.sess.CreateDatas(r.Contents, r.Seal)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -108,98 +139,113 @@ func (c *conn) dispatch(req protocol.Request) (protocol.Reply, []int, error) {
 		for _, cr := range created {
 			out.IDs = append(out.IDs, cr.ID)
 			out.Signatures = append(out.Signatures, cr.Signature)
-			out.InstanceIDs = append(out.InstanceIDs, st.InstanceID())
+			out.InstanceIDs = append(out.InstanceIDs, c.s.store.InstanceID())
 		}
 		return out, nil, nil
-
-	case *protocol.GetDataRequest:
-		return c.getData(r)
-
-	case *protocol.ListDataRequest:
-		content, err := st.List(r.Pattern, r.Regex, r.Limit)
+	}),
+	protocol.KindGetData: on((*conn).getData),
+	protocol.KindListData: on(func(c *conn, r *protocol.ListDataRequest) (protocol.Reply, []int, error) {
+		content, err := c.s.store.List(r.Pattern, r.Regex, r.Limit)
 		if err != nil {
 			return nil, nil, err
 		}
 		return &protocol.GetDataReply{Content: content}, nil, nil
-
-	case *protocol.DelDataRequest:
-		deleted := st.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
-		if deleted == nil {
-			deleted = []ids.ObjectID{}
-		}
-		return &protocol.DelDataReply{DeletedBids: deleted}, nil, nil
-
-	case *protocol.ExistsRequest:
-		return &protocol.ExistsReply{Exists: st.Exists(r.ID)}, nil, nil
-
-	case *protocol.PersistRequest:
-		return ack(), nil, st.Persist(r.ID)
-
-	case *protocol.IfPersistRequest:
-		p, err := st.IfPersist(r.ID)
+	}),
+	protocol.KindDelData:              on(delData),
+	protocol.KindDelDataWithFeedbacks: on(delData),
+	protocol.KindExists: on(func(c *conn, r *protocol.ExistsRequest) (protocol.Reply, []int, error) {
+		return &protocol.ExistsReply{Exists: c.s.store.Exists(r.ID)}, nil, nil
+	}),
+	protocol.KindPersist: acked(func(c *conn, r *protocol.PersistRequest) error { return c.s.store.Persist(r.ID) }),
+	protocol.KindIfPersist: on(func(c *conn, r *protocol.IfPersistRequest) (protocol.Reply, []int, error) {
+		p, err := c.s.store.IfPersist(r.ID)
 		return &protocol.IfPersistReply{Persist: p}, nil, err
-
-	case *protocol.LabelRequest:
-		return ack(), nil, st.Label(r.ID, r.Keys, r.Values)
-
-	case *protocol.ShallowCopyRequest:
-		id, err := st.ShallowCopy(r.ID, r.Extra)
+	}),
+	protocol.KindLabel: acked(func(c *conn, r *protocol.LabelRequest) error {
+		return c.s.store.Label(r.ID, r.Keys, r.Values)
+	}),
+	protocol.KindShallowCopy: on(func(c *conn, r *protocol.ShallowCopyRequest) (protocol.Reply, []int, error) {
+		id, err := c.s.store.ShallowCopy(r.ID, r.Extra)
 		return &protocol.ShallowCopyReply{TargetID: id}, nil, err
+	}),
 
-	case *protocol.PutNameRequest:
-		return ack(), nil, st.PutName(r.Name, r.ObjectID)
-
-	case *protocol.GetNameRequest:
-		return c.getName(r)
-
-	case *protocol.ListNameRequest:
-		names, err := st.ListNames(r.Pattern, r.Regex, r.Limit)
+	protocol.KindPutName: acked(func(c *conn, r *protocol.PutNameRequest) error {
+		return c.s.store.PutName(r.Name, r.ObjectID)
+	}),
+	protocol.KindGetName: on((*conn).getName),
+	protocol.KindListName: on(func(c *conn, r *protocol.ListNameRequest) (protocol.Reply, []int, error) {
+		names, err := c.s.store.ListNames(r.Pattern, r.Regex, r.Limit)
 		if err != nil {
 			return nil, nil, err
 		}
 		return &protocol.ListNameReply{Size: len(names), Names: names}, nil, nil
+	}),
+	protocol.KindDropName: acked(func(c *conn, r *protocol.DropNameRequest) error {
+		c.s.store.DropName(r.Name)
+		return nil
+	}),
 
-	case *protocol.DropNameRequest:
-		st.DropName(r.Name)
-		return ack(), nil, nil
-
-	case *protocol.ClearRequest:
-		st.Clear()
-		return ack(), nil, nil
-
-	case *protocol.MemoryTrimRequest:
-		trimmed, err := st.MemoryTrim()
+	protocol.KindClear: acked(func(c *conn, _ *protocol.ClearRequest) error {
+		c.s.store.Clear()
+		return nil
+	}),
+	protocol.KindMemoryTrim: on(func(c *conn, _ *protocol.MemoryTrimRequest) (protocol.Reply, []int, error) {
+		trimmed, err := c.s.store.MemoryTrim()
 		return &protocol.MemoryTrimReply{Trimmed: trimmed}, nil, err
-
-	case *protocol.InstanceStatusRequest:
+	}),
+	protocol.KindInstanceStatus: on(func(c *conn, _ *protocol.InstanceStatusRequest) (protocol.Reply, []int, error) {
+		st := c.s.store
 		used, limit := st.Usage()
 		return &protocol.InstanceStatusReply{Meta: protocol.InstanceStatus{
 			InstanceID:       st.InstanceID(),
-			Deployment:       s.cfg.Deployment,
+			Deployment:       c.s.cfg.Deployment,
 			MemoryUsage:      used,
 			MemoryLimit:      limit,
-			DeferredRequests: s.waitingCount(),
-			IPCConnections:   s.connections(),
+			DeferredRequests: c.s.waitingCount(),
+			IPCConnections:   c.s.connections(),
 		}}, nil, nil
-
-	case *protocol.ClusterMetaRequest:
+	}),
+	protocol.KindClusterMeta: on(func(c *conn, _ *protocol.ClusterMetaRequest) (protocol.Reply, []int, error) {
+		st := c.s.store
 		meta, err := json.Marshal(map[string]any{
 			fmt.Sprintf("i%d", st.InstanceID()): map[string]any{
 				"instance_id":  st.InstanceID(),
 				"hostid":       hostname,
 				"hostname":     hostname,
 				"nodename":     hostname,
-				"ipc_socket":   s.cfg.Socket,
+				"ipc_socket":   c.s.cfg.Socket,
 				"rpc_endpoint": "",
 				"timestamp":    time.Now().UnixMilli(),
 			},
 		})
 		return &protocol.ClusterMetaReply{Meta: meta}, nil, err
+	}),
+	protocol.KindDebug: acked(func(*conn, *protocol.DebugRequest) error { return nil }),
+}
 
-	case *protocol.DebugRequest:
-		return ack(), nil, nil
+func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
+	deleted := c.s.store.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
+	if deleted == nil {
+		deleted = []ids.ObjectID{}
 	}
-	return nil, nil, status.Errorf(status.NotImplemented, "%s is not implemented", req.RequestType())
+	return &protocol.DelDataReply{DeletedBids: deleted}, nil, nil
+}
+
+// createData stores a metadata tree; with inline blobs (a request with
+// trailing bytes) it first reads their bytes straight into the arena.
+func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int, error) {
+	if len(r.Inline) > 0 {
+		return c.createInline(r)
+	}
+	created, err := c.sess.CreateData(r.Content, r.Seal)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature, InstanceID: c.s.store.InstanceID()}
+	if r.WithContent {
+		out.Content, _ = c.s.store.Tree(created.ID)
+	}
+	return out, nil, nil
 }
 
 func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
@@ -237,7 +283,7 @@ func (c *conn) getName(r *protocol.GetNameRequest) (protocol.Reply, []int, error
 		return &protocol.GetNameReply{ObjectID: id}, nil, err
 	}
 	timeout := time.Duration(-1)
-	if r.TimeoutMs != nil && *r.TimeoutMs >= 0 {
+	if r.TimeoutMs != nil { // in [0, protocol.MaxTimeoutMs]: checked at decode
 		timeout = time.Duration(*r.TimeoutMs) * time.Millisecond
 	}
 	var id ids.ObjectID

@@ -15,7 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
@@ -41,7 +44,10 @@ type Server struct {
 	waiting   int
 	waitingMu sync.Mutex
 
-	spinners slots // connections polling for their next request (conn.serve)
+	spinners slots        // connections polling for their next request (conn.recv)
+	readers  slots        // connections blocked in recv on a thread of their own (read.go)
+	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
+	poller   *poller      // the epoll set of parked connections (park.go)
 }
 
 // slots is a counting semaphore that never blocks.
@@ -71,7 +77,8 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID})
+	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -80,8 +87,15 @@ func Start(cfg Config) (*Server, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	pl, err := newPoller()
+	if err != nil {
+		_ = ln.Close()
+		_ = st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		poller: pl,
 		cfg:    cfg,
 		log:    cfg.Logger,
 		store:  st,
@@ -93,6 +107,7 @@ func Start(cfg Config) (*Server, error) {
 		conns:  make(map[*conn]struct{}),
 	}
 	s.spinners.max.Store(int32(max(1, runtime.NumCPU()/2)))
+	s.readers.max.Store(maxBlockingReaders)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	close(s.ready)
@@ -104,8 +119,8 @@ func Start(cfg Config) (*Server, error) {
 // listen binds the socket, refusing a path another daemon serves and
 // replacing a stale socket file.
 func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("server: create socket directory: %w", err)
+	if err := makeSocketDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -138,7 +153,8 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Done is closed once the server has stopped.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Err returns the error that stopped the server, or nil.
+// Err returns the error that stopped the server (the accept loop died), or
+// nil while it runs and after a Close that nothing forced.
 func (s *Server) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
@@ -163,6 +179,7 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
+		s.poller.close()
 		_ = s.store.Close()
 		close(s.done)
 		s.log.Info("vineyardd stopped", "socket", s.cfg.Socket)
@@ -178,12 +195,19 @@ func (s *Server) acceptLoop() {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if acceptRetryable(err) {
+				s.log.Warn("accept failed, retrying", "err", err)
+				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			s.log.Warn("accept failed", "err", err)
-			time.Sleep(10 * time.Millisecond)
+			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
+			return
+		}
+		s.mu.Lock()
+		full := len(s.conns) >= s.cfg.MaxConnections
+		s.mu.Unlock()
+		if full {
+			s.refuse(nc)
 			continue
 		}
 		sock, err := protocol.SockOf(nc)
@@ -208,10 +232,50 @@ func (s *Server) acceptLoop() {
 			// that was closed and reused.
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.poller.forget(c)
 			_ = c.sock.Close()
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// acceptRetryable reports whether an accept error is passing (out of fds or
+// memory for now, a connection aborted before it was accepted, a timeout):
+// the accept loop retries those and dies of any other.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED, unix.EINTR, unix.EAGAIN, unix.EPROTO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// fail records the error that stops the server, reported by Err, and stops
+// it: Done is closed once it has stopped.
+func (s *Server) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.log.Error("vineyardd stopping", "err", err)
+	go func() { _ = s.Close() }() // not here: Close waits for the caller
+}
+
+// refuse answers a connection over Config.MaxConnections with an error
+// frame and closes it. The frame is small and the socket new, so the write
+// does not wait; the deadline is there for safety.
+func (s *Server) refuse(nc *net.UnixConn) {
+	s.log.Warn("refusing connection: too many connections", "max", s.cfg.MaxConnections)
+	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections (limit %d); try again later", s.cfg.MaxConnections)
+	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = nc.Write(protocol.AppendFrame(nil, protocol.EncodeError(err)))
+	_ = nc.Close()
 }
 
 // connections returns the number of open client connections.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -17,7 +18,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-func start(t *testing.T) *Server {
+func start(t testing.TB) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-srv-")
 	if err != nil {
@@ -182,4 +183,45 @@ func TestPipelinedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = unix.Close(fd)
+}
+
+// TestErrReportsAcceptLoopDeath replaces the listening socket under the
+// accept loop: the server stops and Err says why.
+func TestErrReportsAcceptLoopDeath(t *testing.T) {
+	s := start(t)
+	if err := s.Err(); err != nil {
+		t.Fatalf("running server: %v", err)
+	}
+	raw, err := s.ln.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	_ = raw.Control(func(fd uintptr) { err = unix.Dup3(int(null.Fd()), int(fd), unix.O_CLOEXEC) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener's fd is now no socket. That raises no event: a deadline
+	// wakes the loop, which retries (a timeout is passing) and then meets
+	// the error.
+	for stopped := false; !stopped; {
+		_ = s.ln.SetDeadline(time.Now())
+		time.Sleep(time.Millisecond)
+		_ = s.ln.SetDeadline(time.Time{})
+		select {
+		case <-s.Done():
+			stopped = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "accept") {
+		t.Fatalf("Err() = %v, want the accept error", err)
+	}
+	if err := s.Close(); err == nil {
+		t.Fatal("Close after a failure returned nil")
+	}
 }

@@ -1,6 +1,8 @@
 // Package shm owns the daemon's shared memory: one memfd arena, created and
-// mapped read-write by the daemon, whose fd is passed to clients that map it
-// themselves (read-only to read, read-write to fill their own buffers).
+// mapped read-write by the daemon, whose fds are passed to clients that map
+// it themselves: a read-only fd to readers (ReadOnlyFd), who can then map it
+// read-only only, and the read-write fd to writers, to fill their own
+// buffers.
 //
 // The arena never lives on /dev/shm (so container /dev/shm limits do not
 // apply) and is sealed against shrinking and growing, so no process holding
@@ -33,7 +35,9 @@ var pageSize = uint64(os.Getpagesize())
 var fallocate = unix.Fallocate
 
 // Arena is a sealed, fixed-size memfd and the daemon's read-write mapping of
-// it. The Arena owns both the fd and the mapping; Close releases them.
+// it, plus a second, read-only fd of the same file for clients that only
+// read (ReadOnlyFd). The Arena owns both fds and the mapping; Close releases
+// them.
 //
 // An Arena is safe for concurrent use. Close waits for Prefault and Trim calls
 // in progress, but does not know who still uses Bytes: the caller must make
@@ -41,6 +45,7 @@ var fallocate = unix.Fallocate
 type Arena struct {
 	mu     sync.RWMutex // write-locked by Close only
 	fd     int
+	rofd   int // the same file opened O_RDONLY
 	size   uint64
 	data   []byte
 	closed bool
@@ -49,9 +54,11 @@ type Arena struct {
 // Create makes an arena of size bytes, rounded up to a multiple of the page
 // size: a memfd named "vineyard-arena" (close-on-exec, sealable, and
 // non-executable where the kernel supports MFD_NOEXEC_SEAL), truncated to that
-// size, sealed with F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, and mapped
-// MAP_SHARED read-write. Its pages are allocated on first touch; see Prefault.
-// A partial failure releases whatever was created.
+// size, sealed with F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, given mode 0400
+// (so a process holding only the read-only fd cannot reopen it read-write
+// through /proc, unless privileged), reopened read-only (ReadOnlyFd), and
+// mapped MAP_SHARED read-write. Its pages are allocated on first touch; see
+// Prefault. A partial failure releases whatever was created.
 func Create(size uint64) (*Arena, error) {
 	if size == 0 || size > math.MaxInt-pageSize {
 		return nil, fmt.Errorf("%w: cannot create an arena of %d bytes", ErrBadSize, size)
@@ -76,11 +83,33 @@ func Create(size uint64) (*Arena, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, arenaSeals); err != nil {
 		return fail("F_ADD_SEALS", err)
 	}
+	if err := unix.Fchmod(fd, 0o400); err != nil {
+		return fail("fchmod", err)
+	}
+	rofd, err := reopenReadOnly(fd)
+	if err != nil {
+		return fail("read-only reopen", err)
+	}
 	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		unix.Close(rofd)
 		return fail("mmap", err)
 	}
-	return &Arena{fd: fd, size: size, data: data}, nil
+	return &Arena{fd: fd, rofd: rofd, size: size, data: data}, nil
+}
+
+// reopenReadOnly opens the file fd refers to again, O_RDONLY and
+// close-on-exec: a new open file description, through which no one can map
+// the file writable (MAP_SHARED with PROT_WRITE fails with EACCES) or write
+// it. A copy-on-write mapping (MAP_PRIVATE, as MapPrivate makes) is still
+// allowed.
+func reopenReadOnly(fd int) (int, error) {
+	for {
+		rofd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return rofd, err
+		}
+	}
 }
 
 // Fd returns the arena's memfd, or -1 after Close. The Arena keeps ownership:
@@ -93,6 +122,20 @@ func (a *Arena) Fd() int {
 		return -1
 	}
 	return a.fd
+}
+
+// ReadOnlyFd returns a second fd of the arena's memfd, opened O_RDONLY, or
+// -1 after Close: the fd for clients that only read. Mapping it MAP_SHARED
+// allows PROT_READ only, so such a client cannot change sealed objects
+// through its mapping; MAP_PRIVATE copy-on-write views work. The Arena keeps
+// ownership, as for Fd. It is close-on-exec.
+func (a *Arena) ReadOnlyFd() int {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return -1
+	}
+	return a.rofd
 }
 
 // Size returns the arena's size in bytes, a multiple of the page size. It
@@ -174,8 +217,8 @@ func (a *Arena) Trim(offset, size uint64) (released uint64, err error) {
 	return end - start, nil
 }
 
-// Close unmaps the daemon's view and closes the memfd. The memory itself
-// lives on while clients still map it or hold the fd. Close is idempotent;
+// Close unmaps the daemon's view and closes both fds of the memfd. The
+// memory itself lives on while clients still map it or hold an fd. Close is idempotent;
 // only the first call can fail.
 func (a *Arena) Close() error {
 	a.mu.Lock()
@@ -191,6 +234,9 @@ func (a *Arena) Close() error {
 	if err := unix.Close(a.fd); err != nil {
 		errs = append(errs, fmt.Errorf("shm: close of the arena fd: %w", err))
 	}
-	a.data, a.fd = nil, -1
+	if err := unix.Close(a.rofd); err != nil {
+		errs = append(errs, fmt.Errorf("shm: close of the read-only arena fd: %w", err))
+	}
+	a.data, a.fd, a.rofd = nil, -1, -1
 	return errors.Join(errs...)
 }

@@ -424,3 +424,79 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+func TestReadOnlyFd(t *testing.T) {
+	a := newArena(t, 4*pageSize)
+	ro := a.ReadOnlyFd()
+	if ro < 0 || ro == a.Fd() {
+		t.Fatalf("ReadOnlyFd() = %d (Fd %d)", ro, a.Fd())
+	}
+	flags, err := unix.FcntlInt(uintptr(ro), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_ACCMODE != unix.O_RDONLY {
+		t.Fatalf("read-only fd flags %#x, %v", flags, err)
+	}
+	if fd, err := unix.FcntlInt(uintptr(ro), unix.F_GETFD, 0); err != nil || fd&unix.FD_CLOEXEC == 0 {
+		t.Fatalf("read-only fd is not close-on-exec: %#x, %v", fd, err)
+	}
+	var st, rost unix.Stat_t
+	if err := unix.Fstat(a.Fd(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(ro, &rost); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ino != rost.Ino || st.Dev != rost.Dev {
+		t.Fatal("the read-only fd is another file")
+	}
+	// Mode 0400: holders of the read-only fd cannot reopen it writable
+	// (except privileged processes, which ignore the mode).
+	if st.Mode&0o777 != 0o400 {
+		t.Fatalf("arena mode %#o, want 0400", st.Mode&0o777)
+	}
+	if os.Geteuid() != 0 {
+		if fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", ro), unix.O_RDWR, 0); err == nil {
+			unix.Close(fd)
+			t.Fatal("reopened the read-only fd read-write")
+		}
+	}
+
+	// No writable shared mapping through it; a read-only one sees the
+	// daemon's writes; a private one is writable and keeps its writes.
+	if m, err := Map(ro, a.Size(), true); !errors.Is(err, unix.EACCES) {
+		if m != nil {
+			m.Close()
+		}
+		t.Fatalf("writable Map of the read-only fd = %v, want EACCES", err)
+	}
+	m, err := Map(ro, a.Size(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	copy(a.Bytes()[100:], "sealed")
+	if got := string(m.Bytes()[100:106]); got != "sealed" {
+		t.Fatalf("read-only mapping reads %q", got)
+	}
+	pm, view, err := MapPrivate(ro, 100, 6)
+	if err != nil {
+		t.Fatalf("MapPrivate of the read-only fd: %v", err)
+	}
+	defer pm.Close()
+	copy(view, "mine!!")
+	if got := string(a.Bytes()[100:106]); got != "sealed" {
+		t.Fatalf("a private write reached the arena: %q", got)
+	}
+	if _, err := unix.Pwrite(ro, []byte("x"), 0); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("write to the read-only fd = %v, want EBADF", err)
+	}
+
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a.ReadOnlyFd() != -1 {
+		t.Fatal("ReadOnlyFd after Close is not -1")
+	}
+	if _, err := unix.FcntlInt(uintptr(ro), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("read-only fd still open after Close: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"testing/fstest"
 )
@@ -186,4 +187,72 @@ func TestDefaultSizeOnThisMachine(t *testing.T) {
 		t.Fatalf("DefaultSize() = %d, want a positive multiple of 1 MiB", got)
 	}
 	t.Logf("DefaultSize() = %s", FormatSize(got))
+}
+
+func TestCheckSize(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	machine := fstest.MapFS{ // 8 GiB, 2 GiB available, cgroup a: 4 GiB limit, 3 GiB used
+		"proc/meminfo":                   file("MemTotal:        8388608 kB\nMemAvailable:    2097152 kB\n"),
+		"proc/self/cgroup":               file("0::/a\n"),
+		"sys/fs/cgroup/a/memory.max":     file("4294967296\n"),
+		"sys/fs/cgroup/a/memory.current": file("3221225472\n"),
+	}
+	m := readMemory(machine)
+	if !m.TotalOK || m.Total != 8<<30 || m.Available != 2<<30 || m.Cgroup != 4<<30 || m.CgroupFree != 1<<30 {
+		t.Fatalf("readMemory = %+v", m)
+	}
+	for _, tc := range []struct {
+		name           string
+		size           uint64
+		reserve, allow bool
+		err            error
+		says           []string
+	}{
+		{"within", 2 << 30, false, false, nil, nil},
+		{"at the limit", 4 << 30, false, false, nil, nil},
+		{"over the cgroup limit", 5 << 30, false, false, ErrSizeTooLarge,
+			[]string{"--size 5 GiB", "cgroup memory limit, 4 GiB", "--allow-overcommit"}},
+		{"over, allowed", 5 << 30, false, true, nil, nil},
+		{"reserve within", 512 << 20, true, false, nil, nil},
+		{"reserve over free", 2 << 30, true, false, ErrNotEnoughMemory,
+			[]string{"--reserve-memory needs 2 GiB", "only 1 GiB is left under the cgroup"}},
+		{"reserve over free, allowed", 2 << 30, true, true, ErrNotEnoughMemory, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckSize(tc.size, tc.reserve, tc.allow, m)
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("CheckSize = %v, want %v", err, tc.err)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+	// Nothing readable: nothing is checked.
+	if err := CheckSize(1<<62, true, false, readMemory(fstest.MapFS{})); err != nil {
+		t.Fatalf("CheckSize with no figures = %v", err)
+	}
+	// No cgroup: MemTotal and MemAvailable decide.
+	m = readMemory(fstest.MapFS{"proc/meminfo": machine["proc/meminfo"]})
+	if err := CheckSize(9<<30, false, false, m); !errors.Is(err, ErrSizeTooLarge) ||
+		!strings.Contains(err.Error(), "physical memory (MemTotal), 8 GiB") {
+		t.Fatalf("CheckSize over MemTotal = %v", err)
+	}
+	if err := CheckSize(3<<30, true, false, m); !errors.Is(err, ErrNotEnoughMemory) ||
+		!strings.Contains(err.Error(), "MemAvailable") {
+		t.Fatalf("CheckSize reserve over MemAvailable = %v", err)
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for in, want := range map[uint64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1 KiB", 4 << 30: "4 GiB", 3 << 29: "1.5 GiB",
+		1<<30 + 1: "1 GiB (1073741825 bytes)", 1 << 62: "4 EiB",
+	} {
+		if got := HumanSize(in); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", in, got, want)
+		}
+	}
 }

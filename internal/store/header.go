@@ -4,28 +4,18 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
-// The arena's first page is a header the daemon writes and clients read
-// through their read-only mapping of the arena (docs/protocol.md, "Arena
-// header"); blobs are allocated after it.
-//
-//	offset 0  magic  "v6d-go\x00\x01" (layout version 1)
-//	offset 8  meta epoch, uint64, native byte order, written atomically
-//
-// The meta epoch grows whenever an object or blob is deleted or the metadata
-// of an existing object changes (labels, persist, names). A client that
-// cached a metadata tree under epoch e may reuse it, without a round trip,
-// as long as the epoch still reads e.
+// The arena header's layout is defined in internal/shm (shm.HeaderSize, ...);
+// these names keep the store's uses short.
 const (
 	// HeaderSize is the size of the arena header.
-	HeaderSize = 4096
+	HeaderSize = shm.HeaderSize
 	// EpochOffset is the offset of the meta epoch in the arena.
-	EpochOffset = 8
+	EpochOffset = shm.HeaderEpochOffset
 )
-
-// headerMagic identifies the header layout.
-var headerMagic = [8]byte{'v', '6', 'd', '-', 'g', 'o', 0, 1}
 
 // initHeader allocates the header at offset 0 and writes its magic.
 func (s *Store) initHeader() error {
@@ -37,7 +27,7 @@ func (s *Store) initHeader() error {
 		panic("store: the arena header must be the first allocation")
 	}
 	if b := s.arena.Bytes(); len(b) >= HeaderSize {
-		copy(b, headerMagic[:])
+		copy(b, shm.HeaderMagic)
 		binary.NativeEndian.PutUint64(b[EpochOffset:], 0)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -204,6 +205,9 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	return out, nil
 }
 
+// MaxTypenameBytes bounds the typename of an object in a metadata tree.
+const MaxTypenameBytes = 1024
+
 // maxTreeDepth bounds the nesting of new member trees in one create_data.
 const maxTreeDepth = 128
 
@@ -256,7 +260,7 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		users:  map[ids.ObjectID]int{},
 	}
 	var memberTrees map[string]json.RawMessage
-	if err := objectFields(content, func(key string, raw []byte) error {
+	if err := jsonscan.ObjectFields(content, func(key string, raw []byte) error {
 		if len(raw) > 0 && raw[0] == '{' {
 			delete(o.fields, key) // a repeated key: the last one counts
 			if memberTrees == nil {
@@ -273,6 +277,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	}
 	if raw, ok := o.fields["typename"]; !ok || json.Unmarshal(raw, &o.typename) != nil || o.typename == "" {
 		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
+	}
+	if len(o.typename) > MaxTypenameBytes {
+		return nil, status.Errorf(status.Invalid, "typename is %d bytes long, at most %d are allowed", len(o.typename), MaxTypenameBytes)
 	}
 	if o.typename == BlobTypename {
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
@@ -305,7 +312,7 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 	var link struct {
 		ID, Typename, Inline json.RawMessage
 	}
-	if err := objectFields(raw, func(k string, v []byte) error {
+	if err := jsonscan.ObjectFields(raw, func(k string, v []byte) error {
 		switch k {
 		case "id":
 			link.ID = v

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -42,7 +43,7 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 		var head struct {
 			Typename string `json:"typename"`
 		}
-		if objectFields(c.Tree, func(key string, raw []byte) error {
+		if jsonscan.ObjectFields(c.Tree, func(key string, raw []byte) error {
 			if key == "typename" {
 				return json.Unmarshal(raw, &head.Typename)
 			}
@@ -83,7 +84,7 @@ func (s *Store) knownLocked(id ids.ObjectID) bool {
 func (s *Store) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) []byte {
 	dst = append(dst, '{')
 	first := true
-	_ = objectFields(r.tree, func(key string, raw []byte) error {
+	_ = jsonscan.ObjectFields(r.tree, func(key string, raw []byte) error {
 		if !first {
 			dst = append(dst, ',')
 		}

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._objects import Blob, Object
+from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta
-from .client import Blob, BlobBuilder, Client, InstanceStatus, Object, connect
+from ._version import __version__ as __version__
+from .client import Client, InstanceStatus, connect
 from .data import register_builder, register_resolver
 from .deploy import init, shutdown
 from .errors import *
 from .errors import ForkError, VineyardException
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
@@ -24,11 +25,14 @@ __all__ = [
 
 
 def put(value: Any, persist: bool = False, name: str | None = None, **kw: Any) -> ObjectID:
-    """Puts ``value`` through a fresh connection to VINEYARD_IPC_SOCKET."""
+    """Puts ``value`` through a fresh connection to VINEYARD_IPC_SOCKET; see
+    :meth:`Client.put` for the types, keywords and rules."""
     with connect() as client:
         return client.put(value, persist=persist, name=name, **kw)
 
 
 def get(object_id: Any = None, name: str | None = None, **kw: Any) -> Any:
-    """Gets a value through a connection to VINEYARD_IPC_SOCKET."""
+    """Gets a value through a connection to VINEYARD_IPC_SOCKET (kept alive
+    by the value's views); see :meth:`Client.get` for the types, keywords
+    and the zero-copy, read-only rules."""
     return connect().get(object_id, name=name, **kw)

@@ -44,6 +44,8 @@ SIGNATURES = {
     "v6d_connect": (c_int32, [c_char_p, POINTER(c_uint64), _err]),
     "v6d_disconnect": (c_int32, [_client, _err]),
     "v6d_connected": (c_int32, [_client]),
+    "v6d_set_timeout": (c_int32, [_client, c_int64, _err]),
+    "v6d_get_timeout": (c_int32, [_client, POINTER(c_int64), _err]),
     "v6d_instance_id": (c_int32, [_client, POINTER(c_uint64), _err]),
     "v6d_instance_status": (c_int32, [_client, _charpp, _sizep, _err]),
     "v6d_cluster_meta": (c_int32, [_client, _charpp, _sizep, _err]),
@@ -101,3 +103,4 @@ def declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+

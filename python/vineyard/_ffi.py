@@ -8,8 +8,8 @@ that only imported vineyard stays safe to fork.
 The process id is recorded at load. Every entry point that calls into Go goes
 through :func:`lib` (or :func:`check_process`), which raises
 :class:`~vineyard.errors.ForkError` in a forked child instead of letting the
-call hang. ``os.register_at_fork`` also marks every live handle dead in the
-child (see :mod:`vineyard._handle`).
+call hang. Hooks registered with :func:`on_fork` run in such a child
+(``os.register_at_fork``).
 
 Lookup order: the environment variable ``V6D_LIBRARY``; ``libv6d.so`` next to
 this file (installed packages, ``pip install -e``); ``build/libv6d.so`` of the
@@ -23,12 +23,13 @@ import contextlib
 import ctypes
 import os
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from . import _bindings
-from .errors import ForkError, VineyardException
+from ._bindings import V6DError
+from .errors import ForkError, VineyardException, exception_for
 
-__all__ = ["check_process", "lib", "library_path", "loaded", "on_fork", "usable"]
+__all__ = ["call", "check_process", "function", "lib", "library_path", "loaded", "on_fork", "take_string", "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
@@ -151,3 +152,40 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# -- the one choke point of calls into libv6d ------------------------------
+
+_fns: dict[str, Any] = {}  # name -> bound library function, filled on first use
+_byref = ctypes.byref
+
+
+def function(name: str) -> Any:
+    """The library function ``name`` (loading the library on first use)."""
+    fn = _fns.get(name)
+    if fn is None:
+        fn = _fns[name] = getattr(lib(), name)
+    return fn
+
+
+def call(name: str, *args: Any) -> None:
+    """Calls the fallible v6d function ``name`` with ``args`` and a fresh
+    ``v6d_error`` out-parameter, and raises its status as the exception
+    :func:`vineyard.errors.exception_for` maps it to. The fork guard is the
+    caller's: handles come from ``Session.handle()``, which checks first."""
+    err = V6DError()
+    status = (_fns.get(name) or function(name))(*args, _byref(err))
+    if status != 0:
+        message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
+        function("v6d_error_release")(_byref(err))
+        raise exception_for(status, message)
+
+
+def take_string(p: ctypes.c_void_p, n: ctypes.c_size_t) -> bytes:
+    """Copies and frees (``v6d_free``) a string the library allocated."""
+    if not p.value:
+        return b""
+    try:
+        return ctypes.string_at(p.value, n.value)
+    finally:
+        function("v6d_free")(p)

@@ -16,9 +16,16 @@ BLOB_TYPENAME = "vineyard::Blob"
 
 
 class ObjectID(int):
-    """A 64-bit object id; bit 63 marks a blob. ``repr`` is ``o%016x``.
+    """A 64-bit object id; bit 63 marks a blob. ``repr`` is ``o%016x`` and
+    ``str`` is upstream's ``ObjectID <"o%016x">``.
+
+    Made from an int, or from text in any of the forms ids are printed in:
+    ``repr`` (``"o000000000000002a"``), ``str`` (``'ObjectID <"o…">'``), or
+    decimal (``"42"``); so ``ObjectID(str(oid)) == ObjectID(repr(oid)) == oid``.
 
     >>> ObjectID("o000000000000002a") == 42
+    True
+    >>> ObjectID(str(ObjectID(42))) == ObjectID(repr(ObjectID(42))) == 42
     True
     >>> repr(ObjectID(42))
     'o000000000000002a'
@@ -26,9 +33,7 @@ class ObjectID(int):
 
     def __new__(cls, value: int | str | ObjectID = 0xFFFFFFFFFFFFFFFF) -> Self:
         if isinstance(value, str):
-            if not value:
-                raise ValueError("empty object id")
-            value = int(value[1:], 16) if not value[0].isdigit() else int(value)
+            value = _parse_id(value)
         value = int(value)
         if not 0 <= value < 1 << 64:
             raise ValueError(f"object id {value} is out of range")
@@ -53,6 +58,23 @@ class ObjectID(int):
         return f"vineyard://{self!r}"
 
 
+def _parse_id(text: str) -> int:
+    """The id in ``text``: ``o`` and 1-16 hex digits, the same wrapped as
+    ``ObjectID <"o…">``, or decimal digits."""
+    body = text.strip()
+    if body.startswith('ObjectID <"') and body.endswith('">'):
+        body = body[len('ObjectID <"'):-2]
+    if body[:1] == "o" and 1 < len(body) <= 17 and all(c in _HEX for c in body[1:]):
+        return int(body[1:], 16)
+    if body.isascii() and body.isdigit():
+        return int(body)
+    raise ValueError(f"invalid object id {text!r}: expected 'o' and up to 16 hex digits ('o000000000000002a'), "
+                     f"the same as ObjectID <\"o…\"> (str of an ObjectID), or a decimal number")
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 class ObjectMeta:
     """A metadata tree: a dict-like view with ``typename``, ``id``, members.
 
@@ -63,6 +85,7 @@ class ObjectMeta:
     def __init__(self, tree: dict[str, Any] | None = None, global_: bool = False) -> None:
         self._tree: dict[str, Any] = dict(tree or {})
         self._seal: list[int] = []  # unsealed blobs of ours this tree references
+        self._builders: list[Any] = []  # the BlobBuilders among them, told when sealed
         self._inline: list[tuple[dict[str, Any], Any]] = []  # (placeholder, data) of inline blobs
         if global_:
             self._tree["global"] = True
@@ -97,9 +120,22 @@ class ObjectMeta:
     def _adopt(self, child: ObjectMeta) -> None:
         """Takes over the blobs a pending child tree brings along."""
         self._seal.extend(child._seal)
+        self._builders.extend(child._builders)
         for placeholder, data in child._inline:
             placeholder["inline"] = len(self._inline)
             self._inline.append((placeholder, data))
+
+    def seal_with(self, builder: Any) -> None:
+        """Makes creating this tree seal ``builder`` (an unsealed BlobBuilder
+        of this client, a member of this tree or of a tree embedded in it)."""
+        self._seal.append(int(builder.id))
+        self._builders.append(builder)
+
+    @property
+    def sealing_builders(self) -> list[Any]:
+        """The BlobBuilders among :attr:`seal_ids`: creating the tree seals
+        them, so their writable views are revoked first."""
+        return self._builders
 
     @property
     def seal_ids(self) -> list[int]:
@@ -158,7 +194,9 @@ class ObjectMeta:
             self._adopt(value)
             return
         if getattr(value, "issealed", True) is False:  # a BlobBuilder
-            self._seal.append(int(value.id))
+            self.seal_with(value)
+            self._tree[key] = {"id": repr(ObjectID(value.id))}
+            return
         oid = getattr(value, "id", value)
         self._tree[key] = {"id": repr(ObjectID(oid))}
 

@@ -117,7 +117,7 @@ def _blob_addresses(client, tree: dict) -> set[int]:
         if isinstance(value, dict):
             if value.get("typename") == "vineyard::Blob":
                 if int(value.get("length", 0)):
-                    out.add(client._blob_pointer(int(vineyard.ObjectID(value["id"])))[0])
+                    out.add(client._session.blob_pointer(int(vineyard.ObjectID(value["id"])))[0])
             else:
                 out |= _blob_addresses(client, value)
     return out
@@ -231,7 +231,7 @@ def test_member_subtree_exports_without_round_trip(client):
     assert isinstance(col, ArrowObject)
     assert pa.array(col).equals(t.column(1).chunk(1))
     tree = obj.meta._tree["partitions_-2"]
-    batch = vineyard.data.arrow.resolve_arrow(client, tree)
+    batch = vineyard.data.arrow.resolve_arrow(client._session, tree)
     assert batch.equals(t.to_batches()[2])
 
 
@@ -430,7 +430,7 @@ def test_get_of_non_arrow_objects_and_several_chunks(client):
     assert st == vineyard.Status.OBJECT_TYPE_ERROR and "v6d_get_arrow_stream" in msg
     assert arr.release is None and sch.release is None
     with pytest.raises(TypeError, match="not Arrow data"):
-        vineyard.data.arrow.put_arrow(client, 42)
+        vineyard.data.arrow.put_arrow(client._session, 42)
 
 
 def test_unsupported_type_is_not_implemented(client):
@@ -472,10 +472,10 @@ def test_malformed_tree_is_refused(client):
     for key, value in (("length_", 1 << 40), ("offset_", -1), ("format_", "+s"), ("null_count_", 9)):
         bad = dict(tree, **{key: value})
         with pytest.raises(vineyard.VineyardException):
-            vineyard.data.arrow.resolve_arrow(client, bad)
+            vineyard.data.arrow.resolve_arrow(client._session, bad)
     unheld = dict(tree, **{"buffers_-1": {"id": "o8000000000000123", "typename": "vineyard::Blob"}})
     with pytest.raises(vineyard.ObjectNotExistsException):
-        vineyard.data.arrow.resolve_arrow(client, unheld)
+        vineyard.data.arrow.resolve_arrow(client._session, unheld)
 
 
 # ---- processes -------------------------------------------------------------------

@@ -75,6 +75,28 @@ def test_object_id_api():
     assert ObjectID(1 << 63).is_blob
 
 
+@pytest.mark.parametrize("value", [0, 42, (1 << 63) | 0xABC, (1 << 64) - 2])
+def test_object_id_parses_every_printed_form(value):
+    oid = ObjectID(value)
+    assert str(oid) == f'ObjectID <"o{value:016x}">'  # upstream's str, unchanged
+    for text in (str(oid), repr(oid), str(value), f"o{value:x}", repr(oid).upper().replace("O", "o", 1)):
+        assert ObjectID(text) == oid, text
+
+
+@pytest.mark.parametrize("text", ["hello", "", "o", "oxyz", "0x2a", "-5", 'ObjectID <"hello">',
+                                  "o" + "1" * 17, 'ObjectID <"o2a"', "\u0663"])
+def test_object_id_rejects_malformed_text_naming_the_forms(text):
+    with pytest.raises(ValueError) as e:
+        ObjectID(text)
+    message = str(e.value)
+    assert repr(text) in message and "hex digits" in message and "ObjectID <" in message and "decimal" in message
+
+
+def test_object_id_out_of_range():
+    with pytest.raises(ValueError, match="out of range"):
+        ObjectID(str(1 << 64))
+
+
 def test_names_and_errors(client):
     oid = client.put(np.arange(3))
     with pytest.raises(vineyard.InvalidException):
@@ -248,3 +270,139 @@ def test_small_put_is_one_round_trip_and_keeps_nothing(client):
     np.testing.assert_array_equal(client.get(oid), np.arange(100))
     client.delete(oid)
     assert client.status.memory_usage == base
+
+
+def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_cache(tmp_path):
+    sock = str(tmp_path / "vineyard.sock")
+    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        vineyard.deploy._wait(sock, proc)
+        client = vineyard.connect(sock)
+        oid = client.put(np.arange(1000))
+        assert client.get(oid)[999] == 999 and client.get_meta(oid).typename.startswith("vineyard::Tensor")
+        assert client.connected
+    finally:
+        proc.kill()
+        proc.wait()
+    # The calls first: asking client.connected would itself tell libv6d's cache.
+    for call in (lambda: client.get(oid), lambda: client.get_meta(oid), lambda: client.get_object(oid),
+                 lambda: client.put(np.arange(3)), lambda: client.exists(oid), lambda: client.create_blob(8),
+                 lambda: client.get_blob(client.get_meta(oid)["buffer_"].id), lambda: client.list_names(),
+                 lambda: client.status, lambda: client.delete(oid)):
+        with pytest.raises(ConnectionError):
+            call()
+    assert not client.connected
+    client.close()
+    assert not client.connected
+
+
+def test_help_of_put_and_get_documents_types_keywords_and_rules():
+    put, get = vineyard.Client.put.__doc__ or "", vineyard.Client.get.__doc__ or ""
+    for word in ("numpy.ndarray", "pandas.DataFrame", "pyarrow", "torch.Tensor", "bytes", "pickle",
+                 "``persist``", "``name``", "immutable", "register_builder"):
+        assert word in put, word
+    for word in ("``name``", "Zero-copy", "read-only", "pinned", "ObjectNotExistsException", "ConnectionError",
+                 "ignored", "register_resolver"):
+        assert word in get, word
+    assert "Client.put" in (vineyard.put.__doc__ or "") and "Client.get" in (vineyard.get.__doc__ or "")
+
+
+def test_a_sealed_blob_builder_cannot_be_written(client, vineyard_socket):
+    b = client.create_blob(4)
+    view = b.memoryview()
+    view[:] = b"abcd"
+    bid = b.seal()
+    with pytest.raises(ValueError):
+        view[0] = 0x7A  # the view handed out was released by seal
+    with pytest.raises(ValueError, match="sealed"):
+        b.copy(0, b"z")
+    with pytest.raises(ValueError, match="sealed"):
+        b.memoryview()
+    with vineyard.connect(vineyard_socket) as other:
+        assert bytes(other.get_blob(bid)) == b"abcd"
+
+
+def test_seal_refuses_while_a_buffer_of_the_builder_is_alive(client, vineyard_socket):
+    b = client.create_blob(8)
+    view = b.memoryview()
+    view[:] = b"\x07" * 8
+    held = pickle.PickleBuffer(view)  # holds a buffer export of the view
+    with pytest.raises(BufferError, match="still alive"):
+        b.seal()
+    assert not b.issealed
+    held.release()
+    bid = b.seal()
+    with pytest.raises(ValueError):
+        view[0] = 0
+    with vineyard.connect(vineyard_socket) as other:
+        assert bytes(other.get_blob(bid)) == b"\x07" * 8
+
+
+def test_creating_a_tree_seals_its_builders_and_revokes_their_views(client):
+    b = client.create_blob(8)
+    view = b.memoryview()
+    view[:] = b"12345678"
+    meta = vineyard.ObjectMeta({"typename": "my::Thing"})
+    meta.add_member("buffer_", b)
+    oid = client.create_metadata(meta).id
+    assert b.issealed
+    with pytest.raises(ValueError):
+        view[0] = 0
+    assert bytes(client.get_blob(client.get_meta(oid)["buffer_"].id)) == b"12345678"
+
+
+def test_timeout_default_set_and_range(vineyard_socket):
+    import vineyard
+    from vineyard.errors import InvalidException
+
+    with vineyard.connect(vineyard_socket, timeout=12.5) as c:
+        assert c.timeout == 12.5
+        c.timeout = 0.25
+        assert c.timeout == 0.25
+        for bad in (0, -1, 2**31):
+            with pytest.raises(InvalidException):
+                c.timeout = bad
+        assert c.timeout == 0.25
+    with vineyard.connect(vineyard_socket) as c:
+        assert c.timeout == 300
+
+
+def test_timeout_against_stopped_daemon(tmp_path):
+    import signal
+
+    import vineyard
+    from vineyard.errors import TimeoutException
+
+    sock = str(tmp_path / "v.sock")
+    proc = subprocess.Popen([os.environ["VINEYARDD"], "--socket", sock, "--size", "64Mi"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c = vineyard.connect(sock, timeout=0.5)
+        oid = c.put(b"abc")
+        proc.send_signal(signal.SIGSTOP)
+        _wait_stopped(proc.pid)
+        with pytest.raises(TimeoutException):
+            c.get_meta(oid)
+        with pytest.raises(ConnectionError):
+            c.get_meta(oid)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+
+
+def _wait_stopped(pid):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in "tT" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError("daemon did not stop")

@@ -349,13 +349,13 @@ def test_numeric_index_is_a_view_of_the_store(client, index):
 ])
 def test_round_trips_of_a_put(client, monkeypatch, rows, creates):
     calls: list[str] = []
-    call = vineyard.client._call
+    call = vineyard._ffi.call
 
     def counted(name, *args):
         calls.append(name)
         return call(name, *args)
 
-    monkeypatch.setattr(vineyard.client, "_call", counted)
+    monkeypatch.setattr(vineyard._ffi, "call", counted)
     df = pd.concat([pd.DataFrame(_frame_columns())] * rows, ignore_index=True)
     df.index = pd.MultiIndex.from_product([range(2 * rows), ["a", "b", "c"]])
     oid = client.put(df)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 import venv
 from pathlib import Path
 
 import numpy as np
+import pytest
 import vineyard
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +75,34 @@ def test_init_starts_and_shutdown_stops_a_private_daemon():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
 
 
+def test_init_keeps_the_daemon_log_out_of_the_notebook(tmp_path):
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, vineyard
+        c = vineyard.init(size="64Mi")
+        c.get(c.put(np.arange(5)))
+        log = vineyard.deploy.log_path()
+        print("log:", log)
+        with open(log) as f:
+            print("INFO in log:", "level=INFO" in f.read())
+        vineyard.shutdown()
+        assert vineyard.deploy.log_path() is None
+    """)], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "INFO in log: True" in r.stdout and "vineyardd.log" in r.stdout  # the daemon did log, to its file
+    assert "level=" not in r.stderr and "level=" not in r.stdout, r.stderr  # and nothing reached the notebook
+
+    # A daemon that cannot start: the error quotes its log.
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import vineyard
+        try:
+            vineyard.init(size="bogus", socket={str(tmp_path / "v.sock")!r})
+        except RuntimeError as e:
+            print("error:", e)
+    """)], capture_output=True, text=True, timeout=60, check=False)
+    assert "error: vineyard: vineyardd exited" in r.stdout and "v.sock.log" in r.stdout, r.stdout + r.stderr
+    assert "size" in r.stdout.split("ends with:", 1)[1], r.stdout
+
+
 class Point:
     def __init__(self, x: float, y: float) -> None:
         self.x, self.y = x, y
@@ -101,10 +133,33 @@ def test_blob_api(client):
     assert empty.id == 1 << 63
 
 
-def test_editable_install(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+def _nested_venv(env_dir: Path) -> Path:
+    """A venv that sees the packages of the RUNNING interpreter (pip, setuptools,
+    wheel, numpy of build/venv), not those of the base interpreter as
+    system_site_packages would: a .pth file in its site-packages appends the
+    running one's. Without pip of its own (ensurepip would bring the base's old
+    setuptools, ahead of the running one's), it runs the running one's pip."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    Path(site, "_outer_site.pth").write_text("".join(p + "\n" for p in outer))
+    return py
+
+
+def test_nested_venv_sees_the_running_environment(tmp_path):
+    py = _nested_venv(tmp_path / "venv")
+    r = subprocess.run([str(py), "-c", "import setuptools, sys; print(setuptools.__version__); print(sys.prefix)"],
+                       capture_output=True, text=True, check=True, timeout=60)
+    version, prefix = r.stdout.split()
+    import setuptools
+
+    assert version == setuptools.__version__ and prefix == str(tmp_path / "venv")
+
+
+def test_editable_install(tmp_path):
+    py = _nested_venv(tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "V6D_LIBRARY", "VINEYARDD")}
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
                    check=True, timeout=600, env=env)
@@ -114,3 +169,89 @@ def test_editable_install(tmp_path):
     assert r.returncode == 0, r.stderr
     lib, daemon = r.stdout.split()
     assert os.path.isfile(lib) and os.access(daemon, os.X_OK)
+
+
+def _daemon(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([vineyard.deploy.daemon_path(), *args], capture_output=True, text=True, timeout=60,
+                          check=False, **kw)
+
+
+def test_version_comes_from_the_version_file():
+    want = (ROOT / "VERSION").read_text().strip()
+    r = _daemon("--version")
+    assert r.returncode == 0 and r.stdout == f"vineyardd {want}\n", r
+    assert vineyard.__version__ == want
+    lib = ctypes.CDLL(os.environ["V6D_LIBRARY"])
+    lib.v6d_version.restype = ctypes.c_char_p
+    assert lib.v6d_version().decode() == want
+
+
+def test_python_m_vineyard_help_describes_every_flag():
+    r = subprocess.run([sys.executable, "-m", "vineyard", "--help"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    for s in ("python -m vineyard", "the Vineyard daemon", "Example:", "--socket", "--size", "--reserve-memory",
+              "--allow-overcommit", "--meta", "--etcd-endpoint", "--rpc-socket-port", "--version"):
+        assert s in r.stdout, s
+    assert r.stdout.count("(default: ") >= 10
+
+
+def test_upstream_flag_spellings(tmp_path):
+    sock = str(tmp_path / "v.sock")
+    # Accepted: upstream's spellings of the flags that exist here.
+    proc = subprocess.Popen([vineyard.deploy.daemon_path(), f"--socket={sock}", "--size", "64Mi", "--meta=local",
+                             "--norpc", "--reserve_memory=false"], stderr=subprocess.PIPE, text=True)
+    try:
+        vineyard.deploy._wait(sock, proc)
+        with vineyard.connect(sock) as c:
+            assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
+    finally:
+        vineyard.deploy._stop(proc)
+    # Refused, saying the feature is not built yet.
+    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "etcd metadata backend is not built yet"),
+                       (["--etcd_prefix", "/vineyard"], "etcd metadata backend is not built yet"),
+                       (["--meta", "etcd"], "not built yet"),
+                       (["--rpc_socket_port=9600"], "RPC (TCP) listener is not built yet")):
+        r = _daemon(f"--socket={sock}", *args)
+        assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+
+
+def test_size_over_memory_is_refused_with_the_figures(tmp_path):
+    sock = str(tmp_path / "v.sock")
+    r = _daemon(f"--socket={sock}", "--size=1Ei")
+    assert r.returncode == 1 and "--size 1 EiB is larger than" in r.stderr and "GiB" in r.stderr, r.stderr
+    assert "--allow-overcommit" in r.stderr and not os.path.exists(sock)
+    # --allow-overcommit lets the size through, but memory to reserve now must exist:
+    # a message, not the OOM killer.
+    r = _daemon(f"--socket={sock}", "--size=1Ei", "--allow-overcommit", "--reserve-memory")
+    assert r.returncode == 1 and "--reserve-memory needs 1 EiB" in r.stderr, r.stderr
+
+
+def test_private_socket_directory_is_checked(tmp_path):
+    """/tmp/vineyard-$UID, the default of a user without XDG_RUNTIME_DIR: made 0700, and
+    refused when another user owns it or others may write to it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the daemon as another user")
+    uid = 65534  # nobody
+    d = Path(f"/tmp/vineyard-{uid}")
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "TMPDIR", "VINEYARD_IPC_SOCKET")}
+    shutil.rmtree(d, ignore_errors=True)
+    try:
+        d.mkdir()
+        d.chmod(0o777)  # made by root, before the user's daemon
+        r = _daemon("--size=16Mi", user=uid, env=env)
+        assert r.returncode == 1 and "owned by uid 0" in r.stderr and f"rm -rf {d}" in r.stderr, r.stderr
+        os.chown(d, uid, -1)  # the user's own, but world-writable
+        r = _daemon("--size=16Mi", user=uid, env=env)
+        assert r.returncode == 1 and f"chmod 0700 {d}" in r.stderr, r.stderr
+        d.rmdir()
+        proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--size=16Mi"], user=uid, env=env,
+                                stderr=subprocess.DEVNULL)
+        try:
+            vineyard.deploy._wait(str(d / "vineyard.sock"), proc)
+            st = d.stat()
+            assert st.st_uid == uid and (st.st_mode & 0o777) == 0o700
+        finally:
+            vineyard.deploy._stop(proc)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 import pytest
 import vineyard
-from vineyard import _private
+from vineyard import _handles
+from vineyard._session import Session
 
 torch = pytest.importorskip("torch")
 
@@ -29,11 +30,11 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 @pytest.fixture(autouse=True)
 def no_leaked_views():
     """Every test must leave no private view mapped once its tensors are gone."""
-    before = _private.live_views()
+    before = _handles.live_views()
     yield
-    if _private.live_views() != before:
+    if _handles.live_views() != before:
         gc.collect()  # slow with torch loaded: only when reference counting was not enough
-    assert _private.live_views() == before
+    assert _handles.live_views() == before
 
 
 def random_tensor(dtype, shape, seed=0):
@@ -180,9 +181,9 @@ def test_quantized_non_contiguous(client):
 
 def test_put_creates_all_buffers_at_once_and_the_tree_at_once(client, monkeypatch):
     calls = []
-    for name in ("create_blob", "_create"):
-        real = getattr(client, name)
-        monkeypatch.setattr(client, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1])
+    for name in ("create_blob", "create"):
+        real = getattr(Session, name)
+        monkeypatch.setattr(Session, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1])
     values = [
         sparse_source().to_sparse(),
         sparse_source().to_sparse_bsr((2, 4)),
@@ -194,7 +195,7 @@ def test_put_creates_all_buffers_at_once_and_the_tree_at_once(client, monkeypatc
     for value in values:
         calls.clear()
         client.put(value)
-        assert calls == ["create_blob", "_create"], value.layout
+        assert calls == ["create_blob", "create"], value.layout
 
 
 def unbound_equal(a, b):
@@ -294,25 +295,25 @@ def test_get_cost_does_not_depend_on_size(client):
 
 def test_views_live_as_long_as_the_storage(client, monkeypatch):
     unmapped = []
-    real = _private._unmap
-    monkeypatch.setattr(_private, "_unmap", lambda conn, address: (unmapped.append(address), real(conn, address)))
-    base = _private.live_views()
+    real = _handles._unmap
+    monkeypatch.setattr(_handles, "_unmap", lambda conn, address: (unmapped.append(address), real(conn, address)))
+    base = _handles.live_views()
     got = roundtrip(client, torch.randn(64, 64))
-    assert _private.live_views() == base + 1
+    assert _handles.live_views() == base + 1
     part = got[1:3]  # shares the storage
     expected = part.clone()
     del got
     gc.collect()
-    assert unmapped == [] and _private.live_views() == base + 1
+    assert unmapped == [] and _handles.live_views() == base + 1
     assert torch.equal(part, expected)
     del part
     gc.collect()
-    assert len(unmapped) == 1 and _private.live_views() == base  # released exactly once
+    assert len(unmapped) == 1 and _handles.live_views() == base  # released exactly once
     sparse = roundtrip(client, sparse_source().to_sparse_csr())
-    assert _private.live_views() == base + 3  # compressed, plain indices and values
+    assert _handles.live_views() == base + 3  # compressed, plain indices and values
     del sparse
     gc.collect()
-    assert len(unmapped) == 4 and _private.live_views() == base
+    assert len(unmapped) == 4 and _handles.live_views() == base
 
 
 def test_tensor_outlives_delete_and_client(vineyard_socket):

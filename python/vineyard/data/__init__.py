@@ -1,6 +1,6 @@
 """Builders (put) and resolvers (get) per type, and their registry.
 
-A builder ``fn(client, value, **kw)`` stores ``value`` and returns either the
+A builder ``fn(session, value, **kw)`` stores ``value`` and returns either the
 :class:`~vineyard.ObjectID` of an object it created, or an
 :class:`~vineyard.ObjectMeta` not created yet: :func:`build` creates that one
 (with every blob it references sealed in the same round trip), and a builder of
@@ -10,131 +10,42 @@ type in ``type(value).__mro__``; a type may be registered by its class or by
 its qualified name (``"pandas.core.frame.DataFrame"``), so that registering
 never imports the library that defines it.
 
-A resolver ``fn(client, tree, pin)`` turns a metadata tree (a dict, whose
-blobs the client holds while ``pin`` lives) into a value; the longest
+A resolver ``fn(session, tree, pin)`` turns a metadata tree (a dict, whose
+blobs this connection holds while ``pin`` lives) into a value; the longest
 registered typename prefix wins.
+
+The ``session`` (:class:`vineyard._session.Session`) is the small context a
+builder or resolver works in: ``create_blob``, ``create_metadata``, the blobs
+a get pinned (``blob_pointer``), private views; ``session.client`` is the
+public client for anything else.
 
 Register your own with :func:`register_builder` / :func:`register_resolver`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
-
-from .._types import ObjectID, ObjectMeta
+from .._objects import object_type, register_object_type
+from . import arrays, arrow, base, dataframe, series, tensor
+from . import torch as torch_types  # never imports torch itself
+from .registry import (
+    build,
+    build_meta,
+    register_builder,
+    register_protocol_builder,
+    register_resolver,
+    resolve,
+)
 
 __all__ = ["build", "build_meta", "object_type", "register_builder", "register_object_type",
            "register_protocol_builder", "register_resolver", "resolve"]
 
-Builder = Callable[..., Union[ObjectID, ObjectMeta]]
-Resolver = Callable[[Any, dict[str, Any], Any], Any]
-
-_builders: dict[type | str, Builder] = {}
-_protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
-_resolvers: dict[str, Resolver] = {}
-_by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
-_by_typename: dict[str, Resolver] = {}  # the same for resolvers
-_object_types: dict[str, type] = {}
-
-
-def register_builder(pytype: type | str, fn: Builder) -> None:
-    """Registers ``fn`` to put values of ``pytype`` (a class, or its
-    ``"module.QualName"``) and of its subclasses."""
-    _builders[pytype] = fn
-    _by_type.clear()
-
-
-def register_protocol_builder(accepts: Callable[[Any], bool], fn: Builder) -> None:
-    """Registers ``fn`` for values no type builder takes but ``accepts(value)``
-    does (e.g. objects exposing ``__arrow_c_stream__``); tried in order of
-    registration, before the pickle fallback."""
-    _protocol_builders.append((accepts, fn))
-    _by_type.clear()
-
-
-def register_resolver(typename_prefix: str, fn: Resolver) -> None:
-    """Registers ``fn`` to get objects whose typename starts with the prefix."""
-    _resolvers[typename_prefix] = fn
-    _by_typename.clear()
-
-
-def register_object_type(typename_prefix: str, cls: type) -> None:
-    """Registers the :class:`~vineyard.Object` subclass that
-    ``Client.get_object`` returns for typenames with this prefix (e.g. one
-    that exposes the Arrow PyCapsule interface)."""
-    _object_types[typename_prefix] = cls
-
-
-def object_type(typename: str) -> type:
-    """The Object class for typename: the longest registered prefix wins."""
-    from ..client import Object
-
-    best = ""
-    for prefix in _object_types:
-        if typename.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
-    return _object_types[best] if best else Object
-
-
-def _builder_for(value: Any) -> Builder:
-    klass = type(value)
-    fn = _by_type.get(klass)
-    if fn is not None:
-        return fn
-    for k in klass.__mro__:
-        fn = _builders.get(k) or _builders.get(f"{k.__module__}.{k.__qualname__}")
-        if fn is None or k is object:
-            continue
-        _by_type[klass] = fn
-        return fn
-    for accepts, fn in _protocol_builders:
-        if accepts(value):
-            return fn  # not cached: the protocol is a property of the value
-    from .base import build_pickle
-
-    return _builders.get(object, build_pickle)
-
-
-def build_meta(client: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
-    """Runs the builder of ``value``: an ObjectID, or an ObjectMeta to embed
-    as a member (created together with its parent)."""
-    return _builder_for(value)(client, value, **kw)
-
-
-def build(client: Any, value: Any, **kw: Any) -> ObjectID:
-    """Stores ``value`` and returns its id."""
-    out = build_meta(client, value, **kw)
-    if isinstance(out, ObjectMeta):
-        return out.id if out.created else client._create(out)
-    return ObjectID(out)
-
-
-def resolve(client: Any, tree: dict[str, Any], pin: Any) -> Any:
-    """Turns a tree into a value with the resolver of its typename, or returns
-    its ObjectMeta when no resolver matches."""
-    typename = str(tree.get("typename", ""))
-    fn = _by_typename.get(typename)
-    if fn is None:
-        best = ""
-        for prefix in _resolvers:
-            if typename.startswith(prefix) and len(prefix) > len(best):
-                best = prefix
-        if not best:
-            return ObjectMeta(tree)
-        fn = _by_typename[typename] = _resolvers[best]
-    return fn(client, tree, pin)
-
 
 def _register_builtins() -> None:
-    from . import arrays, arrow, base, dataframe, index, series, tensor
-    from . import torch as torch_types  # never imports torch itself
-
     base.register()
     tensor.register()
     torch_types.register()
     arrow.register()
     arrays.register()
-    index.register()
     series.register()
     dataframe.register()
 

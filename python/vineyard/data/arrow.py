@@ -27,17 +27,17 @@ import json
 from ctypes import POINTER, c_char_p, c_int64, c_size_t, c_void_p
 from typing import Any
 
+from .. import _ffi
+from .._bindings import ARROW_CHUNKED, ARROW_RECORD_BATCH
+from .._objects import Object, register_object_type
 from .._types import ObjectID
-from ..client import Object, _call
+from .registry import register_builder, register_protocol_builder, register_resolver
 
 __all__ = [
     "ARROW_TYPENAMES", "ArrowArray", "ArrowArrayStream", "ArrowObject", "ArrowSchema", "arrow_exports",
     "is_arrow_typename", "put_arrow", "register", "resolve_arrow",
 ]
 
-# Flags of v6d_put_arrow_array / v6d_put_arrow_stream (include/v6d.h).
-_RECORD_BATCH = 1
-_CHUNKED = 2
 
 # The typenames of Arrow objects (docs/protocol.md, "Arrow objects"): a
 # typename is Arrow if it starts with one of these.
@@ -161,7 +161,6 @@ def _pointer(capsule: Any, name: bytes) -> int:
 def arrow_exports() -> int:
     """The number of Arrow structs libv6d exported that are not released yet
     (``v6d_arrow_exports``): for leak checks."""
-    from .. import _ffi
 
     return int(_ffi.lib().v6d_arrow_exports())
 
@@ -176,11 +175,11 @@ def _tree_json(tree: dict[str, Any], pin: Any = None) -> bytes:
     return json.dumps(tree, separators=(",", ":")).encode()
 
 
-def _export_stream(client: Any, body: bytes, handle: int | None = None) -> int:
+def _export_stream(session: Any, body: bytes, handle: int | None = None) -> int:
     """A calloc'ed ArrowArrayStream over the object of tree ``body``."""
     ptr = _alloc(ArrowArrayStream)
     try:
-        _call("v6d_arrow_stream_from_meta", handle if handle is not None else client._handle(), body, len(body),
+        _ffi.call("v6d_arrow_stream_from_meta", handle if handle is not None else session.handle(), body, len(body),
               ptr)
     except BaseException:
         _libc.free(ptr)
@@ -188,11 +187,11 @@ def _export_stream(client: Any, body: bytes, handle: int | None = None) -> int:
     return ptr
 
 
-def _export_array(client: Any, body: bytes, handle: int | None = None) -> tuple[int, int]:
+def _export_array(session: Any, body: bytes, handle: int | None = None) -> tuple[int, int]:
     """A calloc'ed (ArrowSchema, ArrowArray) pair over the object of ``body``."""
     sptr, aptr = _alloc(ArrowSchema), _alloc(ArrowArray)
     try:
-        _call("v6d_arrow_array_from_meta", handle if handle is not None else client._handle(), body, len(body),
+        _ffi.call("v6d_arrow_array_from_meta", handle if handle is not None else session.handle(), body, len(body),
               aptr, sptr)
     except BaseException:
         _libc.free(sptr)
@@ -214,9 +213,9 @@ class _StreamHolder:
         return capsule
 
 
-def resolve_arrow(client: Any, tree: dict[str, Any], pin: Any = None) -> Any:
+def resolve_arrow(session: Any, tree: dict[str, Any], pin: Any = None) -> Any:
     """Returns the pyarrow object (Array, ChunkedArray, RecordBatch, Table)
-    of an Arrow tree whose blobs the client holds: the tree
+    of an Arrow tree whose blobs this connection holds: the tree
     ``client.get_object`` got, or any Arrow member subtree of it. No round
     trip; the buffers are the shared memory, held until the result (and
     everything sharing its buffers) is garbage collected. A tree put from a
@@ -231,16 +230,16 @@ def resolve_arrow(client: Any, tree: dict[str, Any], pin: Any = None) -> Any:
         except ImportError:
             pass
         else:
-            stream = _StreamHolder(_capsule(_STREAM, _export_stream(client, body)))
+            stream = _StreamHolder(_capsule(_STREAM, _export_stream(session, body)))
             return pl.DataFrame(stream) if producer == "polars.DataFrame" else pl.Series(stream)
     import pyarrow as pa  # type: ignore[import-untyped]
 
     if typename in (_TABLE, _CHUNKED_ARRAY):
-        capsule = _capsule(_STREAM, _export_stream(client, body))
+        capsule = _capsule(_STREAM, _export_stream(session, body))
         if typename == _TABLE:
             return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
         return pa.ChunkedArray._import_from_c_capsule(capsule)
-    sptr, aptr = _export_array(client, body)
+    sptr, aptr = _export_array(session, body)
     schema, array = _capsule(_SCHEMA, sptr), _capsule(_ARRAY, aptr)
     if typename == _BATCH:
         return pa.RecordBatch._import_from_c_capsule(schema, array)
@@ -302,9 +301,9 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
         if isinstance(value, (pa.Table, pa.RecordBatchReader)):
             return "stream", 0, None
         if isinstance(value, pa.ChunkedArray):
-            return "stream", _CHUNKED, None
+            return "stream", ARROW_CHUNKED, None
         if isinstance(value, pa.RecordBatch):
-            return "array", _RECORD_BATCH, None
+            return "array", ARROW_RECORD_BATCH, None
         if isinstance(value, pa.Array):
             return "array", 0, None
     if name.startswith("polars.") and hasattr(value, "__arrow_c_stream__"):
@@ -313,7 +312,7 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
         if isinstance(value, pl.DataFrame):
             return "stream", 0, "polars.DataFrame"
         if isinstance(value, pl.Series):
-            return "stream", _CHUNKED, "polars.Series"
+            return "stream", ARROW_CHUNKED, "polars.Series"
     if hasattr(value, "__arrow_c_stream__"):
         return "stream", 0, None
     if hasattr(value, "__arrow_c_array__"):
@@ -321,7 +320,7 @@ def _kind(value: Any) -> tuple[str, int, str | None]:
     raise TypeError(f"vineyard: {name} is not Arrow data (it has neither __arrow_c_stream__ nor __arrow_c_array__)")
 
 
-def put_arrow(client: Any, obj: Any) -> ObjectID:
+def put_arrow(session: Any, obj: Any) -> ObjectID:
     """Stores ``obj`` (a pyarrow Array, ChunkedArray, RecordBatch, Table or
     RecordBatchReader, or any object exposing ``__arrow_c_stream__`` or
     ``__arrow_c_array__``) and returns its id. Every buffer is copied once;
@@ -332,17 +331,17 @@ def put_arrow(client: Any, obj: Any) -> ObjectID:
     out = ctypes.c_uint64()
     if how == "stream":
         capsule = obj.__arrow_c_stream__()
-        _call("v6d_put_arrow_stream", client._handle(), _pointer(capsule, b"arrow_array_stream"), flags, extra,
+        _ffi.call("v6d_put_arrow_stream", session.handle(), _pointer(capsule, b"arrow_array_stream"), flags, extra,
               ctypes.byref(out))
     else:
         schema, array = obj.__arrow_c_array__()
-        _call("v6d_put_arrow_array", client._handle(), _pointer(array, b"arrow_array"),
+        _ffi.call("v6d_put_arrow_array", session.handle(), _pointer(array, b"arrow_array"),
               _pointer(schema, b"arrow_schema"), flags, extra, ctypes.byref(out))
     return ObjectID(out.value)
 
 
-def _build(client: Any, value: Any, **kw: Any) -> ObjectID:
-    return put_arrow(client, value)
+def _build(session: Any, value: Any, **kw: Any) -> ObjectID:
+    return put_arrow(session, value)
 
 
 def _accepts(value: Any) -> bool:
@@ -350,8 +349,6 @@ def _accepts(value: Any) -> bool:
 
 
 def register() -> None:
-    from . import register_builder, register_object_type, register_protocol_builder, register_resolver
-
     for qualname in ("pyarrow.lib.Array", "pyarrow.lib.ChunkedArray", "pyarrow.lib.RecordBatch",
                      "pyarrow.lib.Table", "pyarrow.lib.RecordBatchReader"):
         register_builder(qualname, _build)

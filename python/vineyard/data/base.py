@@ -7,62 +7,59 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from .._objects import Blob
+from .._session import INLINE_BYTES
 from .._types import BLOB_TYPENAME, ObjectID, ObjectMeta
+from .batch import BlobBatch
+from .registry import build_meta, register_builder, register_resolver, resolve
 
 __all__ = ["build_pickle", "pickle_tree", "register", "resolve_blob"]
 
 
-def build_bytes(client: Any, value: Any, **kw: Any) -> ObjectID:
-    from .batch import INLINE_BYTES
-
+def build_bytes(session: Any, value: Any, **kw: Any) -> ObjectID:
     view = memoryview(value).cast("B")
     if 0 < view.nbytes <= INLINE_BYTES:
-        return client._put_inline(None, [view])[1][0]  # the blob is the object: one round trip
-    builder = client.create_blob(view.nbytes)
+        return session.put_inline(None, [view])[1][0]  # the blob is the object: one round trip
+    builder = session.create_blob(view.nbytes)
     if view.nbytes:
         builder.copy(0, view)
-    return builder.seal(client)
+    return builder.seal()
 
 
-def resolve_blob(client: Any, tree: dict[str, Any], pin: Any) -> memoryview:
-    """A read-only memoryview of a blob member the client holds."""
-    from ..client import Blob
+def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
+    """A read-only memoryview of a blob member this connection holds."""
 
     bid = int(ObjectID(tree["id"]))
-    address, size = client._blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
+    address, size = session.blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
     return memoryview(Blob(bid, address, size, pin))
 
 
 _SCALARS = {bool: ("bool", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
 
 
-def build_scalar(client: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
+def build_scalar(session: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
     kind = _SCALARS.get(type(value)) or next(_SCALARS[t] for t in _SCALARS if isinstance(value, t))
     if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
-        return build_pickle(client, value)
+        return build_pickle(session, value)
     return ObjectMeta({"typename": f"vineyard::Scalar<{kind[0]}>", "value_": value, "type_": kind[1]})
 
 
-def resolve_scalar(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_scalar(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     value = tree["value_"]
     convert: Any = {"bool": bool, "int": int, "float": float, "str": str}.get(str(tree.get("type_")))
     return convert(value) if convert else value
 
 
-def build_sequence(client: Any, value: Any, **kw: Any) -> ObjectMeta:
-    from . import build_meta
-
+def build_sequence(session: Any, value: Any, **kw: Any) -> ObjectMeta:
     meta = ObjectMeta({"typename": "vineyard::Sequence", "size_": len(value),
                        "__elements_-size": len(value), "is_list_": isinstance(value, list)})
     for i, item in enumerate(value):
-        meta.add_member(f"__elements_-{i}", build_meta(client, item))
+        meta.add_member(f"__elements_-{i}", build_meta(session, item))
     return meta
 
 
-def resolve_sequence(client: Any, tree: dict[str, Any], pin: Any) -> Any:
-    from . import resolve
-
-    items = [resolve(client, tree[f"__elements_-{i}"], pin) for i in range(int(tree["__elements_-size"]))]
+def resolve_sequence(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    items = [resolve(session, tree[f"__elements_-{i}"], pin) for i in range(int(tree["__elements_-size"]))]
     return items if tree.get("is_list_") else tuple(items)
 
 
@@ -78,29 +75,26 @@ def pickle_tree(value: Any) -> tuple[ObjectMeta, list[tuple[str, memoryview]]]:
     return meta, [("buffer_", memoryview(data))] + [(f"__buffers_-{i}", raw) for i, raw in enumerate(raws)]
 
 
-def build_pickle(client: Any, value: Any, **kw: Any) -> ObjectMeta:
+def build_pickle(session: Any, value: Any, **kw: Any) -> ObjectMeta:
     """Pickles ``value`` with protocol 5: the stream in one blob, each
     out-of-band buffer (NumPy arrays, ...) in a blob of its own."""
-    from .batch import BlobBatch
 
     meta, parts = pickle_tree(value)
     batch = BlobBatch()
     for key, part in parts:
         batch.add(meta, key, part)
-    batch.commit(client, meta)
+    batch.commit(session, meta)
     return meta
 
 
-def resolve_pickle(client: Any, tree: dict[str, Any], pin: Any) -> Any:
-    data = resolve_blob(client, tree["buffer_"], pin)
-    buffers = [resolve_blob(client, tree[f"__buffers_-{i}"], pin)
+def resolve_pickle(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    data = resolve_blob(session, tree["buffer_"], pin)
+    buffers = [resolve_blob(session, tree[f"__buffers_-{i}"], pin)
                for i in range(int(tree.get("__buffers_-size", 0)))]
     return pickle.loads(data, buffers=buffers)
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
-
     for buffer_type in (bytes, bytearray, memoryview):
         register_builder(buffer_type, build_bytes)
     for scalar_type in (bool, int, float, str):

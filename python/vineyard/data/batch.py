@@ -8,7 +8,7 @@ exactly once (large copies split over a few threads: ``ctypes.memmove`` and
 NumPy's copy loops release the GIL) and adds the blobs as members. The root
 tree, created with ``create_metadata``, seals them all in the same round trip.
 
-When all the bytes are few (``INLINE_BYTES``), no blob is created up front:
+When all the bytes are few (``vineyard._session.INLINE_BYTES``, 64 KiB), no blob is created up front:
 they go with the tree itself (``ObjectMeta.add_inline_member``), blobs and
 objects in a single round trip.
 """
@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
+import numpy as np
+
+from .._handles import ArrayHolder
+from .._session import INLINE_BYTES
 from .._types import ObjectMeta
 
 __all__ = ["BlobBatch"]
-
-# A batch of at most this many bytes travels with its tree (one round trip
-# instead of two: the socket copy is cheaper than the second round trip).
-INLINE_BYTES = 64 << 10
 
 # Copies of at least this many bytes are split into chunks over the pool.
 _SPLIT_BYTES = 8 << 20
@@ -60,8 +60,6 @@ def _executor() -> ThreadPoolExecutor | None:
 
 
 def _source_array(source: Any) -> Any:
-    import numpy as np
-
     if isinstance(source, np.ndarray):
         return source
     return np.frombuffer(source, dtype=np.uint8)  # bytes, memoryview: read-only is fine
@@ -69,11 +67,7 @@ def _source_array(source: Any) -> Any:
 
 def _writable_view(address: int, like: Any) -> Any:
     """A writable C-order array over ``address`` with ``like``'s shape and dtype."""
-    import numpy as np
-
-    from ..client import _ArrayHolder
-
-    return np.asarray(_ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
+    return np.asarray(ArrayHolder(None, address, like.shape, like.dtype.str, None, readonly=False))
 
 
 class BlobBatch:
@@ -92,7 +86,7 @@ class BlobBatch:
         says) or a bytes-like object."""
         self._jobs.append((meta, key, _source_array(source)))
 
-    def commit(self, client: Any, root: ObjectMeta) -> None:
+    def commit(self, session: Any, root: ObjectMeta) -> None:
         """Creates every blob in one round trip, fills them, adds them to
         their trees, and makes ``root`` (the tree ``create_metadata`` will
         get) seal them. Every tree given to :meth:`add` must be ``root`` or
@@ -102,14 +96,12 @@ class BlobBatch:
             return
         sizes = [src.nbytes for _, _, src in jobs]
         if sum(sizes) <= INLINE_BYTES:
-            import numpy as np
-
             for meta, key, src in jobs:  # a strided source gets its C-order copy here
                 data = src if src.flags.c_contiguous or src.flags.f_contiguous else np.ascontiguousarray(src)
                 root.add_inline_member(key, data, tree=meta)
             self._jobs = []
             return
-        builders = self._builders = client.create_blob(sizes) if len(jobs) > 1 else [client.create_blob(sizes[0])]
+        builders = self._builders = session.create_blob(sizes) if len(jobs) > 1 else [session.create_blob(sizes[0])]
         if sum(sizes) < _SPLIT_BYTES:
             for builder, (_, _, src) in zip(builders, jobs):
                 if src.nbytes:
@@ -120,11 +112,11 @@ class BlobBatch:
         for builder, (meta, key, _) in zip(builders, jobs):
             meta.add_member(key, builder)
             if meta is not root and not builder.issealed:  # root copied a member's seal ids when embedding it
-                root.seal_ids.append(int(builder.id))
+                root.seal_with(builder)
         self._jobs = []
 
     @contextlib.contextmanager
-    def building(self, client: Any) -> Iterator[BlobBatch]:
+    def building(self, session: Any) -> Iterator[BlobBatch]:
         """On an error inside the block, deletes the objects stored for the
         value (``created``) and drops its unsealed blobs, then re-raises."""
         try:
@@ -135,7 +127,7 @@ class BlobBatch:
                     if not builder.issealed:
                         builder.abort()
                 if self.created:
-                    client.delete(self.created)
+                    session.delete(self.created)
             raise
 
 
@@ -155,8 +147,6 @@ def _copy_one(task: tuple[int, Any]) -> None:
     if src.flags.c_contiguous or src.flags.f_contiguous:
         ctypes.memmove(address, src.ctypes.data, src.nbytes)  # in memory order; releases the GIL
     else:
-        import numpy as np
-
         np.copyto(_writable_view(address, src), src, casting="no")  # into C order; releases the GIL too
 
 

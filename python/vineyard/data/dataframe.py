@@ -16,42 +16,43 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
+from .arrays import build_array, build_index, resolve_array, resolve_index, values_of
+from .base import build_pickle
 from .batch import BlobBatch
+from .ndframe import decode_ndframe, encode_ndframe
+from .registry import register_builder, register_resolver
 
 __all__ = ["build_dataframe", "register", "resolve_dataframe"]
 
 DATAFRAME = "vineyard::DataFrame"
 
 
-def build_dataframe(client: Any, df: Any, **kw: Any) -> ObjectMeta:
+def build_dataframe(session: Any, df: Any, **kw: Any) -> ObjectMeta:
     """Builder of ``client.put(df)``."""
-    from .arrays import build_array
-    from .base import build_pickle
-    from .index import build_index
-    from .ndframe import encode_ndframe
 
     if type(df).__module__.partition(".")[0] != "pandas":
-        return build_pickle(client, df)  # a subclass: keep its type
+        return build_pickle(session, df)  # a subclass: keep its type
     batch = BlobBatch()
-    with batch.building(client):
+    with batch.building(session):
         meta = ObjectMeta({"typename": DATAFRAME, "__values_-size": df.shape[1]})
-        meta.add_member("columns_", build_index(client, df.columns, batch))
-        meta.add_member("index_", build_index(client, df.index, batch))
+        meta.add_member("columns_", build_index(session, df.columns, batch))
+        meta.add_member("index_", build_index(session, df.index, batch))
         nbytes = 0
         for i, values in enumerate(_column_arrays(df)):
-            value = build_array(client, values, batch)
+            value = build_array(session, values, batch)
             meta.add_member(f"__values_-value-{i}", value)
             nbytes += value.nbytes
         meta.nbytes = nbytes
         encode_ndframe(meta, df)
-        batch.commit(client, meta)
+        batch.commit(session, meta)
     return meta
 
 
 def _column_arrays(df: Any) -> Any:
     """The values of each column as stored, without a copy."""
-    from .arrays import values_of
 
     iterate = getattr(df, "_iter_column_arrays", None)  # pandas internals: 20-100x faster than items()
     if iterate is not None:
@@ -59,11 +60,10 @@ def _column_arrays(df: Any) -> Any:
     return (values_of(column) for _, column in df.items())
 
 
-def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A DataFrame over the stored columns, one block per column, without a
     copy for NumPy-backed, masked and categorical columns; writable (the
     first write to a column copies that column)."""
-    import numpy as np
     import pandas as pd
 
     try:
@@ -71,13 +71,10 @@ def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     except ImportError as e:
         raise ImportError(f"vineyard: getting a DataFrame needs pandas 2.3 or newer, not {pd.__version__}") from e
 
-    from .arrays import resolve_array
-    from .index import resolve_index
-    from .ndframe import decode_ndframe
 
     blocks, rows = [], 0
     for i in range(int(tree["__values_-size"])):
-        values = resolve_array(client, tree[f"__values_-value-{i}"], pin)
+        values = resolve_array(session, tree[f"__values_-value-{i}"], pin)
         rows = len(values)
         if isinstance(values, np.ndarray):
             values = values.reshape(1, -1)  # a block of one column: (columns, rows)
@@ -86,14 +83,12 @@ def resolve_dataframe(client: Any, tree: dict[str, Any], pin: Any) -> Any:
     if isinstance(columns, str):  # upstream's frames: a JSON list of labels, index_ optional
         columns = pd.Index(json.loads(columns))
     else:
-        columns = resolve_index(client, columns, pin)
-    index = resolve_index(client, tree["index_"], pin) if "index_" in tree else pd.RangeIndex(rows)
+        columns = resolve_index(session, columns, pin)
+    index = resolve_index(session, tree["index_"], pin) if "index_" in tree else pd.RangeIndex(rows)
     return decode_ndframe(create_dataframe_from_blocks(blocks, index=index, columns=columns), tree, pin)
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
-
     for qualname in ("pandas.DataFrame", "pandas.core.frame.DataFrame"):
         register_builder(qualname, build_dataframe)
     register_resolver(DATAFRAME, resolve_dataframe)

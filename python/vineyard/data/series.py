@@ -7,49 +7,47 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._types import ObjectMeta
 from . import labels
+from .arrays import build_array, build_index, resolve_array, resolve_index, values_of
+from .base import build_pickle
 from .batch import BlobBatch
+from .ndframe import decode_ndframe, encode_ndframe
+from .registry import register_builder, register_resolver
 
 __all__ = ["build_series", "register", "resolve_series"]
 
 SERIES = "vineyard::Series"
 
 
-def build_series(client: Any, series: Any, **kw: Any) -> ObjectMeta:
+def build_series(session: Any, series: Any, **kw: Any) -> ObjectMeta:
     """Builder of ``client.put(series)``: one round trip for the blobs (plus
     two per Arrow-backed array), and the tree created by the caller."""
-    from .arrays import build_array, values_of
-    from .base import build_pickle
-    from .index import build_index
-    from .ndframe import encode_ndframe
 
     if type(series).__module__.partition(".")[0] != "pandas":
-        return build_pickle(client, series)  # a subclass: keep its type
+        return build_pickle(session, series)  # a subclass: keep its type
     batch = BlobBatch()
-    with batch.building(client):
+    with batch.building(session):
         meta = ObjectMeta({"typename": SERIES, "name": labels.encode_field(series.name)})
-        meta.add_member("index_", build_index(client, series.index, batch))
-        value = build_array(client, values_of(series), batch)
+        meta.add_member("index_", build_index(session, series.index, batch))
+        value = build_array(session, values_of(series), batch)
         meta.add_member("value_", value)
         meta.nbytes = value.nbytes
         encode_ndframe(meta, series)
-        batch.commit(client, meta)
+        batch.commit(session, meta)
     return meta
 
 
-def resolve_series(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_series(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A Series over the stored values, without a copy for NumPy-backed,
     masked and categorical values; writable (the first write copies)."""
-    import numpy as np
     import pandas as pd
 
-    from .arrays import resolve_array
-    from .index import resolve_index
-    from .ndframe import decode_ndframe
 
-    values = resolve_array(client, tree["value_"], pin)
-    index = resolve_index(client, tree["index_"], pin)
+    values = resolve_array(session, tree["value_"], pin)
+    index = resolve_index(session, tree["index_"], pin)
     dtype = values.dtype if isinstance(values, np.ndarray) else None  # object stays object
     series = pd.Series(values, index=index, dtype=dtype, name=labels.decode_field(tree.get("name", "null")),
                        copy=False)
@@ -57,8 +55,6 @@ def resolve_series(client: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
-
     for qualname in ("pandas.Series", "pandas.core.series.Series"):
         register_builder(qualname, build_series)
     register_resolver(SERIES, resolve_series)

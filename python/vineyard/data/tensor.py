@@ -8,7 +8,13 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
+from .._handles import ArrayHolder
 from .._types import ObjectID, ObjectMeta
+from .base import build_pickle
+from .batch import BlobBatch
+from .registry import register_builder, register_resolver
 
 __all__ = ["build_numpy", "register", "resolve_numpy", "tensor_meta"]
 
@@ -35,8 +41,6 @@ def _dtype_fields(dtype: Any) -> tuple[str, str, str]:
 
 @functools.lru_cache(maxsize=256)
 def _dtype(text: str) -> Any:
-    import numpy as np
-
     return np.dtype(text)
 
 
@@ -56,24 +60,19 @@ def tensor_meta(arr: Any) -> ObjectMeta:
     })
 
 
-def build_numpy(client: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
-    from .base import build_pickle
-    from .batch import BlobBatch
-
+def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     if arr.dtype.hasobject:
-        return build_pickle(client, arr)
+        return build_pickle(session, arr)
     meta = tensor_meta(arr)
     batch = BlobBatch()
     batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
-    batch.commit(client, meta)
+    batch.commit(session, meta)
     return meta
 
 
-def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
-    import numpy as np
-
-    from ..client import _ArrayHolder
-
+def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """A read-only NumPy view of a tensor tree's blob (no copy), kept alive
+    by ``pin``."""
     dtype = _dtype(tree["value_type_meta_"])
     shape = _parse_shape(tree["shape_"])
     fortran = str(tree.get("order_", "C")).strip('"') == "F"
@@ -82,7 +81,7 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
-    address, size = client._blob_pointer(int(ObjectID(blob["id"])))
+    address, size = session.blob_pointer(int(ObjectID(blob["id"])))
     if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
         raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
                          f"blob's {size} bytes")
@@ -93,11 +92,9 @@ def resolve_numpy(client: Any, tree: dict[str, Any], pin: Any) -> Any:
             steps.append(step)
             step *= dim
         strides = tuple(steps)
-    return np.asarray(_ArrayHolder(pin, address, shape, dtype.str, strides))
+    return np.asarray(ArrayHolder(pin, address, shape, dtype.str, strides))
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
-
     register_builder("numpy.ndarray", build_numpy)
     register_resolver("vineyard::Tensor", resolve_numpy)

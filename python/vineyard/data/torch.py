@@ -30,7 +30,7 @@ detached (the graph is not stored); subclasses (``nn.Parameter``) come back as
 plain tensors.
 
 Get maps every buffer through a private copy-on-write view (see
-``vineyard._private``): no copy, and the cost does not depend on the size.
+``vineyard._handles.PrivateView``): no copy, and the cost does not depend on the size.
 torch has no read-only tensors, so "read-only" means: the store's copy is
 immutable; your tensor is copy-on-write. In-place operations work and stay
 private to your process; the first write to each 4 KiB page copies that page.
@@ -51,6 +51,8 @@ import math
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
+from .registry import register_builder, register_resolver
+from .tensor import resolve_numpy
 
 __all__ = ["build_torch", "register", "resolve_torch"]
 
@@ -117,10 +119,10 @@ def _part(t: Any) -> _Part:
     return (t, str(t.dtype), list(t.shape), nbytes)
 
 
-def _store(client: Any, parts: list[_Part]) -> list[ObjectMeta]:
+def _store(session: Any, parts: list[_Part]) -> list[ObjectMeta]:
     """Creates the blobs of all parts in one round trip, fills them, and
     returns a dense tensor tree (not created yet) per part."""
-    blobs = client.create_blob([p[3] for p in parts])
+    blobs = session.create_blob([p[3] for p in parts])
     metas = []
     for (src, dtype, shape, nbytes), blob in zip(parts, blobs):
         if nbytes:
@@ -147,7 +149,7 @@ def _composite(kind: str, dtype: str, members: dict[str, ObjectMeta], **fields: 
     return meta
 
 
-def build_torch(client: Any, value: Any, **kw: Any) -> ObjectMeta:
+def build_torch(session: Any, value: Any, **kw: Any) -> ObjectMeta:
     """Stores a torch tensor (see the module docstring for what is stored)."""
     torch = _torch()
     t = value.detach()
@@ -158,18 +160,18 @@ def build_torch(client: Any, value: Any, **kw: Any) -> ObjectMeta:
     dtype = str(t.dtype)
     layout = str(t.layout).removeprefix("torch.")
     if t.is_nested:
-        return _build_nested(client, t, torch, dtype, layout)
+        return _build_nested(session, t, torch, dtype, layout)
     if t.is_quantized:
-        return _build_quantized(client, t, torch, dtype)
+        return _build_quantized(session, t, torch, dtype)
     if layout == "strided":
-        return _store(client, [_part(t)])[0]
+        return _store(session, [_part(t)])[0]
     if layout == "sparse_coo":
-        indices, values = _store(client, [_part(t._indices()), _part(t._values())])
+        indices, values = _store(session, [_part(t._indices()), _part(t._values())])
         return _composite("SparseCOOTensor", dtype, {"indices_": indices, "values_": values},
                           shape_=list(t.shape), is_coalesced_=bool(t.is_coalesced()))
     if layout in _COMPRESSED:
         compressed, plain = (getattr(t, name)() for name in _COMPRESSED[layout])
-        ci, pi, values = _store(client, [_part(compressed), _part(plain), _part(t.values())])
+        ci, pi, values = _store(session, [_part(compressed), _part(plain), _part(t.values())])
         return _composite("SparseCompressedTensor", dtype,
                           {"compressed_indices_": ci, "plain_indices_": pi, "values_": values},
                           layout_=layout, shape_=list(t.shape))
@@ -182,7 +184,7 @@ def _packed_nbytes(torch: Any, shape: list[int], dtype: Any) -> int:
     return int(empty.untyped_storage().nbytes())
 
 
-def _build_quantized(client: Any, t: Any, torch: Any, dtype: str) -> ObjectMeta:
+def _build_quantized(session: Any, t: Any, torch: Any, dtype: str) -> ObjectMeta:
     scheme = str(t.qscheme()).removeprefix("torch.")
     q = t.contiguous()
     shape = list(q.shape)
@@ -203,24 +205,24 @@ def _build_quantized(client: Any, t: Any, torch: Any, dtype: str) -> ObjectMeta:
         names = ["int_repr_", "scales_", "zero_points_"]
     else:
         raise TypeError(f"vineyard: cannot store a quantized tensor with qscheme {scheme}")
-    return _composite("QuantizedTensor", dtype, dict(zip(names, _store(client, parts))), **fields)
+    return _composite("QuantizedTensor", dtype, dict(zip(names, _store(session, parts))), **fields)
 
 
-def _build_nested(client: Any, t: Any, torch: Any, dtype: str, layout: str) -> ObjectMeta:
+def _build_nested(session: Any, t: Any, torch: Any, dtype: str, layout: str) -> ObjectMeta:
     if layout == "jagged":
         names = ["values_", "offsets_"]
         parts = [_part(t.values()), _part(t.offsets())]
         if t.lengths() is not None:
             names.append("lengths_")
             parts.append(_part(t.lengths()))
-        return _composite("NestedTensor", dtype, dict(zip(names, _store(client, parts))),
+        return _composite("NestedTensor", dtype, dict(zip(names, _store(session, parts))),
                           layout_="jagged", ragged_idx_=int(t._ragged_idx))
     if layout == "strided":
         components = t.unbind()
         flat = t.values() if t.is_contiguous() else None  # the packed buffer, no copy
         if flat is None or flat.numel() != sum(c.numel() for c in components):
             flat = torch.cat([c.reshape(-1) for c in components]) if components else torch.empty(0, dtype=t.dtype)
-        (values,) = _store(client, [_part(flat)])
+        (values,) = _store(session, [_part(flat)])
         return _composite("NestedTensor", dtype, {"values_": values},
                           layout_="strided", nested_size_=[list(c.shape) for c in components])
     raise TypeError(f"vineyard: cannot store a nested tensor with layout {t.layout}")
@@ -248,9 +250,8 @@ def _shape(tree: dict[str, Any], key: str = "shape_") -> list[int]:
     return shape
 
 
-def _dense(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
+def _dense(torch: Any, session: Any, tree: dict[str, Any]) -> Any:
     """A dense tensor tree as a tensor over a private view of its blob."""
-    from .._private import map_private
 
     dtype = _dtype(torch, tree)
     if str(dtype) in _QUANTIZED:
@@ -263,24 +264,24 @@ def _dense(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
     fortran = str(tree.get("order_", "C")).strip('"') == "F" and len(shape) > 1
     if nbytes == 0:
         return torch.empty(0, dtype=torch.uint8).view(dtype).view(shape)
-    raw = torch.from_numpy(map_private(client, int(ObjectID(blob["id"])))).view(dtype)
+    raw = torch.from_numpy(session.map_private(int(ObjectID(blob["id"])))).view(dtype)
     if fortran:
         return raw.view(shape[::-1]).permute(*reversed(range(len(shape))))
     return raw.view(shape)
 
 
-def _quantized(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
+def _quantized(torch: Any, session: Any, tree: dict[str, Any]) -> Any:
     dtype = _dtype(torch, tree)
     if str(dtype) not in _QUANTIZED:
         raise _corrupt(tree, f"{dtype} is not a quantized dtype")
     shape = _shape(tree)
-    data = _dense(torch, client, tree["int_repr_"])
+    data = _dense(torch, session, tree["int_repr_"])
     scheme = str(tree.get("qscheme_"))
     if scheme in _PER_TENSOR:
         q = torch._empty_affine_quantized(shape, scale=float(tree["scale_"]),
                                           zero_point=int(tree["zero_point_"]), dtype=dtype)
     elif scheme in _PER_CHANNEL:
-        scales, zero_points = _dense(torch, client, tree["scales_"]), _dense(torch, client, tree["zero_points_"])
+        scales, zero_points = _dense(torch, session, tree["scales_"]), _dense(torch, session, tree["zero_points_"])
         axis = int(tree["axis_"])
         if not 0 <= axis < len(shape) or any(p.shape != (shape[axis],) for p in (scales, zero_points)):
             raise _corrupt(tree, f"axis_ {axis} and per-channel parameters do not fit the shape {shape}")
@@ -298,22 +299,22 @@ def _quantized(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
     return q.set_(data.untyped_storage(), 0, shape, strides)
 
 
-def _sparse(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
+def _sparse(torch: Any, session: Any, tree: dict[str, Any]) -> Any:
     shape = _shape(tree)
-    values = _dense(torch, client, tree["values_"])
+    values = _dense(torch, session, tree["values_"])
     if str(tree["typename"]).startswith(f"{PREFIX}SparseCOOTensor<"):
-        return torch.sparse_coo_tensor(_dense(torch, client, tree["indices_"]), values, shape,
+        return torch.sparse_coo_tensor(_dense(torch, session, tree["indices_"]), values, shape,
                                        is_coalesced=bool(tree.get("is_coalesced_")), check_invariants=True)
     layout = str(tree.get("layout_"))
     if layout not in _COMPRESSED:
         raise _corrupt(tree, f"unknown sparse layout {layout!r}")
     return torch.sparse_compressed_tensor(
-        _dense(torch, client, tree["compressed_indices_"]), _dense(torch, client, tree["plain_indices_"]),
+        _dense(torch, session, tree["compressed_indices_"]), _dense(torch, session, tree["plain_indices_"]),
         values, shape, layout=getattr(torch, layout), check_invariants=True)
 
 
-def _nested(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
-    values = _dense(torch, client, tree["values_"])
+def _nested(torch: Any, session: Any, tree: dict[str, Any]) -> Any:
+    values = _dense(torch, session, tree["values_"])
     layout = str(tree.get("layout_"))
     if layout == "strided":
         sizes = _shape_list(tree)
@@ -330,8 +331,8 @@ def _nested(torch: Any, client: Any, tree: dict[str, Any]) -> Any:
                                               torch.tensor(offsets, dtype=torch.int64))
     if layout != "jagged":
         raise _corrupt(tree, f"unknown nested layout {layout!r}")
-    offsets = _dense(torch, client, tree["offsets_"])
-    lengths = _dense(torch, client, tree["lengths_"]) if "lengths_" in tree else None
+    offsets = _dense(torch, session, tree["offsets_"])
+    lengths = _dense(torch, session, tree["lengths_"]) if "lengths_" in tree else None
     ragged = int(tree.get("ragged_idx_", 1))
     _check_jagged(tree, values, offsets, lengths, ragged)
     return torch.nested.nested_tensor_from_jagged(values, offsets, lengths, jagged_dim=ragged)
@@ -361,31 +362,28 @@ def _check_jagged(tree: dict[str, Any], values: Any, offsets: Any, lengths: Any,
         raise _corrupt(tree, "jagged offsets out of bounds")
 
 
-def resolve_torch(client: Any, tree: dict[str, Any], pin: Any) -> Any:
+def resolve_torch(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A torch tree as a tensor over private copy-on-write views (see the
     module docstring); without torch, dense NumPy-compatible ones as NumPy."""
     typename = str(tree.get("typename", ""))
     torch = _torch()
     if torch is None:
         if typename.startswith(DENSE) and "value_type_meta_" in tree:
-            from .tensor import resolve_numpy
 
-            return resolve_numpy(client, tree, pin)
+            return resolve_numpy(session, tree, pin)
         raise ImportError(f"vineyard: {typename} needs torch, which is not installed (without it only "
                           f"dense tensors of dtypes NumPy has can be got, as NumPy arrays)")
     if typename.startswith(DENSE):
-        return _dense(torch, client, tree)
+        return _dense(torch, session, tree)
     kind = typename.removeprefix(PREFIX).split("<", 1)[0]
     resolver = {"QuantizedTensor": _quantized, "SparseCOOTensor": _sparse,
                 "SparseCompressedTensor": _sparse, "NestedTensor": _nested}.get(kind)
     if resolver is None:
         raise _corrupt(tree, "unknown torch object")
-    return resolver(torch, client, tree)
+    return resolver(torch, session, tree)
 
 
 def register() -> None:
-    from . import register_builder, register_resolver
-
     register_builder("torch.Tensor", build_torch)
     register_resolver(DENSE, resolve_torch)
     register_resolver(PREFIX, resolve_torch)

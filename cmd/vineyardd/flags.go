@@ -1,0 +1,330 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/shm"
+)
+
+// options are the daemon's settings, filled in by parseArgs.
+type options struct {
+	socket          string // "" for server.DefaultSocket()
+	socketMode      os.FileMode
+	size            uint64
+	reserve         bool
+	allowOvercommit bool
+	meta            string
+	instanceID      uint64
+	logLevel        slog.Level
+
+	maxConnections   int
+	maxInflightBytes uint64
+	maxReplyBytes    uint64
+	frameTimeout     time.Duration
+	checkInvariants  time.Duration
+}
+
+// flagDef is one row of the flag table. A flag is matched after dropping its
+// leading dashes and turning '_' into '-', so upstream's --reserve_memory is
+// --reserve-memory. A boolean flag (arg == "") also takes =true/=false and a
+// "no" prefix (--norpc).
+type flagDef struct {
+	name  string                           // canonical spelling, with dashes
+	arg   string                           // placeholder of the value; "" for a boolean flag
+	def   func() string                    // the default, as --help shows it
+	usage string                           // one line or more of help
+	set   func(o *options, v string) error // stores the value ("true"/"false" for booleans)
+}
+
+// notBuilt makes the setter of a flag whose feature does not exist yet.
+func notBuilt(what string) func(*options, string) error {
+	return func(*options, string) error {
+		return fmt.Errorf("%s is not built yet in this vineyardd; leave the flag out", what)
+	}
+}
+
+func constant(s string) func() string { return func() string { return s } }
+
+// flags is the table of every flag; a new flag is one row.
+var flags = []flagDef{
+	{"socket", "PATH", server.DefaultSocket,
+		"UNIX socket the clients connect to (they find it through VINEYARD_IPC_SOCKET);\n" +
+			"default /var/run/vineyard.sock for root, else $XDG_RUNTIME_DIR/vineyard.sock, else\n" +
+			"/tmp/vineyard-$UID/vineyard.sock (that directory must be yours and mode 0700)",
+		func(o *options, v string) error {
+			if v == "" {
+				return errors.New("--socket must not be empty")
+			}
+			o.socket = v
+			return nil
+		}},
+	{"socket-mode", "MODE", constant("0600"),
+		"permission bits of the socket file, octal (0660 lets the group connect)",
+		func(o *options, v string) error {
+			m, err := strconv.ParseUint(v, 8, 32)
+			if err != nil || m&^0o777 != 0 {
+				return fmt.Errorf("--socket-mode %q is not an octal permission such as 0600", v)
+			}
+			o.socketMode = os.FileMode(m)
+			return nil
+		}},
+	{"size", "SIZE", func() string {
+		return shm.FormatSize(shm.DefaultSize()) + " (half of the memory, within the cgroup limit)"
+	},
+		"size of the shared-memory arena: bytes, or 512Mi, 4Gi (powers of 1024), 2G (powers of\n" +
+			"1000); over it a put fails with NotEnoughMemory. A size over the machine's memory or\n" +
+			"the cgroup limit is refused unless --allow-overcommit",
+		func(o *options, v string) error {
+			n, err := shm.ParseSize(v)
+			if err != nil {
+				return fmt.Errorf("--size: %w", err)
+			}
+			if n == 0 {
+				return errors.New("--size must be positive")
+			}
+			o.size = n
+			return nil
+		}},
+	{"reserve-memory", "", constant("false"),
+		"pre-fault the whole arena at start, so first writes do not pay for page faults;\n" +
+			"refused at start when that much memory is not available now",
+		boolSetter(func(o *options) *bool { return &o.reserve })},
+	{"allow-overcommit", "", constant("false"),
+		"accept a --size over the machine's memory or the cgroup limit (writers may then be\n" +
+			"killed by the kernel's OOM killer instead of getting NotEnoughMemory)",
+		boolSetter(func(o *options) *bool { return &o.allowOvercommit })},
+	{"meta", "BACKEND", constant("local"),
+		"where metadata lives: local (in this daemon); etcd is not built yet",
+		func(o *options, v string) error {
+			if v != "local" {
+				return fmt.Errorf("--meta %s: only the local metadata backend is built (the etcd backend is not built yet)", v)
+			}
+			o.meta = v
+			return nil
+		}},
+	{"etcd-endpoint", "URL", constant("none"), "refused: the etcd metadata backend is not built yet",
+		notBuilt("--etcd_endpoint: the etcd metadata backend")},
+	{"etcd-prefix", "PREFIX", constant("none"), "refused: the etcd metadata backend is not built yet",
+		notBuilt("--etcd_prefix: the etcd metadata backend")},
+	{"rpc", "", constant("false"), "refused when true: the RPC (TCP) listener is not built yet; --norpc is accepted",
+		func(o *options, v string) error {
+			if v == "true" {
+				return notBuilt("--rpc: the RPC (TCP) listener")(o, v)
+			}
+			return nil
+		}},
+	{"rpc-socket-port", "PORT", constant("none"), "refused: the RPC (TCP) listener is not built yet",
+		notBuilt("--rpc_socket_port: the RPC (TCP) listener")},
+	{"instance-id", "N", constant("0"), "instance id of this daemon, reported to clients",
+		func(o *options, v string) error {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("--instance-id %q is not a non-negative integer", v)
+			}
+			o.instanceID = n
+			return nil
+		}},
+	{"max-connections", "N", constant(strconv.Itoa(server.DefaultMaxConnections)),
+		"most client connections open at once; one more gets a ConnectionError and is closed",
+		func(o *options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--max-connections %q is not a positive integer", v)
+			}
+			o.maxConnections = n
+			return nil
+		}},
+	{"max-inflight-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxInflightBytes)),
+		"most bytes of request frames being received by all connections together; a frame\n" +
+			"that would go over it is drained and answered NotEnoughMemory",
+		sizeSetter("--max-inflight-bytes", func(o *options) *uint64 { return &o.maxInflightBytes })},
+	{"max-reply-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxReply)),
+		"largest reply the daemon builds; a request whose reply would be larger gets an error",
+		sizeSetter("--max-reply-bytes", func(o *options) *uint64 { return &o.maxReplyBytes })},
+	{"frame-timeout", "DURATION", constant(server.DefaultFrameTimeout.String()),
+		"time a request frame may take to arrive once begun, and one reply write to drain\n" +
+			"(e.g. 30s, 2m); past it the connection is closed",
+		func(o *options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--frame-timeout %q is not a positive duration such as 30s", v)
+			}
+			o.frameTimeout = d
+			return nil
+		}},
+	{"check-invariants", "DURATION", constant("0 (off)"),
+		"for tests and soaks: check the store's bookkeeping every DURATION (e.g. 1s) and stop\n" +
+			"the daemon with exit status 3 and the finding when it is broken",
+		func(o *options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("--check-invariants %q is not a duration such as 1s", v)
+			}
+			o.checkInvariants = d
+			return nil
+		}},
+	{"log-level", "LEVEL", constant("info"), "least severe log level written to stderr: debug, info, warn, error",
+		func(o *options, v string) error {
+			if err := o.logLevel.UnmarshalText([]byte(v)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", v)
+			}
+			return nil
+		}},
+	{"version", "", constant("false"), "print the version and exit",
+		func(_ *options, v string) error {
+			if v == "true" {
+				return errVersion
+			}
+			return nil
+		}},
+	{"help", "", constant("false"), "print this help and exit (also -h)",
+		func(_ *options, v string) error {
+			if v == "true" {
+				return errHelp
+			}
+			return nil
+		}},
+}
+
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested")
+)
+
+func sizeSetter(name string, field func(*options) *uint64) func(*options, string) error {
+	return func(o *options, v string) error {
+		n, err := shm.ParseSize(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if n == 0 || n > 1<<62 {
+			return fmt.Errorf("%s %q must be positive", name, v)
+		}
+		*field(o) = n
+		return nil
+	}
+}
+
+func boolSetter(field func(*options) *bool) func(*options, string) error {
+	return func(o *options, v string) error {
+		*field(o) = v == "true"
+		return nil
+	}
+}
+
+// lookup finds the flag of a normalised name, and for "no"+name of a boolean
+// flag reports negated.
+func lookup(name string) (f *flagDef, negated bool) {
+	if name == "h" {
+		name = "help"
+	}
+	for i := range flags {
+		if flags[i].name == name {
+			return &flags[i], false
+		}
+	}
+	if rest, ok := strings.CutPrefix(name, "no"); ok {
+		rest = strings.TrimPrefix(rest, "-")
+		for i := range flags {
+			if flags[i].name == rest && flags[i].arg == "" {
+				return &flags[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// parseArgs parses the command line: -flag or --flag, with the value after
+// '=' or as the next argument; booleans take no value or =true/=false.
+func parseArgs(args []string) (options, error) {
+	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo}
+	sizeSet := false
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
+			return o, fmt.Errorf("unexpected argument %q (vineyardd takes only flags)", arg)
+		}
+		spelled, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		f, negated := lookup(strings.ReplaceAll(spelled, "_", "-"))
+		if f == nil {
+			return o, fmt.Errorf("unknown flag --%s", spelled)
+		}
+		switch {
+		case f.arg == "": // boolean
+			v := "true"
+			if hasValue {
+				b, err := strconv.ParseBool(value)
+				if err != nil {
+					return o, fmt.Errorf("--%s=%s: want true or false", spelled, value)
+				}
+				v = strconv.FormatBool(b)
+			}
+			if negated {
+				if hasValue {
+					return o, fmt.Errorf("--%s takes no value", spelled)
+				}
+				v = "false"
+			}
+			value = v
+		case !hasValue:
+			if i+1 >= len(args) {
+				return o, fmt.Errorf("--%s needs a value: --%s %s", spelled, f.name, f.arg)
+			}
+			i++
+			value = args[i]
+		}
+		if err := f.set(&o, value); err != nil {
+			return o, err
+		}
+		if f.name == "size" {
+			sizeSet = true
+		}
+	}
+	if !sizeSet {
+		o.size = shm.DefaultSize()
+	}
+	return o, nil
+}
+
+// usage writes --help: what the program is, every flag with its default, an
+// example.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `vineyardd %s: the Vineyard daemon (Go re-implementation of v6d).
+
+Keeps immutable objects (NumPy arrays, DataFrames, Arrow tables, raw blobs) in one
+shared-memory arena and serves processes on this machine over a UNIX socket: a client
+(libv6d.so from C, the Python package vineyard) puts an object once and any process gets
+it back as a zero-copy, read-only view of the same memory. Stops cleanly on SIGINT or
+SIGTERM; objects live as long as the daemon.
+
+Usage: vineyardd [flags]
+
+Flags (--flag=value or --flag value; one dash works too, and upstream Vineyard's
+spellings with '_', such as --reserve_memory, are the same flags):
+`, version)
+	for _, f := range flags {
+		head := "--" + f.name
+		if f.arg != "" {
+			head += " " + f.arg
+		}
+		fmt.Fprintf(w, "  %s\n", head)
+		for line := range strings.SplitSeq(f.usage, "\n") {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+		fmt.Fprintf(w, "        (default: %s)\n", f.def())
+	}
+	fmt.Fprint(w, `
+Example:
+  vineyardd --socket /tmp/v6d.sock --size 4Gi &
+  VINEYARD_IPC_SOCKET=/tmp/v6d.sock python3 -c \
+    'import numpy as np, vineyard; c = vineyard.connect(); print(c.get(c.put(np.arange(5))))'
+`)
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/shm"
+)
+
+func TestParseArgsSpellings(t *testing.T) {
+	for _, args := range [][]string{
+		{"--socket=/tmp/x.sock", "--size=64Mi", "--reserve_memory", "--meta=local", "--norpc", "--log_level=debug"},
+		{"--socket", "/tmp/x.sock", "--size", "64Mi", "--reserve-memory", "--meta", "local", "--rpc=false", "--log-level", "debug"},
+		{"-socket", "/tmp/x.sock", "-size=64Mi", "-reserve_memory=true", "--no-rpc", "-log-level=debug"},
+	} {
+		o, err := parseArgs(args)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if o.socket != "/tmp/x.sock" || o.size != 64<<20 || !o.reserve || o.meta != "local" || o.logLevel != slog.LevelDebug {
+			t.Fatalf("%q: got %+v", args, o)
+		}
+	}
+	o, err := parseArgs(nil)
+	if err != nil || o.size != shm.DefaultSize() || o.socketMode != 0o600 || o.reserve || o.socket != "" {
+		t.Fatalf("defaults: %+v, %v", o, err)
+	}
+	if o, err := parseArgs([]string{"--reserve_memory=false", "--allow-overcommit"}); err != nil || o.reserve || !o.allowOvercommit {
+		t.Fatalf("booleans: %+v, %v", o, err)
+	}
+	o, err = parseArgs([]string{"--max_connections", "10", "--max-inflight-bytes=1Mi", "--max-reply-bytes", "2Mi",
+		"--frame-timeout=5s", "--check_invariants=1s"})
+	if err != nil || o.maxConnections != 10 || o.maxInflightBytes != 1<<20 || o.maxReplyBytes != 2<<20 ||
+		o.frameTimeout != 5*time.Second || o.checkInvariants != time.Second {
+		t.Fatalf("limits: %+v, %v", o, err)
+	}
+}
+
+func TestParseArgsRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--etcd_endpoint=http://127.0.0.1:2379"}, "etcd metadata backend is not built yet"},
+		{[]string{"--etcd_prefix", "/vineyard"}, "etcd metadata backend is not built yet"},
+		{[]string{"--meta=etcd"}, "etcd backend is not built yet"},
+		{[]string{"--rpc_socket_port=9600"}, "RPC (TCP) listener is not built yet"},
+		{[]string{"--rpc"}, "RPC (TCP) listener is not built yet"},
+		{[]string{"--size=lots"}, "--size"},
+		{[]string{"--size=0"}, "--size must be positive"},
+		{[]string{"--size"}, "--size needs a value"},
+		{[]string{"--socket-mode=999"}, "octal permission"},
+		{[]string{"--log-level=loud"}, "want debug, info"},
+		{[]string{"--reserve_memory=maybe"}, "want true or false"},
+		{[]string{"--norpc=true"}, "takes no value"},
+		{[]string{"--nosize"}, "unknown flag --nosize"},
+		{[]string{"--bogus"}, "unknown flag --bogus"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--max-connections=0"}, "not a positive integer"},
+		{[]string{"--max_inflight_bytes=-1"}, "--max-inflight-bytes"},
+		{[]string{"--max-reply-bytes=0"}, "must be positive"},
+		{[]string{"--frame-timeout=soon"}, "not a positive duration"},
+		{[]string{"--check-invariants=-1s"}, "not a duration"},
+	} {
+		_, err := parseArgs(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%q: err %v, want one that says %q", tc.args, err, tc.says)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if st := run([]string{"--help"}, &out, &errOut); st != 0 {
+		t.Fatalf("--help: status %d, stderr %s", st, errOut.String())
+	}
+	help := out.String()
+	for _, f := range flags {
+		if !strings.Contains(help, "--"+f.name) {
+			t.Errorf("--help does not list --%s", f.name)
+		}
+	}
+	for _, s := range []string{"the Vineyard daemon", "Usage: vineyardd", "(default: 0600)", "(default: local)", "Example:"} {
+		if !strings.Contains(help, s) {
+			t.Errorf("--help does not say %q", s)
+		}
+	}
+	if strings.Count(help, "(default: ") != len(flags) {
+		t.Errorf("--help shows %d defaults for %d flags", strings.Count(help, "(default: "), len(flags))
+	}
+	out.Reset()
+	if st := run([]string{"-h"}, &out, &errOut); st != 0 || out.String() != help {
+		t.Fatalf("-h: status %d, differs from --help", st)
+	}
+	out.Reset()
+	if st := run([]string{"--version"}, &out, &errOut); st != 0 || out.String() != "vineyardd "+version+"\n" {
+		t.Fatalf("--version: status %d, %q", st, out.String())
+	}
+	errOut.Reset()
+	if st := run([]string{"--bogus"}, &out, &errOut); st != 2 || !strings.Contains(errOut.String(), "vineyardd --help") {
+		t.Fatalf("--bogus: status %d, stderr %q", st, errOut.String())
+	}
+}
+
+func TestSizeOverMemoryRefusedAtStart(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if st := run([]string{"--socket=/nonexistent/dir/x.sock", "--size=1Ei"}, &out, &errOut); st != 1 ||
+		!strings.Contains(errOut.String(), "--size 1 EiB is larger than") || !strings.Contains(errOut.String(), "--allow-overcommit") {
+		t.Fatalf("--size=1Ei: status %d, stderr %q", st, errOut.String())
+	}
+}

@@ -1,0 +1,63 @@
+package jsonscan
+
+import "errors"
+
+// ErrNotObject is returned by ObjectFields for a value that is not an
+// object.
+var ErrNotObject = errors.New("jsonscan: not a JSON object")
+
+// ObjectFields calls fn with each key and raw value of the JSON object obj,
+// in order (a repeated key is passed again); raw is a slice of obj. A value
+// that is not an object is ErrNotObject; a malformed one a *SyntaxError (or
+// ErrNotObject); an error of fn stops the scan and is returned.
+func ObjectFields(obj []byte, fn func(key string, raw []byte) error) error {
+	s := Scanner{Buf: obj}
+	if s.Peek() != '{' {
+		return ErrNotObject
+	}
+	s.Pos++
+	if s.Peek() == '}' {
+		s.Pos++
+		return s.end()
+	}
+	for {
+		raw, escaped, err := s.RawString()
+		if err != nil {
+			return err
+		}
+		key := string(raw[1 : len(raw)-1])
+		if escaped {
+			if key, err = s.Unquote(raw); err != nil {
+				return err
+			}
+		}
+		if err := s.Expect(':'); err != nil {
+			return err
+		}
+		s.WS()
+		start := s.Pos
+		if err := s.Skip(1); err != nil {
+			return err
+		}
+		if err := fn(key, obj[start:s.Pos]); err != nil {
+			return err
+		}
+		switch s.Peek() {
+		case ',':
+			s.Pos++
+		case '}':
+			s.Pos++
+			return s.end()
+		default:
+			return s.Fail("expected , or }")
+		}
+	}
+}
+
+// end checks nothing but white space follows the value.
+func (s *Scanner) end() error {
+	if s.Peek() != 0 || s.Pos < len(s.Buf) {
+		return s.Fail("data after the value")
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package shm
+
+// The arena's first page is a header the daemon writes and clients read
+// through their read-only mapping of the arena (docs/protocol.md, "Arena
+// header"); blobs are allocated after it. This is the one definition of its
+// layout, used by the daemon (internal/store) and the client
+// (internal/client):
+//
+//	offset 0  magic  "v6d-go\x00\x01" (layout version 1)
+//	offset 8  meta epoch, uint64, native byte order, written atomically
+//
+// The meta epoch grows whenever an object or blob is deleted or the metadata
+// of an existing object changes (labels, persist, names). A client that
+// cached a metadata tree under epoch e may reuse it, without a round trip,
+// as long as the epoch still reads e.
+const (
+	// HeaderSize is the size of the arena header: one page.
+	HeaderSize = 4096
+	// HeaderEpochOffset is the offset of the meta epoch in the arena.
+	HeaderEpochOffset = 8
+)
+
+// HeaderMagic identifies the header layout; a client that finds anything
+// else at offset 0 uses no epoch.
+const HeaderMagic = "v6d-go\x00\x01"

@@ -1,0 +1,143 @@
+"""Owned handles: a connection, the pins of a get, and the views over shared
+memory that keep them alive.
+
+Nothing here knows the client: a :class:`Conn` owns one C handle and
+disconnects when nothing references it any more; every view (a NumPy array's
+:class:`ArrayHolder` base, a :class:`PrivateView`) holds what it reads through,
+so closing a client never dangles a view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import weakref
+from typing import Any
+
+import numpy as np
+
+from . import _ffi
+
+__all__ = ["ArrayHolder", "Conn", "Pin", "PrivateView", "live_views", "map_private"]
+
+
+def _disconnect(handle: int) -> None:
+    if _ffi.usable():
+        with contextlib.suppress(Exception):  # best effort at teardown
+            _ffi.call("v6d_disconnect", handle)
+
+
+class Conn:
+    """Owns a C client handle. It disconnects once nothing references it: the
+    client and every live view hold it."""
+
+    __slots__ = ("__weakref__", "_finalizer", "handle")
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+        self._finalizer = weakref.finalize(self, _disconnect, handle)
+
+    def __repr__(self) -> str:
+        return f"Conn <handle {self.handle}>"
+
+
+def _release(conn: Conn, oid: int) -> None:
+    if _ffi.usable():
+        with contextlib.suppress(Exception):  # the connection may be gone
+            _ffi.call("v6d_release", conn.handle, oid)
+
+
+class Pin:
+    """Keeps what one get pinned alive; releases it when garbage collected.
+    (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
+    and a finalizer costs several times more to create.)"""
+
+    __slots__ = ("__weakref__", "conn", "oid", "root")  # pandas tracks a got frame's references by weakref
+
+    def __init__(self, conn: Conn, oid: int) -> None:
+        self.conn = conn
+        self.oid = oid
+        # (root tree, its JSON) while a get resolves: a resolver that hands
+        # the tree back to libv6d reuses the JSON instead of re-encoding it.
+        self.root: tuple[dict[str, Any], bytes] | None = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # also at interpreter shutdown
+            _release(self.conn, self.oid)
+
+    def __repr__(self) -> str:
+        return f"Pin <o{self.oid:016x}>"
+
+
+class ArrayHolder:
+    """Exposes a region through ``__array_interface__`` (read-only unless
+    asked); it is the ``.base`` of every array built over shared memory and
+    keeps its pin (None for a builder's own, unsealed blob)."""
+
+    def __init__(self, pin: Pin | None, address: int, shape: tuple[int, ...], typestr: str,
+                 strides: tuple[int, ...] | None = None, readonly: bool = True) -> None:
+        self.pin = pin
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (address, readonly),
+            "strides": strides,
+            "version": 3,
+        }
+
+    def __repr__(self) -> str:
+        iface: dict[str, Any] = self.__array_interface__
+        return f"ArrayHolder <{iface['typestr']}{list(iface['shape'])} at {iface['data'][0]:#x}>"
+
+
+# -- private copy-on-write views (v6d_map_private) ---------------------------
+
+def _unmap(conn: Conn, address: int) -> None:
+    # conn is passed only to keep the connection open until the view is gone.
+    if _ffi.usable():
+        with contextlib.suppress(Exception):  # never raise from a finalizer
+            _ffi.call("v6d_unmap_private", address)
+
+
+class PrivateView:
+    """One private copy-on-write mapping of a blob, exposed as a writable
+    ``uint8`` ``__array_interface__``; unmapped once garbage collected.
+
+    For consumers that cannot be handed read-only memory, such as torch: its
+    reads share the store's physical pages (no copy), and the first write to
+    a 4 KiB page copies that page into this process; writes never reach the
+    store or another reader. The view holds a reference to its blob, so the
+    blob's memory is never reused while it is mapped."""
+
+    def __init__(self, conn: Conn, blob_id: int, address: int, size: int) -> None:
+        self.blob_id = blob_id
+        self.address = address
+        self.size = size
+        self.__array_interface__ = {
+            "shape": (size,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+        }
+        self._finalizer = weakref.finalize(self, _unmap, conn, address)
+
+    def __repr__(self) -> str:
+        return f"PrivateView <o{self.blob_id:016x}: {self.size} bytes at {self.address:#x}>"
+
+
+def map_private(conn: Conn, blob_id: int) -> Any:
+    """A writable ``uint8`` NumPy array over a new private copy-on-write view
+    of ``blob_id``, which the connection must hold (e.g. got with the tree
+    being resolved). The array's ``base`` is the :class:`PrivateView`: the
+    view lives while the array or anything sharing its memory does."""
+    ptr = ctypes.POINTER(ctypes.c_uint8)()
+    size = ctypes.c_uint64()
+    _ffi.check_process()
+    _ffi.call("v6d_map_private", conn.handle, blob_id, ctypes.byref(ptr), ctypes.byref(size))
+    address = ctypes.cast(ptr, ctypes.c_void_p).value or 0
+    return np.asarray(PrivateView(conn, blob_id, address, size.value))
+
+
+def live_views() -> int:
+    """The number of private views mapped in this process."""
+    return int(_ffi.lib().v6d_private_views()) if _ffi.usable() else 0

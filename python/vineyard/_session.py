@@ -1,0 +1,325 @@
+"""The context builders and resolvers work in: one connection's operations
+that putting and getting values need, without the client around them.
+
+A :class:`Session` is what :mod:`vineyard.data` builders get as their first
+argument (``fn(session, value, **kw)``) and resolvers too (``fn(session,
+tree, pin)``): it creates blobs and objects, finds the blobs a get pinned and
+maps private views, and nothing else. ``session.client`` is the public
+:class:`~vineyard.Client` for anything more (a user's builder may call
+``session.client.put``). ``create_blob`` and ``create_metadata`` have the
+client's names, so builders written against upstream's client keep working.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import weakref
+from collections.abc import Sequence
+from typing import Any, overload
+
+import numpy as np
+
+from . import _ffi
+from ._handles import ArrayHolder, Conn, Pin, map_private
+from ._types import ObjectID, ObjectMeta
+from .errors import Status, exception_for
+
+__all__ = ["INLINE_BYTES", "BlobBuilder", "Session", "address_of"]
+
+# The one inline threshold: a put whose new blobs hold at most this many bytes
+# in all sends them with its tree (v6d_put_inline): one round trip instead of
+# two; the socket copy is cheaper than the second round trip up to about here
+# (docs/performance.md). Larger data is written in place into shared-memory
+# blobs.
+INLINE_BYTES = 64 << 10
+
+_byref = ctypes.byref
+
+
+def address_of(data: Any) -> tuple[int, int, Any]:
+    """(address, nbytes, object keeping them alive) of contiguous data."""
+    arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    return arr.ctypes.data, arr.nbytes, arr
+
+
+def _inline_total(inline: Sequence[tuple[dict[str, Any], Any]]) -> int:
+    total = 0
+    for _, d in inline:
+        total += d.nbytes if hasattr(d, "nbytes") else memoryview(d).nbytes
+    return total
+
+
+class Session:
+    """One connection's put/get operations (see the module docstring)."""
+
+    __slots__ = ("_client", "conn")
+
+    def __init__(self, conn: Conn, client: Any = None) -> None:
+        self.conn: Conn | None = conn
+        self._client = weakref.ref(client) if client is not None else None
+
+    @property
+    def client(self) -> Any:
+        """The :class:`~vineyard.Client` this session belongs to (held
+        weakly: a session never keeps its client alive)."""
+        client = self._client() if self._client is not None else None
+        if client is None:
+            raise exception_for(Status.INVALID_HANDLE, "vineyard: the client of this session is gone")
+        return client
+
+    def handle(self) -> int:
+        """The C handle; raises if the client is closed or this process is a
+        fork of the one that connected."""
+        conn = self.conn
+        if conn is None:
+            raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
+        _ffi.check_process()
+        return conn.handle
+
+    def live_handle(self) -> int:
+        """:meth:`handle`, after checking that the daemon is alive
+        (``v6d_connected``, a poll that never waits): for the calls libv6d
+        may answer from its cache, which must not outlive the daemon. Calls
+        that go to the daemon fail by themselves with ConnectionError."""
+        handle = self.handle()
+        if not _ffi.function("v6d_connected")(handle):
+            raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
+                                "(the daemon stopped or hung up); connect again")
+        return handle
+
+    @property
+    def connected(self) -> bool:
+        """False once the client is closed or the daemon is gone
+        (``v6d_connected``); never blocks."""
+        conn = self.conn
+        if conn is None:
+            return False
+        if not _ffi.usable():
+            return False  # a forked child: nothing here may call into libv6d
+        return bool(_ffi.function("v6d_connected")(conn.handle))
+
+    def pin(self, oid: int) -> Pin:
+        """A pin of ``oid``, whose blobs this connection holds (from a get)."""
+        conn = self.conn
+        if conn is None:
+            raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
+        return Pin(conn, oid)
+
+    # -- blobs ------------------------------------------------------------
+
+    @overload
+    def create_blob(self, size: int) -> BlobBuilder: ...
+    @overload
+    def create_blob(self, size: Sequence[int]) -> list[BlobBuilder]: ...
+
+    def create_blob(self, size: int | Sequence[int]) -> BlobBuilder | list[BlobBuilder]:
+        """Creates unsealed blob(s): a BlobBuilder, or a list of them (one
+        round trip) for a list of sizes."""
+        if not isinstance(size, int):
+            sizes = list(size)
+            n = len(sizes)
+            if any(s < 0 for s in sizes):
+                raise ValueError("blob size must not be negative")
+            c_sizes = (ctypes.c_uint64 * n)(*sizes)
+            c_ids = (ctypes.c_uint64 * n)()
+            c_ptrs = (ctypes.POINTER(ctypes.c_uint8) * n)()
+            _ffi.call("v6d_create_buffers", self.handle(), n, c_sizes, c_ids, c_ptrs)
+            return [BlobBuilder(self, c_ids[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, sizes[i])
+                    for i in range(n)]
+        if size < 0:
+            raise ValueError("blob size must not be negative")
+        oid, ptr = ctypes.c_uint64(), ctypes.c_void_p()
+        _ffi.call("v6d_create_buffer", self.handle(), size, _byref(oid), _byref(ptr))
+        return BlobBuilder(self, oid.value, ptr.value or 0, size)
+
+    def blob_pointer(self, blob_id: int) -> tuple[int, int]:
+        """(address, size) of a blob this connection holds; no round trip."""
+        ptr, size = ctypes.c_void_p(), ctypes.c_uint64()
+        _ffi.call("v6d_blob_pointer", self.handle(), blob_id, _byref(ptr), _byref(size), None)
+        return ptr.value or 0, size.value
+
+    def map_private(self, blob_id: int) -> Any:
+        """A writable copy-on-write ``uint8`` NumPy array over a blob this
+        connection holds (see :func:`vineyard._handles.map_private`)."""
+        self.handle()  # closed / forked checks
+        assert self.conn is not None
+        return map_private(self.conn, blob_id)
+
+    # -- objects ----------------------------------------------------------
+
+    def create_metadata(self, meta: ObjectMeta, seal: Sequence[int] = ()) -> ObjectMeta:
+        """Creates an object from ``meta``, and every member tree in it that
+        has no id yet, in one round trip; the unsealed blobs it references
+        (``meta.seal_ids``) and those in ``seal`` are sealed first. Returns the
+        stored metadata (with ids)."""
+        p, ln = ctypes.c_void_p(), ctypes.c_size_t()
+        self.create(meta, seal, p, ln)
+        return ObjectMeta(json.loads(_ffi.take_string(p, ln)))
+
+    def create(self, meta: ObjectMeta, seal: Sequence[int] = (), tree: ctypes.c_void_p | None = None,
+               tree_len: ctypes.c_size_t | None = None) -> ObjectID:
+        """create_metadata's round trip; the stored tree is copied out only
+        when ``tree`` is given (a put needs just the id). Blobs the tree
+        carries by value go with it (v6d_put_inline) when they are few and
+        small, else into shared-memory blobs first."""
+        if meta.inline_data:
+            inline = meta.inline_data
+            if tree is None and not seal and not meta.seal_ids and _inline_total(inline) <= INLINE_BYTES:
+                return self.put_inline(meta.to_json().encode(), [d for _, d in inline])[0]
+            self._materialize_inline(meta)
+        body = meta.to_json().encode()
+        builders = meta.sealing_builders
+        for builder in builders:
+            builder.revoke_views()  # before anything is sealed: may refuse
+        to_seal = [*meta.seal_ids, *seal]
+        n = len(to_seal)
+        c_seal = (ctypes.c_uint64 * n)(*to_seal) if n else None
+        oid = ctypes.c_uint64()
+        handle = self.handle()
+        _ffi.call("v6d_create_metadata", handle, body, len(body), c_seal, n, _byref(oid),
+                  None if tree is None else _byref(tree), None if tree_len is None else _byref(tree_len))
+        meta.seal_ids.clear()
+        for builder in builders:
+            builder.issealed = True
+        builders.clear()
+        if n:
+            # Drop the references sealing took (no round trip): a put keeps
+            # no view, and holding them would keep the memory after a delete.
+            _ffi.call("v6d_release", handle, oid.value)
+        return ObjectID(oid.value)
+
+    def put_inline(self, body: bytes | None, datas: Sequence[Any]) -> tuple[ObjectID, list[ObjectID]]:
+        """One round trip: new sealed blobs holding copies of ``datas`` and,
+        unless ``body`` is None, the object of that tree (v6d_put_inline)."""
+        n = len(datas)
+        addrs = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_uint64 * n)()
+        keep = []
+        for i, d in enumerate(datas):
+            addrs[i], sizes[i], view = address_of(d)
+            keep.append(view)
+        bids = (ctypes.c_uint64 * n)()
+        oid = ctypes.c_uint64()
+        _ffi.call("v6d_put_inline", self.handle(), body, len(body) if body else 0, n, addrs, sizes, bids,
+                  _byref(oid))
+        del keep
+        return ObjectID(oid.value), [ObjectID(b) for b in bids]
+
+    def _materialize_inline(self, meta: ObjectMeta) -> None:
+        """Turns the inline blobs of a tree into shared-memory blobs (one
+        round trip), for data too large to send by value."""
+        inline = meta.inline_data
+        sources = [address_of(d) for _, d in inline]
+        builders = self.create_blob([size for _, size, _ in sources])
+        for (placeholder, _), (address, size, _view), builder in zip(inline, sources, builders):
+            if size:
+                ctypes.memmove(builder.address, address, size)
+            placeholder.clear()
+            placeholder["id"] = repr(builder.id)
+            if not builder.issealed:
+                meta.seal_ids.append(int(builder.id))
+        inline.clear()
+
+    def delete(self, object_ids: Sequence[int], flags: int = 0) -> None:
+        """Deletes objects (``flags``: v6d_delete's, see Client.delete)."""
+        c_ids = (ctypes.c_uint64 * len(object_ids))(*object_ids)
+        _ffi.call("v6d_delete", self.handle(), len(object_ids), c_ids, flags)
+
+    def __repr__(self) -> str:
+        return f"Session <{self.conn!r}>"
+
+
+class BlobBuilder:
+    """An unsealed blob this client created: a writable buffer until sealed."""
+
+    def __init__(self, session: Session, oid: int, address: int, size: int) -> None:
+        self._session = session
+        self.id = ObjectID(oid)
+        self.address = address
+        self.size = size
+        self.issealed = oid == 1 << 63  # the empty blob is sealed by nature
+        self._view: Any = None  # made on first use: put's memmove path never needs it
+        self._exports: list[memoryview] = []  # views memoryview() handed out, released at seal
+
+    @property
+    def _array(self) -> Any:
+        if self.issealed and self.size:
+            raise ValueError(f"vineyard: blob {self.id!r} is sealed, its bytes are immutable; get the blob "
+                             "(client.get_blob) to read them")
+        if self._view is None:
+            if self.size:
+                self._view = np.asarray(ArrayHolder(None, self.address, (self.size,), "|u1", readonly=False))
+            else:
+                self._view = np.zeros(0, dtype=np.uint8)
+        return self._view
+
+    def __len__(self) -> int:
+        return self.size
+
+    def memoryview(self) -> memoryview:
+        """A writable memoryview of the bytes, until the blob is sealed:
+        sealing releases it (a later use raises ValueError), and refuses with
+        BufferError while an export of it is held (a ``PickleBuffer``...).
+        Arrays made from it before sealing (``np.frombuffer(view)``, slices)
+        keep a raw pointer Python cannot revoke: never write through them
+        after seal; write with :meth:`copy` or through the view itself."""
+        view = memoryview(self._array)
+        self._exports.append(view)
+        return view
+
+    def revoke_views(self) -> None:
+        """Releases every view :meth:`memoryview` handed out and makes the
+        builder's own array read-only, before sealing. Raises BufferError,
+        and seals nothing, while another object still holds a buffer taken
+        from one of those views."""
+        held = 0
+        for view in self._exports:
+            try:
+                view.release()
+            except BufferError:
+                held += 1
+        if held:
+            raise BufferError(f"vineyard: cannot seal blob {self.id!r}: {held} export(s) of its memoryview() "
+                              "are still alive; release them first, a sealed blob must not be writable")
+        self._exports.clear()
+        if self._view is not None:
+            self._view.flags.writeable = False
+            self._view = None
+
+    def copy(self, offset: int, data: Any) -> None:
+        """Copies bytes-like ``data`` into the blob at ``offset``."""
+        src = memoryview(data).cast("B")
+        if offset < 0 or offset + src.nbytes > self.size:
+            raise ValueError(f"copy of {src.nbytes} bytes at {offset} exceeds blob of {self.size}")
+        self._array[offset:offset + src.nbytes] = src
+
+    def seal(self, client: Any = None) -> ObjectID:
+        """Seals the blob; it becomes immutable and readable by others. The
+        builder's memory must not be used afterwards: get the blob to read it.
+        ``client`` is accepted for upstream's signature and ignored: a
+        builder seals through the connection that created it."""
+        handle = self._session.handle()
+        self.revoke_views()
+        _ffi.call("v6d_seal", handle, int(self.id))
+        self.issealed = True
+        # Sealing gave this connection a reference; nothing here reads through
+        # it, and holding it would keep the blob's memory after a delete.
+        _ffi.call("v6d_release", handle, int(self.id))
+        return self.id
+
+    def abort(self, client: Any = None) -> None:
+        """Drops the unsealed blob and frees its memory (``client`` is
+        ignored, as in :meth:`seal`); its views are released first, as by
+        :meth:`seal`, so none is left over freed memory."""
+        self.revoke_views()
+        _ffi.call("v6d_abort", self._session.handle(), int(self.id))
+
+    def shrink(self, client: Any, size: int) -> None:
+        """Shrinks the unsealed blob to ``size`` bytes (``client`` is
+        ignored, as in :meth:`seal`)."""
+        _ffi.call("v6d_shrink", self._session.handle(), int(self.id), int(size))
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"BlobBuilder <{self.id!r}: {self.size} bytes>"

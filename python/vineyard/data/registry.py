@@ -1,0 +1,92 @@
+"""The registries of builders and resolvers, and the dispatch through them
+(see :mod:`vineyard.data`)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Union
+
+from .._types import ObjectID, ObjectMeta
+
+__all__ = ["build", "build_meta", "register_builder", "register_protocol_builder", "register_resolver", "resolve"]
+
+Builder = Callable[..., Union[ObjectID, ObjectMeta]]
+Resolver = Callable[[Any, dict[str, Any], Any], Any]
+
+_builders: dict[type | str, Builder] = {}
+_protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
+_resolvers: dict[str, Resolver] = {}
+_by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
+_by_typename: dict[str, Resolver] = {}  # the same for resolvers
+
+
+def register_builder(pytype: type | str, fn: Builder) -> None:
+    """Registers ``fn`` to put values of ``pytype`` (a class, or its
+    ``"module.QualName"``) and of its subclasses."""
+    _builders[pytype] = fn
+    _by_type.clear()
+
+
+def register_protocol_builder(accepts: Callable[[Any], bool], fn: Builder) -> None:
+    """Registers ``fn`` for values no type builder takes but ``accepts(value)``
+    does (e.g. objects exposing ``__arrow_c_stream__``); tried in order of
+    registration, before the pickle fallback."""
+    _protocol_builders.append((accepts, fn))
+    _by_type.clear()
+
+
+def register_resolver(typename_prefix: str, fn: Resolver) -> None:
+    """Registers ``fn`` to get objects whose typename starts with the prefix."""
+    _resolvers[typename_prefix] = fn
+    _by_typename.clear()
+
+
+def _builder_for(value: Any) -> Builder:
+    klass = type(value)
+    fn = _by_type.get(klass)
+    if fn is not None:
+        return fn
+    for k in klass.__mro__:
+        fn = _builders.get(k) or _builders.get(f"{k.__module__}.{k.__qualname__}")
+        if fn is None or k is object:
+            continue
+        _by_type[klass] = fn
+        return fn
+    for accepts, fn in _protocol_builders:
+        if accepts(value):
+            return fn  # not cached: the protocol is a property of the value
+    fn = _builders.get(object)
+    if fn is None:
+        raise TypeError(f"vineyard: no builder takes a {klass.__qualname__} (and none is registered for object)")
+    return fn
+
+
+def build_meta(session: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
+    """Runs the builder of ``value``: an ObjectID, or an ObjectMeta to embed
+    as a member (created together with its parent)."""
+    return _builder_for(value)(session, value, **kw)
+
+
+def build(session: Any, value: Any, **kw: Any) -> ObjectID:
+    """Stores ``value`` and returns its id."""
+    out = build_meta(session, value, **kw)
+    if isinstance(out, ObjectMeta):
+        return out.id if out.created else session.create(out)
+    return ObjectID(out)
+
+
+def resolve(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """Turns a tree into a value with the resolver of its typename, or returns
+    its ObjectMeta when no resolver matches."""
+    typename = str(tree.get("typename", ""))
+    fn = _by_typename.get(typename)
+    if fn is None:
+        best = ""
+        for prefix in _resolvers:
+            if typename.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        if not best:
+            return ObjectMeta(tree)
+        fn = _by_typename[typename] = _resolvers[best]
+    return fn(session, tree, pin)
+
+
