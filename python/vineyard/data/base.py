@@ -30,7 +30,9 @@ def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
     """A read-only memoryview of a blob member this connection holds."""
 
     bid = int(ObjectID(tree["id"]))
-    address, size = session.blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
+    # The empty blob alone has no bytes: "length" is not trusted (upstream's
+    # daemon stores 0 there for every blob).
+    address, size = session.blob_pointer(bid) if bid != 1 << 63 else (0, 0)
     return memoryview(Blob(bid, address, size, pin))
 
 

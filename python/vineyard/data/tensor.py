@@ -77,14 +77,15 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     shape = _parse_shape(tree["shape_"])
     fortran = str(tree.get("order_", "C")).strip('"') == "F"
     blob = tree["buffer_"]
-    if int(blob.get("length", 0)) == 0:
+    need = math.prod(shape) * dtype.itemsize
+    if need == 0:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
     address, size = session.blob_pointer(int(ObjectID(blob["id"])))
-    if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
-        raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
-                         f"blob's {size} bytes")
+    if need > size:  # a bad tree, or bytes that never arrived: never a view past its blob, never zeros
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): a tensor of shape "
+                         f"{shape} and dtype {dtype} needs {need} bytes, its blob {blob.get('id')} has {size}")
     strides = None
     if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
