@@ -85,7 +85,8 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     address, size = session.blob_pointer(int(ObjectID(blob["id"])))
     if need > size:  # a bad tree, or bytes that never arrived: never a view past its blob, never zeros
         raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): a tensor of shape "
-                         f"{shape} and dtype {dtype} needs {need} bytes, its blob {blob.get('id')} has {size}")
+                         f"{shape} and dtype {dtype} needs more than its blob's {size} bytes ({need}; blob "
+                         f"{blob.get('id')})")
     strides = None
     if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
