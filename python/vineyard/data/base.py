@@ -36,7 +36,8 @@ def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
     return memoryview(Blob(bid, address, size, pin))
 
 
-_SCALARS = {bool: ("bool", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
+# A bool is stored as upstream stores it: Scalar<int> with type_ "bool".
+_SCALARS = {bool: ("int", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
 
 
 def build_scalar(session: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
