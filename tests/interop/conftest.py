@@ -117,6 +117,7 @@ class Agent:
 def client_env(which: str) -> dict[str, str]:
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = "1"
+    env["INTEROP_CLIENT"] = which
     if which == "ours":
         env["PYTHONPATH"] = str(ROOT / "python")
         env.setdefault("V6D_LIBRARY", str(ROOT / "build" / "libv6d.so"))

@@ -59,8 +59,17 @@ VALUES["arrow-recordbatch"] = lambda: pa.record_batch({"a": [1, 2, 3], "b": ["x"
 VALUES["arrow-table"] = lambda: pa.table({"a": [1, 2, 3], "b": [0.5, 1.5, 2.5]})
 
 
-def check(kind: str, got: Any) -> None:
+def check(kind: str, got: Any, lenient: bool = False) -> None:
+    """``lenient`` (upstream's reader): a DataFrame is compared by its data
+    (labels and values), not by how pandas holds it: upstream's reader makes
+    blocks pandas 3 no longer types (datetime columns as plain arrays)."""
     want = VALUES[kind]()
+    if lenient and isinstance(want, pd.DataFrame):
+        assert list(got.columns) == list(want.columns), (got.columns, want.columns)
+        assert list(got.index) == list(want.index), (got.index, want.index)
+        for col in want.columns:
+            assert list(np.asarray(got[col])) == list(np.asarray(want[col])), (got[col], want[col])
+        return
     if isinstance(want, np.ndarray):
         got = np.asarray(got)
         assert got.dtype == want.dtype or want.dtype.kind == "U", (got.dtype, want.dtype)
