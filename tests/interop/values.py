@@ -96,7 +96,20 @@ def check(kind: str, got: Any, lenient: bool = False) -> None:
         assert got_list == want.to_pylist(), (got_list, want.to_pylist())
     elif isinstance(want, (pa.RecordBatch, pa.Table)):
         assert got.to_pydict() == want.to_pydict(), (got.to_pydict(), want.to_pydict())
+    elif isinstance(want, dict):
+        assert set(got) == set(want), (got, want)
+        for key, value in want.items():
+            assert np.array_equal(np.asarray(got[key]), np.asarray(value)), (key, got[key], value)
     elif isinstance(want, bool):  # upstream's reader gives Scalar<int> type_ bool back as an int
         assert got == want and isinstance(got, int), (got, want)
     else:
         assert type(got) is type(want) and got == want, (got, want)
+
+
+# Ours only (no upstream counterpart): upstream's reader must not match them,
+# and ours must keep reading them.
+OURS_ONLY: dict[str, Callable[[], Any]] = {
+    "zero-copy-pickle": lambda: {"a": np.arange(1000.0), "b": "x"},
+}
+VALUES.update(OURS_ONLY)
+

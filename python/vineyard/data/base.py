@@ -66,14 +66,22 @@ def resolve_sequence(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     return items if tree.get("is_list_") else tuple(items)
 
 
+# A pickle without out-of-band buffers is upstream's vineyard::PickleBuffer
+# (size_, member buffer_); one with them (our zero-copy pickle, each buffer a
+# blob) has a typename of its own, which upstream's reader does not match.
+PICKLE, ZERO_COPY_PICKLE = "vineyard::PickleBuffer", "v6d::ZeroCopyPickle"
+
+
 def pickle_tree(value: Any) -> tuple[ObjectMeta, list[tuple[str, memoryview]]]:
-    """The ``vineyard::PickleBuffer`` tree of ``value`` (pickle protocol 5)
-    without its blobs, and the bytes each blob member must hold, as
-    ``(member key, bytes)``: the stream, then each out-of-band buffer."""
+    """The pickle tree of ``value`` (protocol 5) without its blobs, and the
+    bytes each blob member must hold, as ``(member key, bytes)``: the stream,
+    then each out-of-band buffer."""
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
-    meta = ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data), "__buffers_-size": len(raws)})
+    meta = ObjectMeta({"typename": ZERO_COPY_PICKLE if raws else PICKLE, "size_": len(data)})
+    if raws:
+        meta["__buffers_-size"] = len(raws)
     meta.nbytes = len(data) + sum(r.nbytes for r in raws)
     return meta, [("buffer_", memoryview(data))] + [(f"__buffers_-{i}", raw) for i, raw in enumerate(raws)]
 
@@ -108,4 +116,5 @@ def register() -> None:
     register_resolver(BLOB_TYPENAME, resolve_blob)
     register_resolver("vineyard::Scalar", resolve_scalar)
     register_resolver("vineyard::Sequence", resolve_sequence)
-    register_resolver("vineyard::PickleBuffer", resolve_pickle)
+    register_resolver(PICKLE, resolve_pickle)
+    register_resolver(ZERO_COPY_PICKLE, resolve_pickle)
