@@ -189,14 +189,22 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 	}
 	var reply protocol.DelDataReply
 	_ = c.callLocked(protocol.NewDelDataRequest(idl, false, true, false), &reply)
+	var held []ids.ObjectID
 	c.state.Lock()
 	for _, id := range idl {
 		if b, ok := c.blobs[id]; ok && !b.owned {
 			delete(c.blobs, id)
+			held = append(held, id)
 		}
 		delete(c.objects, id)
 	}
 	c.state.Unlock()
+	// The references sealing took: our daemon keeps a deleted blob's memory
+	// while they are held.
+	for _, r := range c.releaseRequests(held) {
+		var ack protocol.AckReply
+		_ = c.callLocked(r, &ack)
+	}
 }
 
 // upstreamInline is CreateInline with upstream's messages: new blobs, a
