@@ -26,8 +26,6 @@ ARROW = {"arrow-int", "arrow-float", "arrow-string", "arrow-large-string", "arro
 OURS_FRAME = {"df-multiindex", "series"}
 UNFINISHED = {
     **{(k, "ours", "upstream"): "our Arrow layout (buffers_-<i>) is not upstream's per-type members" for k in ARROW},
-    **{(k, "upstream", "ours"): "upstream's Arrow layout (per-type members) is not read yet" for k in ARROW
-       if k != "arrow-struct"},
     **{(k, "ours", "upstream"): "our MultiIndex and RangeIndex are not upstream's (upstream stores an Index of values)" for k in OURS_FRAME},
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
     ("df-string", "upstream", "ours"): "upstream's string column (Tensor<std::string>) in a DataFrame is not read yet",
