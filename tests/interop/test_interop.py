@@ -21,11 +21,14 @@ PANDAS3 = {"df-string", "df-categorical", "df-string-index"}
 # Layouts not yet upstream's (issue 13, item 4, unfinished; docs/protocol.md
 # "Layouts"): each fails with an error naming the member or type, never with
 # wrong data. strict: a pair that starts working must leave this list.
-ARROW = {"arrow-int", "arrow-float", "arrow-string", "arrow-large-string", "arrow-list", "arrow-struct",
-         "arrow-recordbatch", "arrow-table"}
+ARROW = {"arrow-string": "our 32-bit string array (upstream has only large_string, by a copy)",
+         "arrow-list": "our ListArray (upstream has only LargeListArray, by a copy)",
+         "arrow-struct": "a struct array (upstream pickles it)",
+         "arrow-recordbatch": "our record batch has no SchemaProxy schema_",
+         "arrow-table": "our table has no SchemaProxy schema_"}
 OURS_FRAME = {"df-multiindex", "series"}
 UNFINISHED = {
-    **{(k, "ours", "upstream"): "our Arrow layout (buffers_-<i>) is not upstream's per-type members" for k in ARROW},
+    **{(k, "ours", "upstream"): f"not in upstream's layout yet: {why}" for k, why in ARROW.items()},
     **{(k, "ours", "upstream"): "our MultiIndex and RangeIndex are not upstream's (upstream stores an Index of values)" for k in OURS_FRAME},
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
     ("df-string", "upstream", "ours"): "upstream's string column (Tensor<std::string>) in a DataFrame is not read yet",

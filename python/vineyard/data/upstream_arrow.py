@@ -34,7 +34,7 @@ _NUMERIC = re.compile(r"vineyard::NumericArray<([^>]+)>")
 _STRING = ("vineyard::BaseBinaryArray<arrow::LargeStringArray>", "vineyard::LargeStringArray")
 _BINARY = ("vineyard::BaseBinaryArray<arrow::LargeBinaryArray>", "vineyard::LargeBinaryArray")
 # upstream writes str(pyarrow type); these differ from pyarrow's aliases
-_ALIASES = {"double": "float64", "float": "float32", "halffloat": "float16"}
+_ALIASES = {"double": "float64", "float": "float32", "halffloat": "float16", "int": "int32"}
 
 
 def is_upstream_arrow(tree: dict[str, Any]) -> bool:
