@@ -38,6 +38,9 @@ def main() -> None:
                 check(req["kind"], value, lenient=LENIENT)
             elif cmd == "delete":
                 client.delete(vineyard.ObjectID(req["id"]))
+            elif cmd == "info":
+                out["version"] = getattr(client, "version", None)  # ours does not expose it (yet)
+                out["meta"] = {str(k): v for k, v in client.meta.items()}
             elif cmd == "list":
                 out["n"] = len(client.list_metadatas(req.get("pattern", "*"), limit=req.get("limit", 1000)))
             elif cmd == "loop":  # put → get → delete of a large array, n times

@@ -89,3 +89,19 @@ def test_upstream_client_loop_does_not_grow_memory(agents, sockets) -> None:
     with vineyard.connect(sockets["ours"]) as c:
         used = c.status.memory_usage
     assert used < 256 << 20, f"{used} bytes in use after the loop"
+
+
+@pytest.mark.parametrize("daemon", DAEMONS)
+def test_version_and_cluster_info_as_upstream(agents, daemon: str) -> None:
+    """Item 5: both clients see the same fields and types from either daemon."""
+    infos = {client: agents(client, daemon).call(cmd="info") for client in ("ours", "upstream")}
+    for client, info in infos.items():
+        assert info["ok"], f"{client}: {info['error']}"
+        if client == "upstream":  # the daemon's register_reply.version
+            assert info["version"] == "0.24.2", (daemon, info)
+        for instance, fields in info["meta"].items():
+            assert instance.isdigit(), (client, info["meta"])  # integer keys (JSON makes them text)
+            assert isinstance(fields["hostid"], int), (client, fields)
+            host, _, port = fields["rpc_endpoint"].rpartition(":")
+            assert host and port.isdigit(), (client, fields)
+    assert set(infos["ours"]["meta"]) == set(infos["upstream"]["meta"])
