@@ -12,9 +12,11 @@ from values import VALUES
 DAEMONS = ["ours", "upstream"]
 DIRECTIONS = [("ours", "upstream"), ("upstream", "ours")]
 
-# Upstream's own failures with pandas 3 (its reader builds blocks pandas 3
-# refuses for string and categorical columns): it cannot read back even its
-# own puts of these, so no direction with upstream reading can pass.
+# Upstream's own failures with pandas 3: its writer stores a string or
+# categorical column as a scalar of its first value (block.values[0] of a 1-D
+# extension array) and its reader cannot read string indexes, so it cannot
+# read back even its own puts of these; no direction with upstream reading or
+# writing them can pass (ours refuses upstream's frames with a clear error).
 PANDAS3 = {"df-string", "df-categorical", "df-string-index"}
 
 
@@ -31,14 +33,15 @@ UNFINISHED = {
     **{(k, "ours", "upstream"): f"not in upstream's layout yet: {why}" for k, why in ARROW.items()},
     **{(k, "ours", "upstream"): "our MultiIndex and RangeIndex are not upstream's (upstream stores an Index of values)" for k in OURS_FRAME},
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
-    ("df-string", "upstream", "ours"): "upstream's string column (Tensor<std::string>) in a DataFrame is not read yet",
-    ("df-categorical", "upstream", "ours"): "upstream's categorical column layout is not read yet",
+    ("df-string", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a string column",
+    ("df-categorical", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a "
+                                            "categorical column",
 }
 
 
 def _xfail_reason(kind: str, writer: str, reader: str) -> str | None:
     if reader == "upstream" and kind in PANDAS3:
-        return "upstream 0.24.2 cannot read string/categorical DataFrame columns under pandas 3"
+        return "upstream 0.24.2 under pandas 3 cannot read string or categorical columns or string indexes, not even its own"
     return UNFINISHED.get((kind, writer, reader))
 
 

@@ -106,7 +106,14 @@ def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
     blocks, rows = [], 0
     for i in range(int(tree["__values_-size"])):
-        values = resolve_array(session, tree[f"__values_-value-{i}"], pin)
+        column = tree[f"__values_-value-{i}"]
+        if str(column.get("typename", "")).startswith("vineyard::Scalar"):
+            # upstream 0.24.2 under pandas 3 stores the first value of a
+            # string or categorical column as a scalar: the column is lost
+            raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): column {i} is a "
+                             f"{column.get('typename')}, not an array: its writer lost the column's values "
+                             "(upstream 0.24.2 does so for string and categorical columns under pandas 3)")
+        values = resolve_array(session, column, pin)
         rows = len(values)
         if isinstance(values, np.ndarray):
             values = values.reshape(1, -1)  # a block of one column: (columns, rows)
