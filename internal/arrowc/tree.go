@@ -209,6 +209,7 @@ func (e *encoder) batch(n *node, withMeta bool) uint64 {
 	if withMeta {
 		e.metadata(keySchemaMeta, keySchemaMeta4, n.f.metadata)
 	}
+	e.schemaProxy(n.f.children)
 	var nbytes uint64
 	e.int(keyColumns+"size", int64(len(n.children)))
 	for i, c := range n.children {

@@ -26,8 +26,7 @@ PANDAS3 = {"df-string", "df-categorical", "df-string-index"}
 ARROW = {"arrow-string": "our 32-bit string array (upstream has only large_string, by a copy)",
          "arrow-list": "our ListArray (upstream has only LargeListArray, by a copy)",
          "arrow-struct": "a struct array (upstream pickles it)",
-         "arrow-recordbatch": "our record batch has no SchemaProxy schema_",
-         "arrow-table": "our table has no SchemaProxy schema_"}
+         "arrow-recordbatch": "a 32-bit string column (no SchemaProxy, upstream has only large_string)"}
 OURS_FRAME = {"df-multiindex", "series"}
 UNFINISHED = {
     **{(k, "ours", "upstream"): f"not in upstream's layout yet: {why}" for k, why in ARROW.items()},

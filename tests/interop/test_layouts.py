@@ -120,3 +120,18 @@ def test_upstream_array_shorter_than_its_length_is_an_error(client) -> None:
     meta.add_member("null_bitmap_", _member(client, None))
     with pytest.raises(ValueError, match="do not fit"):
         client.get(client.create_metadata(meta).id)
+
+
+def test_our_record_batch_carries_upstreams_schema(client) -> None:
+    """Our batches of upstream's types also carry its SchemaProxy (the IPC
+    schema), so its reader can take them; ours ignores it."""
+    batch = pa.record_batch({"a": pa.array([1, None], type=pa.int32()), "s": pa.array(["x", "y"], pa.large_string()),
+                             "f": [0.5, 1.5], "b": [True, None]})
+    meta = client.get_meta(client.put(batch))
+    proxy = meta["schema_"]
+    assert proxy.typename == "vineyard::SchemaProxy"
+    schema = pa.ipc.read_schema(pa.py_buffer(bytearray(json.loads(proxy["schema_binary_"])["bytes"])))
+    assert schema == batch.schema
+    assert client.get(meta.id).equals(batch)
+    # a 32-bit string column is not upstream's: no SchemaProxy
+    assert "schema_" not in client.get_meta(client.put(pa.record_batch({"s": ["x"]})))

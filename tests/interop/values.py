@@ -58,6 +58,9 @@ VALUES["arrow-large-string"] = lambda: pa.array(["a", "bb", None], type=pa.large
 VALUES["arrow-list"] = lambda: pa.array([[1, 2], [], None, [3]])
 VALUES["arrow-struct"] = lambda: pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
 VALUES["arrow-recordbatch"] = lambda: pa.record_batch({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+VALUES["arrow-recordbatch-large-string"] = lambda: pa.record_batch(
+    {"a": pa.array([1, None, 3], type=pa.int32()), "s": pa.array(["x", None, "z"], type=pa.large_string()),
+     "t": [True, False, True]})
 VALUES["arrow-table"] = lambda: pa.table({"a": [1, 2, 3], "b": [0.5, 1.5, 2.5]})
 
 

@@ -41,9 +41,16 @@ def is_upstream_arrow(tree: dict[str, Any]) -> bool:
     """Reports whether an Arrow tree is in upstream's layout (ours always
     has ``format_`` on array nodes and no SchemaProxy)."""
     typename = str(tree.get("typename", ""))
+    if typename == "vineyard::Table":
+        first = tree.get("partitions_-0")
+        if isinstance(first, dict):
+            return is_upstream_arrow(first)
     if typename in ("vineyard::RecordBatch", "vineyard::Table"):
-        schema = tree.get("schema_")
-        return isinstance(schema, dict) and schema.get("typename") == "vineyard::SchemaProxy"
+        # ours may carry a SchemaProxy too (for upstream's reader), but its
+        # columns have format_
+        schema, first = tree.get("schema_"), tree.get("__columns_-0")
+        return (isinstance(schema, dict) and schema.get("typename") == "vineyard::SchemaProxy"
+                and not (isinstance(first, dict) and "format_" in first))
     return "format_" not in tree and ("buffer_" in tree or "buffer_offsets_" in tree
                                       or typename == "vineyard::NullArray")
 
