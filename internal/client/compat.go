@@ -187,18 +187,32 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 	if len(idl) == 0 || c.usableLocked() != nil {
 		return
 	}
-	var reply protocol.DelDataReply
-	_ = c.callLocked(protocol.NewDelDataRequest(idl, false, true, false), &reply)
-	var held []ids.ObjectID
+	var unsealed, rest, held []ids.ObjectID
 	c.state.Lock()
 	for _, id := range idl {
-		if b, ok := c.blobs[id]; ok && !b.owned {
+		b, ok := c.blobs[id]
+		switch {
+		case ok && b.owned: // never sealed: aborted, not deleted
+			unsealed = append(unsealed, id)
 			delete(c.blobs, id)
+		case ok:
 			held = append(held, id)
+			delete(c.blobs, id)
+			rest = append(rest, id)
+		default:
+			rest = append(rest, id)
 		}
 		delete(c.objects, id)
 	}
 	c.state.Unlock()
+	for _, id := range unsealed {
+		var ack protocol.AckReply
+		_ = c.callLocked(&protocol.DropBufferRequest{ID: id}, &ack)
+	}
+	if len(rest) > 0 {
+		var reply protocol.DelDataReply
+		_ = c.callLocked(protocol.NewDelDataRequest(rest, false, true, false), &reply)
+	}
 	// The references sealing took: our daemon keeps a deleted blob's memory
 	// while they are held.
 	for _, r := range c.releaseRequests(held) {

@@ -142,3 +142,25 @@ func TestBlobIDsAndSizes(t *testing.T) {
 		t.Fatalf("sizes not set: %s", sized)
 	}
 }
+
+func TestUpstreamFallbackFailedSealAbortsTheRest(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	c := upstreamMode(connect(t, srv))
+	used0, _ := srv.Store().Usage()
+	bufs, err := c.CreateBuffers([]uint64{1 << 20, 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second id to seal does not exist: the first is sealed, then the
+	// put fails; both real blobs must go.
+	seal := []ids.ObjectID{bufs[0].ID, ids.ObjectID(1<<63 | 12345), bufs[1].ID}
+	if _, _, err := c.CreateMetadata([]byte(`{"typename":"vineyard::X"}`), seal); err == nil {
+		t.Fatal("a put sealing a missing blob succeeded")
+	}
+	if err := c.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used != used0 {
+		t.Fatalf("%d bytes in use after a failed put, %d before", used, used0)
+	}
+}
