@@ -6,9 +6,11 @@ is put in one process and got in another."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,13 +67,16 @@ def sockets(upstream_python: str) -> Iterator[dict[str, str]]:
             _wait_socket(socks[name], procs[name], log)
         yield socks
     finally:
-        for proc in procs.values():
-            proc.terminate()
+        for proc in procs.values():  # each in a session of its own: the group is ours to stop
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         for proc in procs.values():
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 class Agent:
