@@ -67,10 +67,8 @@ def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     if arr.dtype.hasobject:
         return build_pickle(session, arr)
     meta = tensor_meta(arr)
-    if not arr.flags.c_contiguous and arr.flags.f_contiguous:
-        arr = np.ascontiguousarray(arr)  # upstream's layout: C-order bytes, order_ "F"
     batch = BlobBatch()
-    batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
+    batch.add(meta, "buffer_", arr)  # a strided or F array is copied into C order in one pass (upstream's layout)
     batch.commit(session, meta)
     return meta
 
