@@ -34,16 +34,17 @@ type conn struct {
 	r          *bufio.Reader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
+	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
+	sentArena  arenaSent // which arena fds went to this client already (fds.go)
+	trailing   uint64    // bytes of the current request still unread on the stream
+	out        []byte
+	in         []byte
+
 	// upstream is set for a client that registered without naming our
 	// extensions: upstream's client, which never sends release_request. The
 	// references its seals and gets took are released when it deletes the
 	// objects (delData; docs/protocol.md, "Upstream clients").
-	upstream  bool
-	passFds   bool      // the transport passes fds (UNIX sockets); else none is ever sent
-	sentArena arenaSent // which arena fds went to this client already (fds.go)
-	trailing  uint64    // bytes of the current request still unread on the stream
-	out       []byte
-	in        []byte
+	upstream bool
 }
 
 // newConn returns a connection of a UNIX-socket client, which gets the
