@@ -186,6 +186,10 @@ check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d
 test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
 	MAKE="$(MAKE)" scripts/test-install.sh
 
+.PHONY: soak
+soak: $(BUILD_DEP) $(VENV_DEP) ## A bounded soak (SOAK_SECONDS=120): workers put/get/delete/persist/name against build/vineyardd (invariants checked each second), checksums checked
+	$(PY_ENV) $(VENV_PY) scripts/soak.py --seconds $(or $(SOAK_SECONDS),120) --daemon $(DAEMON)
+
 ##@ Lint
 
 lint: ## golangci-lint (pinned), gofmt -l, ruff and mypy

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
@@ -23,6 +24,12 @@ type options struct {
 	meta            string
 	instanceID      uint64
 	logLevel        slog.Level
+
+	maxConnections   int
+	maxInflightBytes uint64
+	maxReplyBytes    uint64
+	frameTimeout     time.Duration
+	checkInvariants  time.Duration
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -125,6 +132,45 @@ var flags = []flagDef{
 			o.instanceID = n
 			return nil
 		}},
+	{"max-connections", "N", constant(strconv.Itoa(server.DefaultMaxConnections)),
+		"most client connections open at once; one more gets a ConnectionError and is closed",
+		func(o *options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--max-connections %q is not a positive integer", v)
+			}
+			o.maxConnections = n
+			return nil
+		}},
+	{"max-inflight-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxInflightBytes)),
+		"most bytes of request frames being received by all connections together; a frame\n" +
+			"that would go over it is drained and answered NotEnoughMemory",
+		sizeSetter("--max-inflight-bytes", func(o *options) *uint64 { return &o.maxInflightBytes })},
+	{"max-reply-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxReply)),
+		"largest reply the daemon builds; a request whose reply would be larger gets an error",
+		sizeSetter("--max-reply-bytes", func(o *options) *uint64 { return &o.maxReplyBytes })},
+	{"frame-timeout", "DURATION", constant(server.DefaultFrameTimeout.String()),
+		"time a request frame may take to arrive once begun, and one reply write to drain\n" +
+			"(e.g. 30s, 2m); past it the connection is closed",
+		func(o *options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--frame-timeout %q is not a positive duration such as 30s", v)
+			}
+			o.frameTimeout = d
+			return nil
+		}},
+	{"check-invariants", "DURATION", constant("0 (off)"),
+		"for tests and soaks: check the store's bookkeeping every DURATION (e.g. 1s) and stop\n" +
+			"the daemon with exit status 3 and the finding when it is broken",
+		func(o *options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("--check-invariants %q is not a duration such as 1s", v)
+			}
+			o.checkInvariants = d
+			return nil
+		}},
 	{"log-level", "LEVEL", constant("info"), "least severe log level written to stderr: debug, info, warn, error",
 		func(o *options, v string) error {
 			if err := o.logLevel.UnmarshalText([]byte(v)); err != nil {
@@ -152,6 +198,20 @@ var (
 	errHelp    = errors.New("help requested")
 	errVersion = errors.New("version requested")
 )
+
+func sizeSetter(name string, field func(*options) *uint64) func(*options, string) error {
+	return func(o *options, v string) error {
+		n, err := shm.ParseSize(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if n == 0 || n > 1<<62 {
+			return fmt.Errorf("%s %q must be positive", name, v)
+		}
+		*field(o) = n
+		return nil
+	}
+}
 
 func boolSetter(field func(*options) *bool) func(*options, string) error {
 	return func(o *options, v string) error {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
@@ -55,10 +56,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Meta:          o.meta,
 		InstanceID:    o.instanceID,
 		Logger:        logger,
+
+		MaxConnections:   o.maxConnections,
+		MaxInflightBytes: int64(o.maxInflightBytes),
+		MaxReplyBytes:    int(o.maxReplyBytes),
+		FrameTimeout:     o.frameTimeout,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
+	}
+	broken := make(chan error, 1)
+	if o.checkInvariants > 0 {
+		go checkInvariants(srv, o.checkInvariants, broken)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -66,10 +76,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case sig := <-sigs:
 		logger.Info("signal received, stopping", "signal", sig.String())
 	case <-srv.Done():
+	case err := <-broken:
+		logger.Error("store invariant broken, stopping", "err", err)
+		_ = srv.Close()
+		fmt.Fprintf(stderr, "vineyardd: store invariant broken: %v\n", err)
+		return 3
 	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// checkInvariants checks the store's bookkeeping every interval until the
+// server stops, and reports the first violation on broken.
+func checkInvariants(srv *server.Server, every time.Duration, broken chan<- error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-srv.Done():
+			return
+		case <-t.C:
+			if err := srv.Store().CheckInvariants(); err != nil {
+				broken <- err
+				return
+			}
+		}
+	}
 }

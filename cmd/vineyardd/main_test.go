@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
@@ -30,6 +31,12 @@ func TestParseArgsSpellings(t *testing.T) {
 	if o, err := parseArgs([]string{"--reserve_memory=false", "--allow-overcommit"}); err != nil || o.reserve || !o.allowOvercommit {
 		t.Fatalf("booleans: %+v, %v", o, err)
 	}
+	o, err = parseArgs([]string{"--max_connections", "10", "--max-inflight-bytes=1Mi", "--max-reply-bytes", "2Mi",
+		"--frame-timeout=5s", "--check_invariants=1s"})
+	if err != nil || o.maxConnections != 10 || o.maxInflightBytes != 1<<20 || o.maxReplyBytes != 2<<20 ||
+		o.frameTimeout != 5*time.Second || o.checkInvariants != time.Second {
+		t.Fatalf("limits: %+v, %v", o, err)
+	}
 }
 
 func TestParseArgsRefusals(t *testing.T) {
@@ -52,6 +59,11 @@ func TestParseArgsRefusals(t *testing.T) {
 		{[]string{"--nosize"}, "unknown flag --nosize"},
 		{[]string{"--bogus"}, "unknown flag --bogus"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--max-connections=0"}, "not a positive integer"},
+		{[]string{"--max_inflight_bytes=-1"}, "--max-inflight-bytes"},
+		{[]string{"--max-reply-bytes=0"}, "must be positive"},
+		{[]string{"--frame-timeout=soon"}, "not a positive duration"},
+		{[]string{"--check-invariants=-1s"}, "not a duration"},
 	} {
 		_, err := parseArgs(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.says) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
@@ -35,10 +36,33 @@ type Config struct {
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// MaxConnections bounds open client connections; DefaultMaxConnections
+	// when zero. A client beyond it gets an error frame and is disconnected.
+	MaxConnections int
+	// MaxInflightBytes bounds the bytes of request frames being received by
+	// all connections together; DefaultMaxInflightBytes when zero. A frame
+	// that would go over it is drained and answered with NotEnoughMemory.
+	MaxInflightBytes int64
+	// FrameTimeout is how long a request frame may take to arrive once its
+	// first byte has (and how long one write of a reply may block);
+	// DefaultFrameTimeout when zero. The connection is closed when it passes.
+	FrameTimeout time.Duration
+	// ParkAfter is how long an idle connection keeps its thread, blocked in
+	// read, before it is parked in the daemon's epoll set; DefaultParkAfter
+	// when zero.
+	ParkAfter time.Duration
 }
 
 // DefaultMaxReply is the reply size limit unless configured otherwise.
 const DefaultMaxReply = 256 << 20
+
+// Defaults of the connection limits of Config.
+const (
+	DefaultMaxConnections   = 65536
+	DefaultMaxInflightBytes = 256 << 20
+	DefaultFrameTimeout     = 30 * time.Second
+	DefaultParkAfter        = time.Second
+)
 
 // ErrBadConfig is returned (wrapped) by Validate for an unusable config.
 var ErrBadConfig = errors.New("server: bad config")
@@ -74,6 +98,21 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReply
+	}
+	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
+		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
 	}
 	if c.Deployment == "" {
 		c.Deployment = "local"

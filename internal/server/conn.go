@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -31,14 +30,17 @@ const requestSpin = 100 * time.Microsecond
 type conn struct {
 	s          *Server
 	sock       *protocol.Sock
-	r          *bufio.Reader // clients never send fds, so reading ahead is safe
+	r          *frameReader // clients never send fds, so reading ahead is safe
 	sess       *store.Session
 	registered bool
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	trailing   uint64    // bytes of the current request still unread on the stream
 	out        []byte
-	in         []byte
+	in         []byte        // the body buffer kept between frames (read.go)
+	charged    int64         // bytes of the current frame charged to Server.inflight
+	spin       bool          // poll for the next request before blocking (recv)
+	wake       chan struct{} // the poller's wake-up while parked (park.go)
 
 	// upstream is set for a client that registered without naming our
 	// extensions: upstream's client, which never sends release_request. The
@@ -50,37 +52,55 @@ type conn struct {
 // newConn returns a connection of a UNIX-socket client, which gets the
 // arena fd. Other listeners serve the same handlers with passFds false.
 func newConn(s *Server, sock *protocol.Sock) *conn {
-	return &conn{s: s, sock: sock, r: bufio.NewReaderSize(sock, 64<<10), passFds: true}
+	c := &conn{s: s, sock: sock, wake: make(chan struct{}, 1), passFds: true}
+	c.r = &frameReader{c: c}
+	return c
 }
 
 // serve reads requests until the client goes away, then releases everything
-// the connection held.
+// the connection held. How it reads and waits is described in read.go.
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	defer c.sess.Close()
+	defer c.r.release()
+	if err := c.setTimeouts(); err != nil {
+		c.s.log.Warn("closing connection", "err", err)
+		return
+	}
 	var answered time.Time // when the last reply went out
 	spin := false          // the client's last request came soon after the reply before it
 	for {
-		if spin && c.r.Buffered() == 0 && c.s.spinners.TryAcquire() {
-			c.sock.Poll(requestSpin)
-			c.s.spinners.Release()
-		}
-		body, err := protocol.ReadFrame(c.r, c.in, c.s.cfg.MaxFrame)
+		c.spin = spin
+		body, err := c.readFrame()
+		c.spin = false
 		if !answered.IsZero() {
 			spin = time.Since(answered) < requestSpin
 		}
-		if err != nil {
-			if errors.Is(err, protocol.ErrFrameTooLarge) {
-				c.s.log.Warn("closing connection: frame too large", "err", err)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.s.log.Debug("closing connection", "err", err)
+		var over *overBudgetError
+		switch {
+		case err == nil:
+		case errors.As(err, &over):
+			if !c.writeError(status.Errorf(status.NotEnoughMemory, "%v", over)) {
+				return
 			}
+			continue
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			c.s.log.Warn("closing connection: frame too large", "err", err)
+			return
+		case errors.Is(err, errFrameTimeout):
+			c.s.log.Warn("closing connection: frame timeout", "timeout", c.s.cfg.FrameTimeout)
+			c.writeError(status.Errorf(status.Invalid, "request frame not complete within %v; closing the connection", c.s.cfg.FrameTimeout))
+			c.flush(nil)
+			return
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			return
+		default:
+			c.s.log.Debug("closing connection", "err", err)
 			return
 		}
-		if cap(body) > cap(c.in) && cap(body) <= 1<<20 {
-			c.in = body[:0]
-		}
-		if !c.handleFrame(body) {
+		ok := c.handleFrame(body)
+		c.endFrame(body)
+		if !ok {
 			return
 		}
 		answered = time.Now()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
@@ -43,7 +44,10 @@ type Server struct {
 	waiting   int
 	waitingMu sync.Mutex
 
-	spinners slots // connections polling for their next request (conn.serve)
+	spinners slots        // connections polling for their next request (conn.recv)
+	readers  slots        // connections blocked in recv on a thread of their own (read.go)
+	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
+	poller   *poller      // the epoll set of parked connections (park.go)
 }
 
 // slots is a counting semaphore that never blocks.
@@ -73,7 +77,8 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID})
+	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -82,8 +87,15 @@ func Start(cfg Config) (*Server, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	pl, err := newPoller()
+	if err != nil {
+		_ = ln.Close()
+		_ = st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		poller: pl,
 		cfg:    cfg,
 		log:    cfg.Logger,
 		store:  st,
@@ -95,6 +107,7 @@ func Start(cfg Config) (*Server, error) {
 		conns:  make(map[*conn]struct{}),
 	}
 	s.spinners.max.Store(int32(max(1, runtime.NumCPU()/2)))
+	s.readers.max.Store(maxBlockingReaders)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	close(s.ready)
@@ -166,6 +179,7 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
+		s.poller.close()
 		_ = s.store.Close()
 		close(s.done)
 		s.log.Info("vineyardd stopped", "socket", s.cfg.Socket)
@@ -189,6 +203,13 @@ func (s *Server) acceptLoop() {
 			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
 			return
 		}
+		s.mu.Lock()
+		full := len(s.conns) >= s.cfg.MaxConnections
+		s.mu.Unlock()
+		if full {
+			s.refuse(nc)
+			continue
+		}
 		sock, err := protocol.SockOf(nc)
 		if err != nil {
 			s.log.Warn("accept failed", "err", err)
@@ -211,6 +232,7 @@ func (s *Server) acceptLoop() {
 			// that was closed and reused.
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.poller.forget(c)
 			_ = c.sock.Close()
 			s.mu.Unlock()
 		}()
@@ -243,6 +265,17 @@ func (s *Server) fail(err error) {
 	s.errMu.Unlock()
 	s.log.Error("vineyardd stopping", "err", err)
 	go func() { _ = s.Close() }() // not here: Close waits for the caller
+}
+
+// refuse answers a connection over Config.MaxConnections with an error
+// frame and closes it. The frame is small and the socket new, so the write
+// does not wait; the deadline is there for safety.
+func (s *Server) refuse(nc *net.UnixConn) {
+	s.log.Warn("refusing connection: too many connections", "max", s.cfg.MaxConnections)
+	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections (limit %d); try again later", s.cfg.MaxConnections)
+	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = nc.Write(protocol.AppendFrame(nil, protocol.EncodeError(err)))
+	_ = nc.Close()
 }
 
 // connections returns the number of open client connections.
