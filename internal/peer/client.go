@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -36,6 +37,8 @@ type ClientConfig struct {
 	// decoded, per stream.
 	StreamWindow, ConnWindow int32
 	BufferSize               int
+	// Dialer, when set, makes the connections (tests use it to cut them).
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (c *ClientConfig) setDefaults() {
@@ -85,6 +88,9 @@ func NewClient(cfg ClientConfig, sink Sink) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: cfg.IdleTimeout,
 		}),
+	}
+	if cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(cfg.Dialer))
 	}
 	if cfg.TLS.enabled() {
 		creds, err := transportCreds(cfg.TLS, false)
@@ -224,7 +230,7 @@ func (f *fetch) run(parent context.Context) ([]LocalBlob, error) {
 	}
 	s0, err := f.open(ctx, cancel, whole, f.c.cfg.MaxStreams)
 	if err != nil {
-		return nil, f.cause(ctx, err)
+		return nil, f.cause(parent, ctx, err)
 	}
 	if len(s0.hdr.Sizes) != len(f.blobs) {
 		s0.close()
@@ -274,7 +280,7 @@ func (f *fetch) run(parent context.Context) ([]LocalBlob, error) {
 	close(errs)
 	for e := range errs {
 		if e != nil {
-			return nil, f.cause(ctx, e)
+			return nil, f.cause(parent, ctx, e)
 		}
 	}
 	out, err := f.tr.Commit()
@@ -288,7 +294,10 @@ func (f *fetch) run(parent context.Context) ([]LocalBlob, error) {
 
 // cause turns a stream error into the error Fetch reports, and notes
 // transport failures (the connection is then dropped from the cache).
-func (f *fetch) cause(ctx context.Context, err error) error {
+func (f *fetch) cause(parent, ctx context.Context, err error) error {
+	if parent.Err() != nil {
+		return fmt.Errorf("%w (%w)", context.Cause(parent), err)
+	}
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 		if errors.Is(c, ErrStalled) {
 			f.transportFailed = true
@@ -306,7 +315,10 @@ func (f *fetch) cause(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Message())
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", ErrBadRequest, st.Message())
-	case codes.Unavailable, codes.Internal, codes.Unknown:
+	case codes.Unavailable:
+		f.transportFailed = true
+		return fmt.Errorf("%w: %s", ErrUnavailable, st.Message())
+	case codes.Internal, codes.Unknown:
 		f.transportFailed = true
 	case codes.Canceled, codes.DeadlineExceeded:
 		if ctx.Err() == nil {

@@ -12,6 +12,10 @@ var ErrObjectNotExists = errors.New("peer: blob does not exist on the source")
 // not accepted).
 var ErrUnauthenticated = errors.New("peer: not authenticated by the source")
 
+// ErrUnavailable is returned by Fetch when the source could not be reached
+// or the connection to it was lost (source killed, network dropped).
+var ErrUnavailable = errors.New("peer: source unavailable")
+
 // ErrStalled is returned by Fetch when no message arrived on a stream for
 // Config.IdleTimeout: the source died, the network dropped, or it is wedged.
 var ErrStalled = errors.New("peer: transfer stalled")

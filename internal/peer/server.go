@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -125,6 +127,7 @@ func NewServer(cfg ServerConfig, src Source) (*Server, error) {
 		// Close relies on Stop waiting for handlers: then every pin is
 		// tracked and can be released.
 		grpc.WaitForHandlers(true),
+		grpc.StatsHandler(connTracker{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	}
@@ -157,6 +160,9 @@ func Listen(cfg ServerConfig, src Source) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: listen: %w", err)
 	}
+	s.mu.Lock()
+	s.lis = lis
+	s.mu.Unlock()
 	go func() { _ = s.Serve(lis) }()
 	return s, nil
 }
@@ -281,7 +287,7 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) error {
 		unpin()
 	})
 	s.track(pin)
-	defer s.finish(pin)
+	defer s.finish(ss.Context(), pin)
 
 	sizes := make([]uint64, len(req.Ranges))
 	for i, r := range req.Ranges {
@@ -341,13 +347,60 @@ func resolvePlan0(rs []Range, req []Range) ([]piece, error) {
 	return ps, nil
 }
 
-// finish drops the handler's reference on pin. gRPC may still hold chunks
-// (written soon on a live connection, freed when the stream is reset); if
-// it has not let go within PinGrace the connection is gone, nothing more is
-// sent, and the pin is released anyway.
-func (s *Server) finish(pin *pinRef) {
+// finish drops the handler's reference on pin. gRPC may still hold chunks:
+// on a live connection it writes them soon, and a reset stream frees them;
+// but chunks queued when a connection breaks are never freed. So the pin is
+// also released when the connection has ended (gRPC reports that after its
+// writer exited: nothing can be sent any more), and in any case after
+// PinGrace.
+func (s *Server) finish(ctx context.Context, pin *pinRef) {
 	pin.release()
-	if !pin.fired.Load() {
-		time.AfterFunc(s.cfg.PinGrace, pin.force)
+	if pin.fired.Load() {
+		return
+	}
+	var connDone <-chan struct{}
+	if l, ok := ctx.Value(connKey{}).(*connLife); ok {
+		connDone = l.done
+	}
+	go func() {
+		t := time.NewTimer(s.cfg.PinGrace)
+		defer t.Stop()
+		select {
+		case <-pin.done:
+		case <-connDone:
+		case <-t.C:
+		}
+		pin.force()
+	}()
+}
+
+// connKey is the context key of a connection's connLife.
+type connKey struct{}
+
+// connLife is closed when gRPC is done with a connection.
+type connLife struct{ done chan struct{} }
+
+// connTracker is a stats.Handler that tells handlers when their connection
+// has ended.
+type connTracker struct{}
+
+// TagConn gives each connection its connLife.
+func (connTracker) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, connKey{}, &connLife{done: make(chan struct{})})
+}
+
+// HandleConn closes the connLife at ConnEnd, which gRPC reports after its
+// writer for the connection exited.
+func (connTracker) HandleConn(ctx context.Context, st stats.ConnStats) {
+	if _, end := st.(*stats.ConnEnd); end {
+		if l, ok := ctx.Value(connKey{}).(*connLife); ok {
+			close(l.done)
+		}
 	}
 }
+
+// TagRPC does nothing.
+func (connTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+// HandleRPC does nothing.
+func (connTracker) HandleRPC(context.Context, stats.RPCStats) {}

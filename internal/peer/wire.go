@@ -192,10 +192,11 @@ type pinRef struct {
 	n     atomic.Int64 // chunks held by gRPC, +1 while the handler runs
 	unpin func()
 	fired atomic.Bool
+	done  chan struct{} // closed when unpinned
 }
 
 func newPinRef(unpin func()) *pinRef {
-	p := &pinRef{unpin: unpin}
+	p := &pinRef{unpin: unpin, done: make(chan struct{})}
 	p.n.Store(1)
 	return p
 }
@@ -219,6 +220,7 @@ func (p *pinRef) release() {
 func (p *pinRef) force() {
 	if p.fired.CompareAndSwap(false, true) {
 		p.unpin()
+		close(p.done)
 	}
 }
 
