@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 )
@@ -39,6 +41,28 @@ func prefault(n int) []byte {
 	return b
 }
 
+// cpuTime is the user+system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMeter reports the CPU time of both ends per GB moved (cpu-ms/GB):
+// unlike MB/s it hardly moves when other processes load the machine, so
+// it is the figure to compare between variants on a shared machine.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU(b *testing.B) *cpuMeter {
+	b.ResetTimer()
+	return &cpuMeter{start: cpuTime()}
+}
+
+func (m *cpuMeter) stop(b *testing.B, size int) {
+	used := cpuTime() - m.start
+	b.ReportMetric(float64(used.Milliseconds())/(float64(b.N)*float64(size)/1e9), "cpu-ms/GB")
+}
+
 var benchSizes = []struct {
 	name string
 	size int
@@ -62,9 +86,11 @@ func BenchmarkFetch(b *testing.B) {
 
 		b.Run(sz.name+"/memcpy", func(b *testing.B) {
 			b.SetBytes(int64(sz.size))
+			m := startCPU(b)
 			for b.Loop() {
 				copy(dst, data)
 			}
+			m.stop(b, sz.size)
 		})
 		b.Run(sz.name+"/tcp", func(b *testing.B) { benchTCP(b, data, dst) })
 		for _, streams := range []int{1, 2, 4} {
@@ -84,12 +110,13 @@ func BenchmarkFetch(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(sz.size))
-				b.ResetTimer()
+				m := startCPU(b)
 				for b.Loop() {
 					if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
 						b.Fatal(err)
 					}
 				}
+				m.stop(b, sz.size)
 			})
 		}
 	}
@@ -135,8 +162,9 @@ func benchTCP(b *testing.B, data, dst []byte) {
 	}
 	round()
 	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
+	m := startCPU(b)
 	for b.Loop() {
 		round()
 	}
+	m.stop(b, len(data))
 }

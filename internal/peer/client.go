@@ -67,7 +67,7 @@ type Client struct {
 	opts []grpc.DialOption
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string][]*grpc.ClientConn // MaxStreams connections per endpoint
 	closed bool
 }
 
@@ -104,50 +104,63 @@ func NewClient(cfg ClientConfig, sink Sink) (*Client, error) {
 	if cfg.Secret != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(secretCreds{cfg.Secret}))
 	}
-	return &Client{cfg: cfg, sink: sink, opts: opts, conns: map[string]*grpc.ClientConn{}}, nil
+	return &Client{cfg: cfg, sink: sink, opts: opts, conns: map[string][]*grpc.ClientConn{}}, nil
 }
 
 // Close closes every connection; fetches running on them fail. Idempotent.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	conns := c.conns
-	c.conns = map[string]*grpc.ClientConn{}
+	c.conns = map[string][]*grpc.ClientConn{}
 	c.closed = true
 	c.mu.Unlock()
-	for _, cc := range conns {
-		_ = cc.Close()
+	for _, ccs := range conns {
+		for _, cc := range ccs {
+			_ = cc.Close()
+		}
 	}
 	return nil
 }
 
-func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
+// dial returns the connections to endpoint: one per stream of a fetch, so
+// that the streams of a split fetch are carried by separate TCP connections,
+// each with its own gRPC reader and writer goroutines (streams sharing one
+// connection share those two goroutines and gain nothing).
+func (c *Client) dial(endpoint string) ([]*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	if cc, ok := c.conns[endpoint]; ok {
-		return cc, nil
+	if ccs, ok := c.conns[endpoint]; ok {
+		return ccs, nil
 	}
-	cc, err := grpc.NewClient(endpoint, c.opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: endpoint %q: %w", ErrBadRequest, endpoint, err)
+	ccs := make([]*grpc.ClientConn, c.cfg.MaxStreams)
+	for i := range ccs {
+		cc, err := grpc.NewClient(endpoint, c.opts...)
+		if err != nil {
+			for _, cc := range ccs[:i] {
+				_ = cc.Close()
+			}
+			return nil, fmt.Errorf("%w: endpoint %q: %w", ErrBadRequest, endpoint, err)
+		}
+		ccs[i] = cc
 	}
-	c.conns[endpoint] = cc
-	return cc, nil
+	c.conns[endpoint] = ccs
+	return ccs, nil
 }
 
-// evict drops a connection after a failed fetch, so a retry dials afresh
-// instead of waiting out gRPC's reconnect backoff.
-func (c *Client) evict(endpoint string, cc *grpc.ClientConn) {
+// evict drops the connections to endpoint after a failed fetch, so a retry
+// dials afresh instead of waiting out gRPC's reconnect backoff.
+func (c *Client) evict(endpoint string, ccs []*grpc.ClientConn) {
 	c.mu.Lock()
-	if c.conns[endpoint] == cc {
+	if cur, ok := c.conns[endpoint]; ok && len(cur) > 0 && cur[0] == ccs[0] {
 		delete(c.conns, endpoint)
 	} else {
-		cc = nil
+		ccs = nil
 	}
 	c.mu.Unlock()
-	if cc != nil {
+	for _, cc := range ccs {
 		_ = cc.Close()
 	}
 }
@@ -180,7 +193,7 @@ func (c *Client) Fetch(ctx context.Context, endpoint string, blobs []ids.ObjectI
 		}
 		seen[id] = struct{}{}
 	}
-	cc, err := c.conn(endpoint)
+	ccs, err := c.dial(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -188,12 +201,12 @@ func (c *Client) Fetch(ctx context.Context, endpoint string, blobs []ids.ObjectI
 	if err != nil {
 		return nil, fmt.Errorf("peer: begin transfer: %w", err)
 	}
-	f := &fetch{c: c, cc: cc, blobs: blobs, tr: tr}
+	f := &fetch{c: c, ccs: ccs, blobs: blobs, tr: tr}
 	out, err := f.run(ctx)
 	if err != nil {
 		f.tr.Abort()
 		if f.transportFailed {
-			c.evict(endpoint, cc)
+			c.evict(endpoint, ccs)
 		}
 		return nil, fmt.Errorf("peer: fetch from %s: %w", endpoint, err)
 	}
@@ -203,7 +216,7 @@ func (c *Client) Fetch(ctx context.Context, endpoint string, blobs []ids.ObjectI
 // fetch is one Fetch call.
 type fetch struct {
 	c     *Client
-	cc    *grpc.ClientConn
+	ccs   []*grpc.ClientConn
 	blobs []ids.ObjectID
 	tr    Transfer
 	sizes []uint64
@@ -228,7 +241,7 @@ func (f *fetch) run(parent context.Context) ([]LocalBlob, error) {
 	for i, id := range f.blobs {
 		whole[i] = Range{Blob: id}
 	}
-	s0, err := f.open(ctx, cancel, whole, f.c.cfg.MaxStreams)
+	s0, err := f.open(ctx, cancel, 0, whole, f.c.cfg.MaxStreams)
 	if err != nil {
 		return nil, f.cause(parent, ctx, err)
 	}
@@ -258,9 +271,9 @@ func (f *fetch) run(parent context.Context) ([]LocalBlob, error) {
 	errs := make(chan error, max(len(plan), 1))
 	var wg sync.WaitGroup
 	wg.Go(func() { errs <- f.receive(ctx, cancel, s0, first) })
-	for _, rs := range plan[min(1, len(plan)):] {
+	for k, rs := range plan[min(1, len(plan)):] {
 		wg.Go(func() {
-			s, err := f.open(ctx, cancel, rs, 1)
+			s, err := f.open(ctx, cancel, k+1, rs, 1)
 			if err == nil {
 				err = f.checkSizes(s, rs)
 			}
@@ -328,15 +341,15 @@ func (f *fetch) cause(parent, ctx context.Context, err error) error {
 	return err
 }
 
-// open starts a stream for ranges and reads its header. Until the stream
+// open starts stream k of the fetch, for ranges, and reads its header. Until the stream
 // ends, each wait for a message longer than IdleTimeout cancels the fetch
 // with ErrStalled.
-func (f *fetch) open(ctx context.Context, cancel context.CancelCauseFunc, ranges []Range, streams int) (*stream, error) {
+func (f *fetch) open(ctx context.Context, cancel context.CancelCauseFunc, k int, ranges []Range, streams int) (*stream, error) {
 	idle := f.c.cfg.IdleTimeout
 	watch := time.AfterFunc(idle, func() {
 		cancel(fmt.Errorf("%w: nothing received for %v", ErrStalled, idle))
 	})
-	cs, err := f.cc.NewStream(ctx, &fetchDesc, fetchMethod)
+	cs, err := f.ccs[k%len(f.ccs)].NewStream(ctx, &fetchDesc, fetchMethod)
 	if err != nil {
 		watch.Stop()
 		return nil, err
