@@ -41,7 +41,7 @@ type ClientConfig struct {
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
 
-func (c *ClientConfig) setDefaults() {
+func (c *ClientConfig) setDefaults() error {
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = DefaultMaxStreams
 	}
@@ -57,6 +57,7 @@ func (c *ClientConfig) setDefaults() {
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
 	}
+	return checkWindows(c.StreamWindow, c.ConnWindow, c.BufferSize)
 }
 
 // Client fetches blobs from peers into a Sink. It keeps one gRPC connection
@@ -76,7 +77,9 @@ func NewClient(cfg ClientConfig, sink Sink) (*Client, error) {
 	if sink == nil {
 		return nil, errors.New("peer: nil Sink")
 	}
-	cfg.setDefaults()
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
 	opts := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}), grpc.MaxCallRecvMsgSize(MaxChunkSize+64)),
 		grpc.WithInitialWindowSize(cfg.StreamWindow),

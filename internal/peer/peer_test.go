@@ -120,6 +120,8 @@ func TestServerConfigErrors(t *testing.T) {
 	for name, cfg := range map[string]ServerConfig{
 		"chunk too big": {ChunkSize: MaxChunkSize + 1},
 		"tls no key":    {TLS: TLSFiles{Cert: "x"}},
+		"small window":  {StreamWindow: 1000},
+		"negative buf":  {BufferSize: -1},
 	} {
 		if _, err := NewServer(cfg, src); err == nil {
 			t.Errorf("%s: no error", name)
@@ -127,5 +129,11 @@ func TestServerConfigErrors(t *testing.T) {
 	}
 	if _, err := NewServer(ServerConfig{}, nil); err == nil {
 		t.Error("nil source: no error")
+	}
+	if _, err := NewClient(ClientConfig{ConnWindow: 1}, newFakeSink()); err == nil {
+		t.Error("client with a small window: no error")
+	}
+	if _, err := NewClient(ClientConfig{}, nil); err == nil {
+		t.Error("nil sink: no error")
 	}
 }

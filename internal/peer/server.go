@@ -86,8 +86,26 @@ func (c *ServerConfig) setDefaults() error {
 	if c.PinGrace == 0 {
 		c.PinGrace = DefaultPinGrace
 	}
+	if err := checkWindows(c.StreamWindow, c.ConnWindow, c.BufferSize); err != nil {
+		return err
+	}
 	if c.TLS.enabled() && (c.TLS.Cert == "" || c.TLS.Key == "") {
 		return errors.New("peer: server tls needs a certificate and a key")
+	}
+	return nil
+}
+
+// minWindow is HTTP/2's initial window: gRPC ignores smaller settings.
+const minWindow = 64 << 10
+
+// checkWindows rejects windows gRPC would silently ignore and negative
+// buffer sizes.
+func checkWindows(stream, conn int32, buf int) error {
+	if stream < minWindow || conn < minWindow {
+		return fmt.Errorf("peer: windows of %d and %d bytes: at least %d each", stream, conn, minWindow)
+	}
+	if buf < 0 {
+		return fmt.Errorf("peer: buffer size %d", buf)
 	}
 	return nil
 }
