@@ -14,19 +14,21 @@ type Source interface {
 }
 
 // Sink is implemented by the requesting daemon. Begin opens one Transfer for
-// one Fetch call.
+// one Fetch call; concurrent fetches call it concurrently.
 type Sink interface {
 	Begin() (Transfer, error)
 }
 
 // Transfer allocates the destination blobs of one Fetch. Alloc returns a
 // writable slice of exactly size bytes in the destination arena for the copy
-// of blob src; Fetch writes it from one goroutine at a time and never after
-// Commit or Abort. Commit is called once every byte of every allocation has
-// arrived: it seals the copies and returns them in Alloc order. Abort frees
-// everything allocated so far; it is called instead of Commit on any failure.
-// Exactly one of Commit and Abort is called, so a Commit that fails must
-// itself free what was allocated.
+// of blob src; it is called from one goroutine, before any byte is written.
+// The streams of a split fetch write disjoint parts of one allocation from
+// different goroutines; all writing has stopped before Commit or Abort is
+// called. Commit is called once every byte of every allocation has arrived:
+// it seals the copies and returns them in Alloc order. Abort frees everything
+// allocated so far; it is called instead of Commit on any failure. Exactly
+// one of Commit and Abort is called, so a Commit that fails must itself free
+// what was allocated.
 type Transfer interface {
 	Alloc(src ids.ObjectID, size uint64) ([]byte, error)
 	Commit() ([]LocalBlob, error)
