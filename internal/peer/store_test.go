@@ -92,14 +92,19 @@ func (t *storeTransfer) Alloc(src ids.ObjectID, size uint64) ([]byte, error) {
 	return t.k.view.bytes(t.k.s.ArenaFd(), ext, true)
 }
 
+// Commit seals every copy; if one fails, the sealed ones are deleted and
+// closing the session frees the rest, so a failed Commit leaves nothing.
 func (t *storeTransfer) Commit() ([]LocalBlob, error) {
 	defer t.ss.Close()
 	out := make([]LocalBlob, len(t.exts))
+	var sealed []ids.ObjectID
 	for i, ext := range t.exts {
 		if ext.ID != ids.EmptyBlob {
 			if err := t.ss.Seal(ext.ID); err != nil {
-				return nil, err // Close frees the unsealed rest; the sealed were committed
+				t.k.s.Delete(sealed, store.DeleteOptions{})
+				return nil, err
 			}
+			sealed = append(sealed, ext.ID)
 		}
 		out[i] = LocalBlob{Source: t.srcs[i], ID: ext.ID, Size: ext.Size}
 	}
