@@ -134,12 +134,12 @@ func TestFaultConnectionDropped(t *testing.T) {
 
 // TestFaultStalled makes the source's connection go silent (writes block, as
 // on a network that drops packets): the client gives up after IdleTimeout
-// with ErrStalled, and the source releases its pins once the connection is
-// gone (PinGrace bounds the wait when gRPC never lets go of queued chunks).
+// with ErrStalled, and the source releases its pins although gRPC still
+// holds chunks it cannot write.
 func TestFaultStalled(t *testing.T) {
 	src, req, want := bigSource(t, 32<<20)
 	sink := newFakeSink()
-	srv := startServer(t, ServerConfig{PinGrace: time.Second}, src, func(l net.Listener) net.Listener {
+	srv := startServer(t, ServerConfig{}, src, func(l net.Listener) net.Listener {
 		return &faultListener{Listener: l, after: 2 << 20, once: true, onBytes: func(c *faultConn) {
 			c.stall.Store(true)
 		}}

@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -27,7 +25,6 @@ const (
 	DefaultStreamWindow = 4 << 20
 	DefaultConnWindow   = 16 << 20
 	DefaultBufferSize   = 256 << 10
-	DefaultPinGrace     = 30 * time.Second
 	DefaultIdleTimeout  = 10 * time.Second
 
 	// maxRequestBytes caps a FetchRequest (maxRanges ranges of ~25 bytes).
@@ -56,9 +53,6 @@ type ServerConfig struct {
 	// buffers of gRPC.
 	StreamWindow, ConnWindow int32
 	BufferSize               int
-	// PinGrace bounds how long pins outlive a stream whose connection broke
-	// while gRPC still held chunks (it never writes them after that).
-	PinGrace time.Duration
 }
 
 func (c *ServerConfig) setDefaults() error {
@@ -82,9 +76,6 @@ func (c *ServerConfig) setDefaults() error {
 	}
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
-	}
-	if c.PinGrace == 0 {
-		c.PinGrace = DefaultPinGrace
 	}
 	if err := checkWindows(c.StreamWindow, c.ConnWindow, c.BufferSize); err != nil {
 		return err
@@ -121,7 +112,6 @@ type Server struct {
 	lis  net.Listener
 
 	mu     sync.Mutex
-	pins   map[*pinRef]struct{} // pins whose last chunk gRPC may still hold
 	closed bool
 }
 
@@ -133,7 +123,7 @@ func NewServer(cfg ServerConfig, src Source) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, src: src, pins: map[*pinRef]struct{}{}}
+	s := &Server{cfg: cfg, src: src}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec{}),
 		grpc.InitialWindowSize(cfg.StreamWindow),
@@ -142,10 +132,9 @@ func NewServer(cfg ServerConfig, src Source) (*Server, error) {
 		grpc.ReadBufferSize(cfg.BufferSize),
 		grpc.MaxRecvMsgSize(maxRequestBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		// Close relies on Stop waiting for handlers: then every pin is
-		// tracked and can be released.
+		// Close relies on Stop waiting for handlers: each releases its
+		// pin when it returns.
 		grpc.WaitForHandlers(true),
-		grpc.StatsHandler(connTracker{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	}
@@ -221,15 +210,6 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.grpc.Stop()
-	s.mu.Lock()
-	pins := s.pins
-	s.pins = map[*pinRef]struct{}{}
-	s.mu.Unlock()
-	// Every connection is closed: gRPC sends nothing more, so chunks it
-	// still holds may be unpinned.
-	for p := range pins {
-		p.force()
-	}
 	return nil
 }
 
@@ -259,20 +239,7 @@ var serviceDesc = grpc.ServiceDesc{
 	Metadata: "peerpb/peer.proto",
 }
 
-// track registers p so Close can release it; untrack when it fired.
-func (s *Server) track(p *pinRef) {
-	s.mu.Lock()
-	s.pins[p] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *Server) untrack(p *pinRef) {
-	s.mu.Lock()
-	delete(s.pins, p)
-	s.mu.Unlock()
-}
-
-func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) error {
+func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 	if len(req.Ranges) == 0 {
 		return status.Error(codes.InvalidArgument, "peer: no ranges")
 	}
@@ -299,13 +266,8 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) error {
 		unpin()
 		return status.Errorf(codes.Internal, "peer: source returned %d views for %d blobs", len(views), len(blobs))
 	}
-	var pin *pinRef
-	pin = newPinRef(func() {
-		s.untrack(pin)
-		unpin()
-	})
-	s.track(pin)
-	defer s.finish(ss.Context(), pin)
+	pin := newPinRef(unpin)
+	defer func() { finish(pin, err) }()
 
 	sizes := make([]uint64, len(req.Ranges))
 	for i, r := range req.Ranges {
@@ -342,6 +304,16 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) error {
 			off += n
 		}
 	}
+	// Return only once gRPC has written every chunk. A handler that returns
+	// queues the status behind the data and marks the stream done; a client
+	// that gives up on the stream then (it failed elsewhere) resets it, but
+	// gRPC-go ignores the reset of a done stream, and the unsent chunks (and
+	// so the pin) would wait for a window update that never comes. While the
+	// handler waits, a reset cancels the stream's context, and gRPC frees the
+	// queued chunks.
+	if err := pin.wait(ss.Context().Done()); err != nil {
+		return status.Error(codes.Canceled, err.Error())
+	}
 	return nil
 }
 
@@ -365,60 +337,21 @@ func resolvePlan0(rs []Range, req []Range) ([]piece, error) {
 	return ps, nil
 }
 
-// finish drops the handler's reference on pin. gRPC may still hold chunks:
-// on a live connection it writes them soon, and a reset stream frees them;
-// but chunks queued when a connection breaks are never freed. So the pin is
-// also released when the connection has ended (gRPC reports that after its
-// writer exited: nothing can be sent any more), and in any case after
-// PinGrace.
-func (s *Server) finish(ctx context.Context, pin *pinRef) {
-	pin.release()
-	if pin.fired.Load() {
+// finish releases the pin of a stream whose handler returns with err.
+//
+// On success the handler waited until gRPC released every chunk (wrote it
+// out), so this drops the last reference and unpins. On failure gRPC may
+// still hold chunks: queued behind a reset, or dropped without being
+// released (gRPC-go discards data queued for a stream it already cleaned
+// up without freeing it, so waiting for them could take forever). They are
+// unpinned at once all the same: a stream that ends in an error is never
+// committed by the client, so whatever gRPC might still send for it, even
+// from memory reused meanwhile, is discarded. The arena stays mapped while
+// the server runs (Close before unmapping it), so reading it stays safe.
+func finish(pin *pinRef, err error) {
+	if err != nil {
+		pin.force()
 		return
 	}
-	var connDone <-chan struct{}
-	if l, ok := ctx.Value(connKey{}).(*connLife); ok {
-		connDone = l.done
-	}
-	go func() {
-		t := time.NewTimer(s.cfg.PinGrace)
-		defer t.Stop()
-		select {
-		case <-pin.done:
-		case <-connDone:
-		case <-t.C:
-		}
-		pin.force()
-	}()
+	pin.release()
 }
-
-// connKey is the context key of a connection's connLife.
-type connKey struct{}
-
-// connLife is closed when gRPC is done with a connection.
-type connLife struct{ done chan struct{} }
-
-// connTracker is a stats.Handler that tells handlers when their connection
-// has ended.
-type connTracker struct{}
-
-// TagConn gives each connection its connLife.
-func (connTracker) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, connKey{}, &connLife{done: make(chan struct{})})
-}
-
-// HandleConn closes the connLife at ConnEnd, which gRPC reports after its
-// writer for the connection exited.
-func (connTracker) HandleConn(ctx context.Context, st stats.ConnStats) {
-	if _, end := st.(*stats.ConnEnd); end {
-		if l, ok := ctx.Value(connKey{}).(*connLife); ok {
-			close(l.done)
-		}
-	}
-}
-
-// TagRPC does nothing.
-func (connTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-
-// HandleRPC does nothing.
-func (connTracker) HandleRPC(context.Context, stats.RPCStats) {}

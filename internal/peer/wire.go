@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -193,10 +194,13 @@ type pinRef struct {
 	unpin func()
 	fired atomic.Bool
 	done  chan struct{} // closed when unpinned
+	// drained gets a token whenever gRPC released a chunk and only the
+	// handler's reference is left.
+	drained chan struct{}
 }
 
 func newPinRef(unpin func()) *pinRef {
-	p := &pinRef{unpin: unpin, done: make(chan struct{})}
+	p := &pinRef{unpin: unpin, done: make(chan struct{}), drained: make(chan struct{}, 1)}
 	p.n.Store(1)
 	return p
 }
@@ -211,9 +215,27 @@ func (p *pinRef) Put(*[]byte) { p.release() }
 
 // release drops one reference and unpins on the last.
 func (p *pinRef) release() {
-	if p.n.Add(-1) == 0 {
+	switch p.n.Add(-1) {
+	case 0:
 		p.force()
+	case 1:
+		select {
+		case p.drained <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// wait returns when gRPC holds no chunk any more, or when done is closed.
+func (p *pinRef) wait(done <-chan struct{}) error {
+	for p.n.Load() > 1 {
+		select {
+		case <-p.drained:
+		case <-done:
+			return errors.New("peer: stream ended before its chunks were sent")
+		}
+	}
+	return nil
 }
 
 // force unpins now, once.
