@@ -5,9 +5,10 @@
 // The daemon plugs in through two small interfaces. On the source side a
 // Source pins a set of blobs for the duration of one stream and hands out
 // read-only views of their bytes; the bytes are sent as gRPC messages that
-// alias those views (no copy into a message buffer), and the pin is released
-// only once the transport has let go of every chunk, so a concurrent delete on
-// the owner never sends reused memory. On the destination side a Sink opens a
+// alias those views (no copy into a message buffer). A stream that succeeds
+// keeps its pin until the transport has written every chunk; one that fails
+// is never committed by the client. So a concurrent delete on the owner never
+// gets reused memory into a committed copy. On the destination side a Sink opens a
 // Transfer that allocates one blob per fetched blob; chunks are decoded
 // straight into those allocations, and the Transfer is either committed
 // (every byte arrived) or aborted (everything it allocated is freed).

@@ -5,10 +5,11 @@ import "github.com/v6d-io/v6d-go/internal/ids"
 // Source is implemented by the owning daemon. Pin pins the given sealed blobs
 // so that none of their memory is freed or reused until unpin is called, and
 // returns views[i] of exactly the bytes of blobs[i]. The views are read-only
-// to this package. unpin is called exactly once, possibly from another
-// goroutine and after the RPC ended (when the transport has released the last
-// chunk that aliases the views). On error nothing stays pinned; a blob that
-// does not exist must give an error wrapping ErrObjectNotExists.
+// to this package. unpin is called exactly once, when the stream that pinned
+// them ends (see finish in server.go for why that is safe on failure). On
+// error nothing stays pinned; a blob that does not exist must give an error
+// wrapping ErrObjectNotExists. The memory of the views must stay mapped
+// until Server.Close returned.
 type Source interface {
 	Pin(blobs []ids.ObjectID) (views [][]byte, unpin func(), err error)
 }
