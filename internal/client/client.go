@@ -49,6 +49,7 @@ type Client struct {
 	remote     bool // connected over TCP: nothing shared (remote.go)
 	pid        int
 	instanceID uint64
+	ext        extSet // the daemon's extensions (compat.go); set at Connect
 	roundTrips atomic.Uint64
 	isClosed   atomic.Bool  // closed, readable without mu
 	timeout    atomic.Int64 // time.Duration of each socket operation; set under mu
@@ -118,13 +119,16 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	c := newClient(conn, socket)
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
-	if err := c.call(&protocol.RegisterRequest{Version: Version}, &reply); err != nil {
+	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions}, &reply); err != nil {
 		_ = conn.Close()
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
-	c.epochOffset = reply.MetaEpochOffset
+	c.ext = parseExtensions(reply.Extensions)
+	if c.ext.metaEpoch {
+		c.epochOffset = reply.MetaEpochOffset
+	}
 	return c, nil
 }
 
@@ -256,23 +260,19 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	c.validateCacheLocked() // references kept for deleted objects go out with this request
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
-	var ahead protocol.Request
-	if len(rel) > 0 {
-		ahead = releaseRequest(rel)
-	}
-	return c.exchangeLocked(req, reply, ahead, trailing)
+	return c.exchangeLocked(req, reply, c.releaseRequests(rel), trailing)
 }
 
-// exchangeLocked writes ahead (if not nil), req and then the raw bytes of
-// trailing (an inline create's blobs) in one write, reads the acknowledgement
-// of ahead and then req's reply into reply, and receives the fds the reply
-// announces. c.mu must be held.
-func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request, trailing [][]byte) error {
+// exchangeLocked writes the requests of ahead (releases), req and then the
+// raw bytes of trailing (an inline create's blobs) in one write, reads the
+// acknowledgements of ahead and then req's reply into reply, and receives
+// the fds the reply announces. c.mu must be held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead []protocol.Request, trailing [][]byte) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
 	c.wbuf = c.wbuf[:0]
-	for _, r := range []protocol.Request{ahead, req} {
+	for _, r := range append(ahead, req) {
 		if r == nil {
 			continue
 		}
@@ -288,11 +288,11 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 	} else if err := c.conn.Writev(append([][]byte{c.wbuf}, trailing...)); err != nil {
 		return c.loseLocked(err)
 	}
-	if ahead != nil {
+	for _, r := range ahead {
 		var ack protocol.AckReply
-		if err := c.readReplyLocked(ahead, &ack); err != nil {
+		if err := c.readReplyLocked(r, &ack); err != nil && c.lost != nil {
 			return err
-		}
+		} // an error reply to a release (upstream's daemon: a blob gone) leaves the stream in step
 	}
 	return c.readReplyLocked(req, reply)
 }

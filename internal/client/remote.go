@@ -100,11 +100,13 @@ func connectRPC(endpoint string, o options) (*Client, error) {
 	c.remote = true
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
-	if err := c.call(&protocol.RegisterRequest{Version: Version, Password: o.secret}, &reply); err != nil {
+	req := &protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions, Password: o.secret}
+	if err := c.call(req, &reply); err != nil {
 		_ = conn.Close()
 		return nil, status.Errorf(status.ConnectionFailed, "cannot register with vineyardd at %s: %v", endpoint, err)
 	}
 	c.instanceID = reply.InstanceID
+	c.ext = parseExtensions(reply.Extensions) // no meta epoch: nothing is mapped
 	return c, nil
 }
 
@@ -115,6 +117,13 @@ func (c *Client) IsRPC() bool { return c.remote }
 func errNeedsShm(what string) error {
 	return status.Errorf(status.Invalid,
 		"%s needs shared memory, and this client is connected over TCP (RPC): its blobs are private copies already", what)
+}
+
+// errUpstreamRemote is the error of remote calls that need this daemon's
+// extensions, against upstream's vineyardd over TCP.
+func errUpstreamRemote(what string) error {
+	return status.Errorf(status.NotImplemented,
+		"%s over TCP needs this project's vineyardd; against upstream's, use CreateRemoteBuffers and GetBuffers", what)
 }
 
 // localMem is memory of this process holding a remote blob's bytes: an
@@ -272,6 +281,9 @@ func (c *Client) fillLocked(idl []ids.ObjectID) error {
 	if len(req.IDs) == 0 {
 		return nil
 	}
+	if !c.ext.seal {
+		return errUpstreamRemote("filling created buffers")
+	}
 	var reply protocol.AckReply
 	return c.callTrailingLocked(req, &reply, data)
 }
@@ -383,6 +395,9 @@ func firstIndex(l []ids.ObjectID, id ids.ObjectID) int {
 // getObjectRemote is GetObject in remote mode: get_data with buffers, whose
 // reply the blobs' bytes follow.
 func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
+	if !c.ext.withBuffers {
+		return nil, errUpstreamRemote("getting an object with its blobs")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply

@@ -7,10 +7,11 @@
 // default); an etcd backend will keep them in etcd so every daemon of a
 // cluster sees them, and report what other daemons change through Changes.
 //
-// Locking: the store calls a Backend while holding its own lock, so a
-// Backend must never call back into the store, and should not block for
-// long (Local never blocks). Lock order: store.Store.mu, then the backend's
-// own locks.
+// Locking: the store calls a Backend while holding its own lock (all but
+// Persist, GetName and ListNames), so a Backend must never call back into
+// the store, and should not block for long (Local never blocks; Etcd is
+// bounded by its timeout and fails at once while etcd is known down). Lock
+// order: store.Store.mu, then the backend's own locks.
 package meta
 
 import (
@@ -24,6 +25,14 @@ var ErrNameNotFound = errors.New("meta: name not found")
 
 // ErrClosed is returned by every method of a closed backend.
 var ErrClosed = errors.New("meta: backend is closed")
+
+// ErrEtcd wraps every failure to reach or use etcd; the message names the
+// endpoints.
+var ErrEtcd = errors.New("meta: etcd")
+
+// ErrNameTaken is returned by PutName when another instance set the name
+// first (two instances racing for one name: exactly one wins).
+var ErrNameTaken = errors.New("meta: name taken")
 
 // Tree is the metadata of one persisted object: its own fields, with each
 // member written as a link {"id":"o…"} (members are persisted as their own
@@ -45,6 +54,8 @@ const (
 	NamePut
 	// NameDropped reports a name dropped by another daemon.
 	NameDropped
+	// Progress reports that every change up to Revision has been delivered.
+	Progress
 )
 
 // Change is one update made elsewhere, for the store to apply.
@@ -53,6 +64,9 @@ type Change struct {
 	ID   ids.ObjectID // the object (Persisted, Deleted, NamePut)
 	Name string       // the name (NamePut, NameDropped)
 	Tree []byte       // the tree (Persisted)
+	// Revision, when not 0, is etcd's revision: every change up to it has
+	// been delivered once this one is. 0 says nothing about progress.
+	Revision int64
 }
 
 // Backend is where the store keeps persisted trees and names. Methods are

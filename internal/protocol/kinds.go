@@ -77,7 +77,7 @@ var kinds = [NumKinds]kindInfo{
 	KindCreateData:             {"create_data_request", "create_data_reply", func() Request { return &CreateDataRequest{} }, true},
 	KindCreateDatas:            {"create_datas_request", "create_datas_reply", func() Request { return &CreateDatasRequest{} }, false},
 	KindGetData:                {"get_data_request", "get_data_reply", func() Request { return &GetDataRequest{} }, false},
-	KindListData:               {"list_data_request", "list_data_reply", func() Request { return &ListDataRequest{} }, false},
+	KindListData:               {"list_data_request", "get_data_reply", func() Request { return &ListDataRequest{} }, false},
 	KindDelData:                {"del_data_request", "del_data_reply", func() Request { return &DelDataRequest{} }, false},
 	KindDelDataWithFeedbacks:   {"del_data_with_feedbacks_request", "del_data_with_feedbacks_reply", func() Request { return &DelDataRequest{feedback: true} }, false},
 	KindExists:                 {"exists_request", "exists_reply", func() Request { return &ExistsRequest{} }, false},

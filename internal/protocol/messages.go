@@ -83,6 +83,10 @@ type RegisterRequest struct {
 	SessionID uint64          `json:"session_id,omitempty"`
 	Username  string          `json:"username,omitempty"`
 	Password  string          `json:"password,omitempty"`
+	// Extensions (ours) lists the extensions the client uses
+	// (docs/protocol.md, "Extensions"). A client that sends none is treated
+	// as upstream's: the daemon applies the upstream-client reference rule.
+	Extensions []string `json:"extensions,omitempty"`
 }
 
 // ExitRequest announces a clean disconnect.

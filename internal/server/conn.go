@@ -42,6 +42,12 @@ type conn struct {
 	charged    int64         // bytes of the current frame charged to Server.inflight
 	spin       bool          // poll for the next request before blocking (recv)
 	wake       chan struct{} // the poller's wake-up while parked (park.go)
+
+	// upstream is set for a client that registered without naming our
+	// extensions: upstream's client, which never sends release_request. The
+	// references its seals and gets took are released when it deletes the
+	// objects (delData; docs/protocol.md, "Upstream clients").
+	upstream bool
 }
 
 // newConn returns a connection of a UNIX-socket client, which gets the

@@ -13,8 +13,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// Version is the protocol version the daemon reports (upstream's numbering).
-const Version = "0.24.0"
+// Version is the protocol version the daemon reports: the upstream release
+// whose protocol and layouts it speaks (upstream's clients compare it with
+// their own and warn on a mismatch).
+const Version = "0.24.2"
 
 // handler answers one decoded request of a connection: it returns the reply
 // (nil for none; handleFrame sets its type) and the fds to send after it.
@@ -67,13 +69,15 @@ var handlers = [protocol.NumKinds]handler{
 			return nil, nil, err
 		}
 		c.registered = true
+		c.upstream = len(r.Extensions) == 0
 		return &protocol.RegisterReply{
 			IPCSocket:       c.s.cfg.Socket,
-			RPCEndpoint:     c.s.RPCEndpoint(),
+			RPCEndpoint:     c.s.rpcEndpoint(),
 			InstanceID:      c.s.store.InstanceID(),
 			Version:         Version,
 			MetaEpochOffset: shm.HeaderEpochOffset,
 			StoreMatch:      true,
+			Extensions:      protocol.Extensions,
 		}, nil, nil
 	}),
 	protocol.KindExit: func(*conn, protocol.Request) (protocol.Reply, []int, error) { return nil, nil, errExit },
@@ -215,11 +219,11 @@ var handlers = [protocol.NumKinds]handler{
 		meta, err := json.Marshal(map[string]any{
 			fmt.Sprintf("i%d", st.InstanceID()): map[string]any{
 				"instance_id":  st.InstanceID(),
-				"hostid":       hostname,
+				"hostid":       hostID,
 				"hostname":     hostname,
 				"nodename":     hostname,
 				"ipc_socket":   c.s.cfg.Socket,
-				"rpc_endpoint": c.s.RPCEndpoint(),
+				"rpc_endpoint": c.s.rpcEndpoint(),
 				"timestamp":    time.Now().UnixMilli(),
 			},
 		})
@@ -233,10 +237,21 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindFillBuffers:         acked(fillBuffers),
 }
 
+// delData deletes objects. For upstream's client (conn.upstream), which
+// never releases, it also drops the references the connection holds to the
+// blobs deleted: upstream's daemon frees on delete, and that client relies on
+// it. Readers on other connections keep theirs, so none of them ever sees
+// the memory reused; the deleting client's own views of the deleted object
+// may, as with upstream's daemon.
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
 	deleted := c.s.store.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
 	if deleted == nil {
 		deleted = []ids.ObjectID{}
+	}
+	if c.upstream && len(deleted) > 0 {
+		if err := c.sess.Release(deleted...); err != nil {
+			return nil, nil, err
+		}
 	}
 	return &protocol.DelDataReply{DeletedBids: deleted}, nil, nil
 }

@@ -102,6 +102,9 @@ func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if r, ok := s.remote[id]; ok {
+			return s.appendRemoteTreeLocked(dst, r, 0)
+		}
 		return append(dst, "null"...)
 	}
 	dst = append(dst, '{')
@@ -146,7 +149,7 @@ type Created struct {
 func (s *Store) Tree(id ids.ObjectID) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.existsLocked(id) {
+	if !s.knownLocked(id) {
 		return nil, false
 	}
 	return s.appendTreeLocked(nil, id), true
@@ -381,11 +384,12 @@ func (s *Store) existsLocked(id ids.ObjectID) bool {
 	return ok
 }
 
-// Exists reports whether an object or blob exists.
+// Exists reports whether an object or blob exists, here or (persisted) on
+// another instance.
 func (s *Store) Exists(id ids.ObjectID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.existsLocked(id)
+	return s.knownLocked(id)
 }
 
 // GetData returns the JSON object {"o…": tree} of those ids that exist, and
@@ -405,7 +409,7 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool,
 	out = append(out, '{')
 	first := true
 	for _, id := range idl {
-		if !s.existsLocked(id) {
+		if !s.knownLocked(id) {
 			all = false
 			continue
 		}
@@ -469,6 +473,11 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 			found = append(found, id)
 		}
 	}
+	for id, r := range s.remote {
+		if match(r.typename) {
+			found = append(found, id)
+		}
+	}
 	if match(BlobTypename) {
 		for id, b := range s.blobs {
 			if b.sealed {
@@ -484,39 +493,64 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 	return out, err
 }
 
-// Persist marks an object and its non-blob members persisted.
+// Persist marks an object and its non-blob members persisted. The backend
+// is called without the store lock (with etcd it is a network round trip,
+// which local put and get must not wait for); what changed meanwhile is
+// reconciled after: an object deleted in between has its tree taken back,
+// one changed in between (a label) is written again.
 func (s *Store) Persist(id ids.ObjectID) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if id.IsBlob() {
+		s.mu.Unlock()
 		return status.Errorf(status.AssertionFailed, "blobs cannot be persisted: %v", id)
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		_, remote := s.remote[id]
+		s.mu.Unlock()
+		if remote {
+			return nil // persisted by its own instance
+		}
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	var fresh []*object
 	s.collectTransientLocked(o, map[*object]bool{}, &fresh)
 	if len(fresh) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	setTransient := func(v bool) {
-		for _, o := range fresh {
-			o.setField("transient", v)
-			o.encodeFields()
-		}
-	}
-	setTransient(false)
 	trees := make([]meta.Tree, len(fresh))
 	for i, o := range fresh {
+		o.setField("transient", false)
+		o.encodeFields()
 		trees[i] = meta.Tree{ID: o.id, Content: s.persistedTreeLocked(o)}
+		o.setField("transient", true) // until the backend has it
+		o.encodeFields()
 	}
+	s.mu.Unlock()
 	if err := s.meta.Persist(trees); err != nil {
-		setTransient(true) // nothing changed
-		return backendError(err)
+		return backendError(err) // nothing changed
 	}
-	for _, o := range fresh {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []ids.ObjectID
+	for i, o := range fresh {
+		if s.objects[o.id] != o {
+			gone = append(gone, o.id)
+			continue
+		}
+		if o.persisted {
+			continue // a concurrent persist got there first
+		}
+		o.setField("transient", false)
+		o.encodeFields()
 		o.persisted = true
+		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
+			s.persistTreesLocked(o)
+		}
+	}
+	if len(gone) > 0 {
+		_ = s.meta.Delete(gone) // as delete does: a failure leaves trees a later delete removes
 	}
 	s.bumpEpochLocked()
 	return nil
@@ -538,12 +572,19 @@ func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]
 }
 
 // persistedTreeLocked returns what the backend keeps of o: its own fields
-// and its members as links {"id":"o…"}.
+// and its members as links {"id":"o…"}; blobs, which are never persisted on
+// their own, are written whole (with their instance_id), so other instances
+// know their size and where they live.
 func (s *Store) persistedTreeLocked(o *object) []byte {
 	dst := append([]byte{'{'}, o.encoded...)
 	for _, m := range o.members {
 		dst = append(dst, ',')
 		dst = jsontext.AppendString(dst, m.key)
+		if b, ok := s.lookupBlobLocked(m.id); m.id.IsBlob() && ok {
+			dst = append(dst, ':')
+			dst = s.appendBlobTree(dst, b)
+			continue
+		}
 		dst = append(dst, `:{"id":"`...)
 		dst = m.id.AppendText(dst)
 		dst = append(dst, `"}`...)
@@ -570,6 +611,9 @@ func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if _, remote := s.remote[id]; remote {
+			return true, nil
+		}
 		return false, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	return o.persisted, nil

@@ -28,6 +28,9 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	}
 	o, ok := s.objects[id]
 	if !ok {
+		if _, remote := s.remote[id]; remote {
+			return s.putRemoteNameLocked(name, id)
+		}
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	if !o.persisted {
@@ -57,9 +60,24 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	return nil
 }
 
-// backendError reports a failure of the metadata backend to a client.
-func backendError(err error) error {
-	return status.Errorf(status.IOError, "metadata backend: %v", err)
+// putRemoteNameLocked names the persisted object of another instance; its
+// tree (and "__name") stays as its owner wrote it.
+func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
+	old, err := s.meta.GetName(name)
+	if err != nil && !errors.Is(err, meta.ErrNameNotFound) {
+		return backendError(err)
+	}
+	if err := s.meta.PutName(name, id); err != nil {
+		return backendError(err)
+	}
+	if prev, ok := s.objects[old]; ok {
+		delete(prev.names, name)
+		prev.refreshName()
+		s.persistTreesLocked(prev)
+		s.bumpEpochLocked()
+	}
+	s.notifyLocked()
+	return nil
 }
 
 // refreshName rewrites "__name" after a name left the object.
@@ -75,10 +93,9 @@ func (o *object) refreshName() {
 	o.encodeFields()
 }
 
-// GetName resolves a name.
+// GetName resolves a name. It asks the backend without holding the store
+// lock (names live in the backend; an etcd backend reads etcd).
 func (s *Store) GetName(name string) (ids.ObjectID, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	id, err := s.meta.GetName(name)
 	if errors.Is(err, meta.ErrNameNotFound) {
 		return 0, status.Errorf(status.ObjectNotExists, "failed to find name: %s", name)
@@ -119,9 +136,7 @@ func (s *Store) ListNames(pattern string, regex bool, limit uint64) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all, err := s.meta.ListNames()
+	all, err := s.meta.ListNames() // the backend's own locks only, like GetName
 	if err != nil {
 		return nil, backendError(err)
 	}

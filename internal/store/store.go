@@ -9,7 +9,10 @@
 // Persisted trees and names are kept by a metadata backend (internal/meta,
 // Config.Backend; meta.Local by default): the store routes persist, names
 // and the delete of persisted objects through it, and keeps the objects it
-// serves in its own table.
+// serves in its own table. The persisted objects of other instances (a
+// cluster backend reports them through Changes; a goroutine applies them)
+// are readable metadata here: get_meta, exists and list see them, their
+// blobs stay on their own instance.
 //
 // Every store operation costs O(what it touches), never O(size of the
 // store): objects and blobs keep their users (a reverse index of member
@@ -75,11 +78,13 @@ type Store struct {
 
 	mu       sync.Mutex
 	alloc    *alloc.Allocator
-	blobs    map[ids.ObjectID]*blob   // live blobs, sealed or not
-	zombies  map[ids.ObjectID]*blob   // deleted blobs still referenced
-	objects  map[ids.ObjectID]*object // live non-blob objects
-	changed  chan struct{}            // closed and replaced whenever objects or names appear
-	sessions map[*Session]struct{}    // open sessions
+	blobs    map[ids.ObjectID]*blob         // live blobs, sealed or not
+	zombies  map[ids.ObjectID]*blob         // deleted blobs still referenced
+	objects  map[ids.ObjectID]*object       // live non-blob objects
+	remote   map[ids.ObjectID]*remoteObject // persisted objects of other instances
+	metaRev  int64                          // the backend's revision applied (Sync)
+	changed  chan struct{}                  // closed and replaced whenever objects or names appear
+	sessions map[*Session]struct{}          // open sessions
 	closed   bool
 
 	clearHook func() // tests: runs between Clear's batches, without mu
@@ -125,6 +130,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		blobs:    make(map[ids.ObjectID]*blob),
 		zombies:  make(map[ids.ObjectID]*blob),
 		objects:  make(map[ids.ObjectID]*object),
+		remote:   make(map[ids.ObjectID]*remoteObject),
 		changed:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
 	}
@@ -138,6 +144,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		_ = arena.Close()
 		return nil, err
 	}
+	go s.follow(backend.Changes())
 	return s, nil
 }
 

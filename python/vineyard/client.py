@@ -293,10 +293,16 @@ class Client:
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """The cluster's metadata as the daemon knows it: ``{"i<N>": {...}}``
-        per instance."""
-        return self._json_out("v6d_cluster_meta")
+    def meta(self) -> dict[int, Any]:
+        """The cluster's metadata as the daemon knows it, as upstream's client
+        gives it: ``{instance_id: {"hostid": int, "hostname", "nodename",
+        "ipc_socket", "rpc_endpoint": "host:port", "timestamp", ...}}`` (the
+        daemon's keys ``"i<N>"`` become the integers N)."""
+        raw = self._json_out("v6d_cluster_meta")
+        out: dict[int, Any] = {}
+        for key, value in raw.items():
+            out[int(key[1:]) if isinstance(key, str) and key[:1] == "i" and key[1:].isdigit() else key] = value
+        return out
 
     def clear(self) -> None:
         """Deletes every object of the daemon (views held stay intact until

@@ -1,0 +1,220 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+// retryDelay is how long the follower waits before retrying etcd.
+const retryDelay = 200 * time.Millisecond
+
+// follow delivers what other instances change, until Close: it loads every
+// tree once (a range read), then watches the prefix from the revision after
+// that read. When the watch breaks (etcd down, connection lost) it is
+// started again from the revision after the last one delivered, so nothing
+// is missed; only when etcd has compacted that revision away does it read
+// everything again and report the difference.
+func (e *Etcd) follow() {
+	defer e.wg.Done()
+	defer close(e.changes)
+	var next int64 // 0: load everything first
+	for e.ctx.Err() == nil {
+		if next == 0 {
+			rev, err := e.resync()
+			if err != nil {
+				e.pause()
+				continue
+			}
+			next = rev + 1
+		}
+		next = e.watch(next)
+		if e.ctx.Err() == nil {
+			e.pause()
+		}
+	}
+}
+
+// pause waits retryDelay or until Close.
+func (e *Etcd) pause() {
+	select {
+	case <-e.ctx.Done():
+	case <-time.After(retryDelay):
+	}
+}
+
+// send delivers a change unless Close comes first.
+func (e *Etcd) send(c Change) bool {
+	select {
+	case e.changes <- c:
+		return true
+	case <-e.ctx.Done():
+		return false
+	}
+}
+
+// resyncPage is how many trees resync reads per request: a cluster with
+// millions of objects is read in bounded replies, all at one revision. A
+// variable for tests; each backend reads it once, at Open.
+var resyncPage int64 = 1000
+
+// resync reads every tree under the prefix (in pages, at one revision) and
+// reports the trees of other instances as Persisted, and those reported
+// before but gone now as Deleted, then a Progress at the read's revision.
+func (e *Etcd) resync() (int64, error) {
+	prefix := e.root + keyData
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var rev int64
+	seen := make(map[ids.ObjectID]struct{})
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(e.page)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		ctx, cancel := e.opCtx(e.ctx)
+		resp, err := e.cli.Get(ctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			id, ok := e.parseDataKey(string(kv.Key))
+			if !ok || e.own(id) {
+				continue
+			}
+			seen[id] = struct{}{}
+			e.mu.Lock()
+			e.remote[id] = struct{}{}
+			e.mu.Unlock()
+			// Revision 0: the store must not count rev as applied before
+			// the Progress that ends the read.
+			if !e.send(Change{Kind: Persisted, ID: id, Tree: kv.Value}) {
+				return 0, e.ctx.Err()
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	e.mu.Lock()
+	var gone []ids.ObjectID
+	for id := range e.remote {
+		if _, ok := seen[id]; !ok {
+			gone = append(gone, id)
+			delete(e.remote, id)
+		}
+	}
+	e.mu.Unlock()
+	for _, id := range gone {
+		if !e.send(Change{Kind: Deleted, ID: id}) {
+			return 0, e.ctx.Err()
+		}
+	}
+	if !e.send(Change{Kind: Progress, Revision: rev}) {
+		return 0, e.ctx.Err()
+	}
+	return rev, nil
+}
+
+// watch follows the prefix from revision next until the watch breaks, and
+// returns the revision to resume from (0 when it was compacted away).
+func (e *Etcd) watch(next int64) int64 {
+	// The same outgoing metadata as RequestProgress's context, so a
+	// progress request reaches this watch's stream.
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
+	defer cancel()
+	wch := e.cli.Watch(ctx, e.root, clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return 0
+		}
+		if err := resp.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrFutureRev) {
+				return 0 // etcd lost revisions we saw (restored from an older backup): read it all again
+			}
+			return next
+		}
+		for _, ev := range resp.Events {
+			if !e.event(ev) {
+				return next
+			}
+			next = ev.Kv.ModRevision + 1
+		}
+		if resp.IsProgressNotify() && resp.Header.Revision >= next {
+			next = resp.Header.Revision + 1
+		}
+		if next > 1 && !e.send(Change{Kind: Progress, Revision: next - 1}) {
+			return next
+		}
+	}
+	return next
+}
+
+// event turns one watch event into a change for the store; false means
+// Close came first.
+func (e *Etcd) event(ev *clientv3.Event) bool {
+	key := string(ev.Kv.Key)
+	rev := ev.Kv.ModRevision
+	put := ev.Type == mvccpb.PUT
+	if name, ok := strings.CutPrefix(key, e.root+keyNames); ok {
+		if !put {
+			return e.send(Change{Kind: NameDropped, Name: name, Revision: rev})
+		}
+		id, err := ids.Parse(string(ev.Kv.Value))
+		if err != nil {
+			return true
+		}
+		return e.send(Change{Kind: NamePut, Name: name, ID: id, Revision: rev})
+	}
+	id, ok := e.parseDataKey(key)
+	if !ok || e.own(id) {
+		return true
+	}
+	e.mu.Lock()
+	_, known := e.remote[id]
+	if put {
+		e.remote[id] = struct{}{}
+	} else {
+		delete(e.remote, id)
+	}
+	e.mu.Unlock()
+	if put {
+		return e.send(Change{Kind: Persisted, ID: id, Tree: ev.Kv.Value, Revision: rev})
+	}
+	if !known {
+		return true
+	}
+	return e.send(Change{Kind: Deleted, ID: id, Revision: rev})
+}
+
+func (e *Etcd) parseDataKey(key string) (ids.ObjectID, bool) {
+	rest, ok := strings.CutPrefix(key, e.root+keyData)
+	if !ok {
+		return 0, false
+	}
+	id, err := ids.Parse(rest)
+	return id, err == nil && !id.IsBlob()
+}
+
+// own reports whether id was made by this instance: ids carry the low 10
+// bits of their instance id (internal/ids), which live instances never
+// share (register).
+func (e *Etcd) own(id ids.ObjectID) bool {
+	return uint64(id)>>12&(MaxInstances-1) == e.instance%MaxInstances
+}
+
+// Changes returns the changes other instances make, in etcd's order, and a
+// Progress after each batch. It is closed by Close.
+func (e *Etcd) Changes() <-chan Change { return e.changes }

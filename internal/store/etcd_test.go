@@ -1,0 +1,214 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/v6d-io/v6d-go/internal/etcdtest"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// clusterStore opens a store whose backend is a meta.Etcd on srv.
+// Calls to etcd time out after timeout.
+func clusterStore(t *testing.T, srv *etcdtest.Server, host string, timeout time.Duration) *Store {
+	t.Helper()
+	be, err := meta.OpenEtcd(context.Background(), meta.EtcdConfig{
+		Endpoints:   []string{srv.Endpoint()},
+		Prefix:      "store-test",
+		DialTimeout: timeout,
+		LeaseTTL:    2 * time.Second,
+		Hostname:    host,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Size: 1 << 20, Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// synced waits until s has applied everything etcd has.
+func synced(t *testing.T, s *Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterStores: three stores on one etcd. What A persists, B and C
+// read (get_meta, exists, list, names) after a Sync; A's delete and A's
+// end reach them too.
+func TestClusterStores(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	a := clusterStore(t, srv, "a", 10*time.Second)
+	b := clusterStore(t, srv, "b", 10*time.Second)
+	c := clusterStore(t, srv, "c", 10*time.Second)
+	if a.InstanceID() == b.InstanceID() || b.InstanceID() == c.InstanceID() || a.InstanceID() == c.InstanceID() {
+		t.Fatalf("instance ids %d %d %d", a.InstanceID(), b.InstanceID(), c.InstanceID())
+	}
+	ss := a.NewSession()
+	defer ss.Close()
+	bid := blobOf(t, ss, 64)
+	child := create(t, ss, fmt.Sprintf(`{"typename":"vineyard::Tensor","b":{"id":"%v"},"shape_":"[8]"}`, bid), bid)
+	root := create(t, ss, fmt.Sprintf(`{"typename":"vineyard::Pair","first":{"id":"%v"},"k":1}`, child))
+	transient := create(t, ss, `{"typename":"vineyard::Transient"}`)
+	if err := a.Persist(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutName("pair", root); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := a.Tree(root)
+	for _, s := range []*Store{b, c} {
+		synced(t, s)
+		if !s.Exists(root) || !s.Exists(child) || s.Exists(transient) {
+			t.Fatalf("exists on %d: root %v child %v transient %v", s.InstanceID(), s.Exists(root), s.Exists(child), s.Exists(transient))
+		}
+		got, ok := s.Tree(root)
+		if !ok || !sameJSON(t, got, want) {
+			t.Fatalf("tree on %d:\n%s\nwant (as on a)\n%s", s.InstanceID(), got, want)
+		}
+		if p, err := s.IfPersist(root); err != nil || !p {
+			t.Fatalf("if_persist of a remote object: %v %v", p, err)
+		}
+		if id, err := s.GetName("pair"); err != nil || id != root {
+			t.Fatalf("name on %d: %v %v", s.InstanceID(), id, err)
+		}
+		list, err := s.List("vineyard::Pa*", false, 0)
+		if err != nil || !strings.Contains(string(list), root.String()) {
+			t.Fatalf("list on %d: %s %v", s.InstanceID(), list, err)
+		}
+		content, all, err := s.GetData([]ids.ObjectID{root, child})
+		if err != nil || !all || !strings.Contains(string(content), `"instance_id":`+fmt.Sprint(a.InstanceID())) {
+			t.Fatalf("get_data on %d: %s %v %v", s.InstanceID(), content, all, err)
+		}
+		checkInvariants(t, s)
+	}
+	// The blob's tree carries its instance, so B knows where it lives.
+	got, _ := b.Tree(root)
+	if !strings.Contains(string(got), fmt.Sprintf(`"id":"%v","typename":"vineyard::Blob","length":64`, bid)) {
+		t.Fatalf("the remote tree lacks its blob: %s", got)
+	}
+	// B can name A's object too; a name is one value for the cluster.
+	if err := b.PutName("from-b", root); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := c.GetName("from-b"); err != nil || id != root {
+		t.Fatalf("name set on b, read on c: %v %v", id, err)
+	}
+	a.Delete([]ids.ObjectID{root}, DeleteOptions{Deep: true})
+	for _, s := range []*Store{b, c} {
+		synced(t, s)
+		if s.Exists(root) || s.Exists(child) {
+			t.Fatalf("deleted objects still exist on %d", s.InstanceID())
+		}
+		if _, err := s.GetName("pair"); status.CodeOf(err) != status.ObjectNotExists {
+			t.Fatalf("the name of a deleted object on %d: %v", s.InstanceID(), err)
+		}
+	}
+	// An instance that goes away takes its persisted objects with it.
+	other := create(t, ss, `{"typename":"vineyard::Other"}`)
+	if err := a.Persist(other); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, b)
+	if !b.Exists(other) {
+		t.Fatal("a second persist did not reach b")
+	}
+	ss.Close()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, b)
+	if b.Exists(other) {
+		t.Fatal("the objects of a closed instance are still visible")
+	}
+	checkInvariants(t, b)
+}
+
+// TestClusterEtcdDown: with etcd down, local put/get keep working, persist
+// and names fail with EtcdError naming the endpoint, and nothing changes.
+func TestClusterEtcdDown(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	a := clusterStore(t, srv, "a", 2*time.Second)
+	ss := a.NewSession()
+	defer ss.Close()
+	srv.Stop()
+	bid := blobOf(t, ss, 64)
+	id := create(t, ss, fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, bid), bid)
+	if _, ok := a.Tree(id); !ok {
+		t.Fatal("local get with etcd down")
+	}
+	err = a.Persist(id)
+	if status.CodeOf(err) != status.EtcdError || !strings.Contains(err.Error(), srv.Endpoint()) {
+		t.Fatalf("persist with etcd down: %v", err)
+	}
+	if p, _ := a.IfPersist(id); p {
+		t.Fatal("persisted although etcd is down")
+	}
+	if _, err := a.ListNames("*", false, 0); status.CodeOf(err) != status.EtcdError {
+		t.Fatalf("list names with etcd down: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Sync(ctx); status.CodeOf(err) != status.EtcdError {
+		t.Fatalf("sync with etcd down: %v", err)
+	}
+	checkInvariants(t, a)
+}
+
+// sameJSON reports whether two JSON documents hold the same value.
+func sameJSON(t *testing.T, x, y []byte) bool {
+	t.Helper()
+	var a, b any
+	if json.Unmarshal(x, &a) != nil || json.Unmarshal(y, &b) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// TestClusterSyncOtherKeys: Sync returns when etcd's latest revision is a
+// key outside the prefix (no watch event of ours reports it; a progress
+// report does).
+func TestClusterSyncOtherKeys(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	a := clusterStore(t, srv, "a", 10*time.Second)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for i := range 3 {
+		if _, err := cli.Put(context.Background(), fmt.Sprint("elsewhere/", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		synced(t, a)
+	}
+}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
+	"github.com/v6d-io/v6d-go/internal/jsontext"
+	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// remoteObject is the persisted tree of an object of another instance, as
+// the metadata backend reported it: its own fields, members as links. Its
+// blobs live on their own instance; this store serves the metadata only.
+type remoteObject struct {
+	tree     []byte
+	typename string
+}
+
+// follow applies the backend's changes until the backend closes its
+// channel. It runs in its own goroutine for the store's life.
+func (s *Store) follow(changes <-chan meta.Change) {
+	for c := range changes {
+		s.mu.Lock()
+		if !s.closed {
+			s.applyChangeLocked(c)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// applyChangeLocked applies one change made by another instance.
+func (s *Store) applyChangeLocked(c meta.Change) {
+	switch c.Kind {
+	case meta.Persisted:
+		if _, local := s.objects[c.ID]; local {
+			break
+		}
+		var head struct {
+			Typename string `json:"typename"`
+		}
+		if jsonscan.ObjectFields(c.Tree, func(key string, raw []byte) error {
+			if key == "typename" {
+				return json.Unmarshal(raw, &head.Typename)
+			}
+			return nil
+		}) != nil || head.Typename == "" {
+			break // not a tree: ignore it rather than serve garbage
+		}
+		s.remote[c.ID] = &remoteObject{tree: c.Tree, typename: head.Typename}
+		// Also for a new tree: a remote tree cached before its member
+		// arrived (a full read goes by key, not members first) showed
+		// only the member's link.
+		s.bumpEpochLocked()
+	case meta.Deleted:
+		if _, ok := s.remote[c.ID]; ok {
+			delete(s.remote, c.ID)
+			s.bumpEpochLocked()
+		}
+	}
+	if c.Revision > s.metaRev {
+		s.metaRev = c.Revision
+	}
+	s.notifyLocked()
+}
+
+// knownLocked reports whether id is a local object or blob, or the
+// persisted object of another instance.
+func (s *Store) knownLocked(id ids.ObjectID) bool {
+	if s.existsLocked(id) {
+		return true
+	}
+	_, ok := s.remote[id]
+	return ok
+}
+
+// appendRemoteTreeLocked appends the full tree of a remote object: its own
+// fields, each member link replaced by the member's tree (local or remote;
+// blob members are persisted whole, so they are copied as they are).
+func (s *Store) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) []byte {
+	dst = append(dst, '{')
+	first := true
+	_ = jsonscan.ObjectFields(r.tree, func(key string, raw []byte) error {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = jsontext.AppendString(dst, key)
+		dst = append(dst, ':')
+		if len(raw) == 0 || raw[0] != '{' {
+			dst = append(dst, raw...)
+			return nil
+		}
+		var link struct {
+			ID       string `json:"id"`
+			Typename string `json:"typename"`
+		}
+		if json.Unmarshal(raw, &link) != nil || link.Typename != "" || depth >= maxTreeDepth {
+			dst = append(dst, raw...) // a whole tree (a blob): as it is
+			return nil
+		}
+		mid, err := ids.Parse(link.ID)
+		if err != nil {
+			dst = append(dst, raw...)
+			return nil
+		}
+		if m, ok := s.remote[mid]; ok {
+			dst = s.appendRemoteTreeLocked(dst, m, depth+1)
+		} else if s.existsLocked(mid) {
+			dst = s.appendTreeLocked(dst, mid)
+		} else {
+			dst = append(dst, raw...) // not (yet) known here: the link
+		}
+		return nil
+	})
+	return append(dst, '}')
+}
+
+// syncer is a backend that can tell its latest revision (meta.Etcd).
+type syncer interface {
+	LatestRevision(ctx context.Context) (int64, error)
+	RequestProgress(ctx context.Context)
+}
+
+// Sync waits until the store has applied every change the metadata backend
+// had when Sync was called (get_meta with sync_remote), or ctx ends. With a
+// backend that shares nothing (meta.Local) it returns at once.
+func (s *Store) Sync(ctx context.Context) error {
+	sy, ok := s.meta.(syncer)
+	if !ok {
+		return nil
+	}
+	rev, err := sy.LatestRevision(ctx)
+	if err != nil {
+		return backendError(err)
+	}
+	for {
+		s.mu.Lock()
+		done, changed := s.metaRev >= rev, s.changed
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return status.Errorf(status.EtcdError, "sync with etcd: %v", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+			// The last revision may be a key no watch event reports
+			// (outside the prefix): a progress report covers it.
+			sy.RequestProgress(ctx)
+		}
+	}
+}
+
+// backendError reports a failure of the metadata backend to a client.
+func backendError(err error) error {
+	switch {
+	case errors.Is(err, meta.ErrNameTaken):
+		return status.Errorf(status.ObjectExists, "%v", err)
+	case errors.Is(err, meta.ErrEtcd):
+		return status.Errorf(status.EtcdError, "%v", err)
+	}
+	return status.Errorf(status.IOError, "metadata backend: %v", err)
+}
