@@ -77,13 +77,13 @@ func parseRunning(b []byte) (int, bool) {
 	return 0, false
 }
 
-// Poll waits up to max for data (or the end of the stream, or an error) to
+// Poll waits up to limit for data (or the end of the stream, or an error) to
 // be readable on the socket fd, polling without blocking while Idle holds,
 // and reports whether some is there. It returns false at once when no CPU is
 // free, and as soon as one stops being free: the caller then blocks in its
 // read as usual.
-func Poll(fd int, max time.Duration) bool {
-	if max <= 0 || !Idle() {
+func Poll(fd int, limit time.Duration) bool {
+	if limit <= 0 || !Idle() {
 		return false
 	}
 	var b [1]byte
@@ -95,7 +95,7 @@ func Poll(fd int, max time.Duration) bool {
 			return true // data, end of file or an error: the read reports it
 		}
 		now := time.Now()
-		if now.Sub(start) >= max {
+		if now.Sub(start) >= limit {
 			return false
 		}
 		if now.After(check) {
