@@ -55,3 +55,10 @@ func TestPoll(t *testing.T) {
 		t.Fatal("Poll with no time polled")
 	}
 }
+
+// BenchmarkIdle is the cost of one decision (docs/performance.md: ~1 µs).
+func BenchmarkIdle(b *testing.B) {
+	for b.Loop() {
+		Idle()
+	}
+}
