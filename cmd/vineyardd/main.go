@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		SocketMode:    o.socketMode,
 		Size:          o.size,
 		ReserveMemory: o.reserve,
+		PrefaultAhead: o.prefaultAhead,
 		Meta:          o.meta,
 		InstanceID:    o.instanceID,
 		Logger:        logger,

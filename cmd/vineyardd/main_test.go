@@ -40,6 +40,15 @@ func TestParseArgsSpellings(t *testing.T) {
 		o.frameTimeout != 5*time.Second || o.checkInvariants != time.Second {
 		t.Fatalf("limits: %+v, %v", o, err)
 	}
+	for args, want := range map[string]int64{"": 0, "--prefault-ahead=128Mi": 128 << 20, "--prefault_ahead=0": -1} {
+		o, err := parseArgs(strings.Fields(args))
+		if err != nil || o.prefaultAhead != want {
+			t.Fatalf("%q: prefault-ahead %d, %v; want %d", args, o.prefaultAhead, err, want)
+		}
+	}
+	if _, err := parseArgs([]string{"--prefault-ahead", "-1"}); err == nil {
+		t.Fatal("--prefault-ahead -1 accepted")
+	}
 }
 
 func TestParseArgsRefusals(t *testing.T) {

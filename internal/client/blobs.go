@@ -113,6 +113,13 @@ func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
 		c.blobs[out[i].ID] = b
 	}
 	c.state.Unlock()
+	for i := range ps {
+		if p := &ps[i]; p.DataSize > 0 {
+			if a, ok := c.regions[p.StoreFd]; ok {
+				a.pretouch(p.DataOffset + p.DataSize)
+			}
+		}
+	}
 	return out, nil
 }
 

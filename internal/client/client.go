@@ -22,6 +22,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/spin"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -30,7 +31,7 @@ import (
 var Version = "0.1.0"
 
 // replySpin is how long a call polls for its reply before it sleeps in a
-// blocking read (protocol.Sock.Poll): most replies come within it.
+// blocking read, while a CPU is free (spin.Poll): most replies come within it.
 const replySpin = 50 * time.Microsecond
 
 // SocketEnv is the environment variable Connect reads when given no socket.
@@ -300,7 +301,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 // readReplyLocked reads the reply to req into reply, and the fds it
 // announces. c.mu must be held.
 func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
-	c.conn.Poll(replySpin)
+	spin.Poll(c.conn.Fd(), replySpin)
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)

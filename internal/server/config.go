@@ -23,6 +23,10 @@ type Config struct {
 	Size uint64
 	// ReserveMemory pre-faults the whole arena at start.
 	ReserveMemory bool
+	// PrefaultAhead is how many bytes of never-used arena memory a
+	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
+	// DefaultPrefaultAhead when zero, none when negative.
+	PrefaultAhead int64
 	// Meta is the metadata backend; only "local" exists for now.
 	Meta string
 	// InstanceID is this daemon's instance id.
@@ -60,6 +64,11 @@ type Config struct {
 	// when zero.
 	ParkAfter time.Duration
 }
+
+// DefaultPrefaultAhead is Config.PrefaultAhead's default: enough for puts
+// of tens of MiB to find their memory resident, at a cost of 64 MiB of
+// memory and ~0.1 s of one CPU, once.
+const DefaultPrefaultAhead = 64 << 20
 
 // DefaultMaxReply is the reply size limit unless configured otherwise.
 const DefaultMaxReply = 256 << 20
@@ -106,6 +115,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReply
+	}
+	if c.PrefaultAhead == 0 {
+		c.PrefaultAhead = DefaultPrefaultAhead
 	}
 	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)

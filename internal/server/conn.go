@@ -16,12 +16,14 @@ import (
 )
 
 // requestSpin is how long a connection polls for the client's next request
-// before its goroutine sleeps in a blocking read (protocol.Sock.Poll), when
+// before its goroutine sleeps in a blocking read (spin.Poll), when
 // the client's last request came that soon after the reply before it: a
 // client making calls in a row (a Python loop spends tens of microseconds
 // between them) finds the daemon awake, and a connection whose client
 // pauses does not spin at all. At most half the CPUs spin at once
-// (Server.spinners): spinners beyond that starve the clients they wait for.
+// (Server.spinners), and only while no runnable thread of the machine waits
+// for a CPU (spin.Idle): a spinner that holds a CPU some client needs delays
+// the very request it waits for.
 const requestSpin = 100 * time.Microsecond
 
 // conn is one client connection. Its goroutine owns every field; the

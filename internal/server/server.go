@@ -79,7 +79,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes)})
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
