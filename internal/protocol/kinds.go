@@ -45,6 +45,7 @@ const (
 	KindCreateRemoteBuffers
 	KindGetRemoteBuffers
 	KindFillBuffers
+	KindMigrateObject
 
 	// NumKinds is one more than the largest Kind: the size of a table
 	// indexed by Kind.
@@ -100,6 +101,8 @@ var kinds = [NumKinds]kindInfo{
 	KindCreateRemoteBuffers: {"create_remote_buffers_request", "create_buffers_reply", func() Request { return &CreateRemoteBuffersRequest{} }, true},
 	KindGetRemoteBuffers:    {"get_remote_buffers_request", "get_buffers_reply", func() Request { return &GetRemoteBuffersRequest{} }, false},
 	KindFillBuffers:         {"fill_buffers_request", "fill_buffers_reply", func() Request { return &FillBuffersRequest{} }, true},
+	// Migration of a remote object's blobs over the peer service (migrate.go).
+	KindMigrateObject: {"migrate_object_request", "migrate_object_reply", func() Request { return &MigrateObjectRequest{} }, false},
 }
 
 // kindByWire maps each wire type to its Kind.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
 
@@ -63,6 +65,17 @@ type Config struct {
 	// read, before it is parked in the daemon's epoll set; DefaultParkAfter
 	// when zero.
 	ParkAfter time.Duration
+	// PeerEndpoint is the "host:port" the gRPC peer service binds
+	// (migrate.go, internal/peer); port 0 takes a free port; "" starts none.
+	// Off loopback it needs PeerSecret or PeerTLS.CA.
+	PeerEndpoint string
+	// PeerSecret is the shared secret of the peer service, sent and required.
+	PeerSecret string
+	// PeerTLS are the TLS files of the peer service (server and client).
+	PeerTLS peer.TLSFiles
+	// backend replaces the metadata backend (tests: an etcd backend before
+	// the daemon opens one itself).
+	backend meta.Backend
 }
 
 // DefaultPrefaultAhead is Config.PrefaultAhead's default: enough for puts

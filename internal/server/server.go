@@ -49,6 +49,7 @@ type Server struct {
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
 	poller   *poller      // the epoll set of parked connections (park.go)
+	migr     *migrator    // the peer service and migrations (migrate.go)
 }
 
 // slots is a counting semaphore that never blocks.
@@ -79,7 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))})
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0)), Backend: cfg.backend})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -101,8 +102,19 @@ func Start(cfg Config) (*Server, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	migr, err := startMigrator(&cfg, st)
+	if err != nil {
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+		pl.close()
+		_ = ln.Close()
+		_ = st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		migr:   migr,
 		rpcLn:  rpcLn,
 		poller: pl,
 		cfg:    cfg,
@@ -196,6 +208,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.wg.Wait()
 		s.poller.close()
+		s.migr.close() // before the store: its streams hold pins
 		_ = s.store.Close()
 		close(s.done)
 		s.log.Info("vineyardd stopped", "socket", s.cfg.Socket)

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/peer"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/store"
+)
+
+// MigrateTimeout bounds one migration (all its fetches and the copy of the
+// tree); a stalled owner fails sooner, after peer.DefaultIdleTimeout.
+const MigrateTimeout = 2 * time.Minute
+
+// migrator runs the peer service of the daemon and its migrations
+// (docs/cluster-data-plane.md, "Migration").
+//
+// Locking: mu guards copies and flights; it is never held while calling the
+// store or the peer client.
+type migrator struct {
+	st     *store.Store
+	server *peer.Server // nil without Config.PeerEndpoint
+	client *peer.Client
+
+	mu      sync.Mutex
+	copies  map[ids.ObjectID]ids.ObjectID // origin -> local copy
+	flights map[ids.ObjectID]*flight      // migrations under way
+}
+
+// flight is one migration under way; the callers of the same object wait on
+// done and share its result.
+type flight struct {
+	done chan struct{}
+	id   ids.ObjectID
+	err  error
+}
+
+// startMigrator starts the peer service on cfg.PeerEndpoint (none when
+// empty) and the peer client migrations fetch with.
+func startMigrator(cfg *Config, st *store.Store) (*migrator, error) {
+	m := &migrator{st: st, copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{}}
+	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSink{st})
+	if err != nil {
+		return nil, fmt.Errorf("server: peer client: %w", err)
+	}
+	m.client = c
+	if cfg.PeerEndpoint != "" {
+		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSource{st})
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("server: peer service: %w", err)
+		}
+		m.server = srv
+	}
+	return m, nil
+}
+
+// PeerEndpoint returns the address the peer service listens on, or "".
+func (s *Server) PeerEndpoint() string {
+	if s.migr == nil || s.migr.server == nil {
+		return ""
+	}
+	return s.migr.server.Addr()
+}
+
+// close stops the peer service (waiting for its streams, which release
+// their pins) and the client; before the store closes.
+func (m *migrator) close() {
+	if m == nil {
+		return
+	}
+	if m.server != nil {
+		_ = m.server.Close()
+	}
+	_ = m.client.Close()
+}
+
+// Migrate returns the id of a local copy of id: id itself when it is local,
+// the copy made earlier when there is one, otherwise a new copy whose blobs
+// are fetched from their owners. Concurrent migrations of one object share
+// one transfer. On failure nothing of the copy remains.
+func (s *Server) Migrate(ctx context.Context, id ids.ObjectID) (ids.ObjectID, error) {
+	m := s.migr
+	tree, blobs, local, err := m.st.MigrationSource(id)
+	if err != nil || local {
+		return id, err
+	}
+	m.mu.Lock()
+	if c, ok := m.copies[id]; ok {
+		if m.st.Exists(c) {
+			m.mu.Unlock()
+			return c, nil
+		}
+		delete(m.copies, id) // the copy was deleted: make a new one
+	}
+	if f, ok := m.flights[id]; ok {
+		m.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.id, f.err
+		case <-ctx.Done():
+			return 0, status.Errorf(status.Timeout, "migrate %v: %v", id, ctx.Err())
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	m.flights[id] = f
+	m.mu.Unlock()
+
+	f.id, f.err = m.migrate(ctx, tree, blobs)
+	m.mu.Lock()
+	delete(m.flights, id)
+	if f.err == nil {
+		m.copies[id] = f.id
+	}
+	m.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return 0, fmt.Errorf("migrate %v: %w", id, f.err)
+	}
+	return f.id, nil
+}
+
+// migrate fetches blobs (grouped by owner) and stores the copy of tree.
+func (m *migrator) migrate(ctx context.Context, tree []byte, blobs []store.RemoteBlob) (ids.ObjectID, error) {
+	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
+	defer cancel()
+	byOwner := map[uint64][]ids.ObjectID{}
+	var owners []uint64
+	for _, b := range blobs {
+		if _, ok := byOwner[b.Instance]; !ok {
+			owners = append(owners, b.Instance)
+		}
+		byOwner[b.Instance] = append(byOwner[b.Instance], b.ID)
+	}
+	copies := make(map[ids.ObjectID]ids.ObjectID, len(blobs))
+	var made []ids.ObjectID
+	fail := func(err error) (ids.ObjectID, error) {
+		m.st.Delete(made, store.DeleteOptions{})
+		return 0, err
+	}
+	for _, owner := range owners {
+		ep, err := m.st.PeerEndpoint(ctx, owner)
+		if err != nil {
+			return fail(err)
+		}
+		got, err := m.client.Fetch(ctx, ep, byOwner[owner])
+		if err != nil {
+			return fail(fetchError(owner, err))
+		}
+		for _, lb := range got {
+			copies[lb.Source] = lb.ID
+			if lb.ID != ids.EmptyBlob {
+				made = append(made, lb.ID)
+			}
+		}
+	}
+	content, err := m.st.CopyTree(tree, copies)
+	if err != nil {
+		return fail(err)
+	}
+	ss := m.st.NewSession()
+	created, err := ss.CreateData(content, nil)
+	ss.Close()
+	if err != nil {
+		return fail(err)
+	}
+	return created.ID, nil
+}
+
+// fetchError gives a failed fetch a status code for the client.
+func fetchError(owner uint64, err error) error {
+	if status.CodeOf(err) != status.UnknownError {
+		return err // the sink's own (NotEnoughMemory)
+	}
+	code := status.IOError
+	switch {
+	case errors.Is(err, peer.ErrObjectNotExists):
+		code = status.ObjectNotExists
+	case errors.Is(err, peer.ErrUnavailable), errors.Is(err, peer.ErrStalled):
+		code = status.ConnectionError
+	case errors.Is(err, context.DeadlineExceeded):
+		code = status.Timeout
+	}
+	return status.Errorf(code, "fetch from instance %d: %v", owner, err)
+}
+
+func init() {
+	handlers[protocol.KindMigrateObject] = on(func(c *conn, r *protocol.MigrateObjectRequest) (protocol.Reply, []int, error) {
+		id, err := c.s.Migrate(c.s.ctx, r.ObjectID)
+		return &protocol.MigrateObjectReply{ObjectID: id}, nil, err
+	})
+}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/client"
+	"github.com/v6d-io/v6d-go/internal/etcdtest"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/store"
+)
+
+// freeAddr returns a loopback address with a port free at the time of the
+// call: the etcd registration must name the peer endpoint before the daemon
+// starts.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// clusterServer starts a daemon with an etcd backend and a peer service.
+func clusterServer(t *testing.T, etcd *etcdtest.Server, size uint64) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "v6d-mig-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	peerAddr := freeAddr(t)
+	be, err := meta.OpenEtcd(context.Background(), meta.EtcdConfig{
+		Endpoints: []string{etcd.Endpoint()}, Prefix: "migrate-test",
+		LeaseTTL: 2 * time.Second, PeerEndpoint: peerAddr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: size, PrefaultAhead: -1,
+		PeerEndpoint: peerAddr, backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	<-s.Ready()
+	return s
+}
+
+func pattern(seed byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// putTensor stores a NumPy-like tree (a tensor with a buffer blob and a
+// shape) on s, persists it and returns its id and the blob's bytes.
+func putTensor(t *testing.T, s *Server, seed byte, n int) ids.ObjectID {
+	t.Helper()
+	ss := s.store.NewSession()
+	defer ss.Close()
+	ext, err := ss.CreateBuffer(uint64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ss.OwnedBytes(ext.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, pattern(seed, n))
+	tree := fmt.Sprintf(`{"typename":"vineyard::Tensor<uint8>","shape_":"[%d]","nbytes":%d,"buffer_":{"id":%q}}`, n, n, ext.ID.String())
+	c, err := ss.CreateData(json.RawMessage(tree), []ids.ObjectID{ext.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Persist(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+// tensorBytes reads the buffer of a local tensor of s.
+func tensorBytes(t *testing.T, s *Server, id ids.ObjectID) (shape string, data []byte) {
+	t.Helper()
+	tree, ok := s.store.Tree(id)
+	if !ok {
+		t.Fatalf("%v is not known", id)
+	}
+	var n struct {
+		Shape  string `json:"shape_"`
+		Buffer struct {
+			ID string `json:"id"`
+		} `json:"buffer_"`
+	}
+	if err := json.Unmarshal(tree, &n); err != nil {
+		t.Fatal(err)
+	}
+	bid, err := ids.Parse(n.Buffer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := s.store.NewSession()
+	defer ss.Close()
+	exts, err := ss.GetBuffers([]ids.ObjectID{bid}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Shape, append([]byte(nil), ss.Bytes(exts[0])...)
+}
+
+func synced(t *testing.T, s *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.store.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func used(s *Server) uint64 { u, _ := s.store.Usage(); return u }
+
+func migrateCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestMigrate: B migrates A's persisted tensor; the bytes are equal, the
+// copy has new ids and the same signature, a second migrate (and concurrent
+// ones) return one copy, the copy persists and migrates on to C.
+func TestMigrate(t *testing.T) {
+	etcd, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	a := clusterServer(t, etcd, 64<<20)
+	b := clusterServer(t, etcd, 64<<20)
+	c := clusterServer(t, etcd, 64<<20)
+
+	const n = 3<<20 + 17
+	id := putTensor(t, a, 5, n)
+	synced(t, b)
+	base := used(b)
+
+	// A local object is its own copy.
+	if got, err := a.Migrate(migrateCtx(t), id); err != nil || got != id {
+		t.Fatalf("local migrate = %v, %v", got, err)
+	}
+
+	// Concurrent migrates transfer once and agree.
+	var wg sync.WaitGroup
+	res := make([]ids.ObjectID, 4)
+	errs := make([]error, 4)
+	for i := range res {
+		wg.Add(1)
+		go func() { defer wg.Done(); res[i], errs[i] = b.Migrate(migrateCtx(t), id) }()
+	}
+	wg.Wait()
+	for i := range res {
+		if errs[i] != nil || res[i] != res[0] {
+			t.Fatalf("migrate %d = %v, %v; first %v", i, res[i], errs[i], res[0])
+		}
+	}
+	cp := res[0]
+	if cp == id {
+		t.Fatal("the copy has the origin's id")
+	}
+	if u := used(b); u < base+n || u > base+n+4096 {
+		t.Fatalf("B uses %d bytes after the migrate, %d before: one copy of %d expected", u, base, n)
+	}
+	shape, data := tensorBytes(t, b, cp)
+	if shape != fmt.Sprintf("[%d]", n) || string(data) != string(pattern(5, n)) {
+		t.Fatal("the copy's bytes or shape differ")
+	}
+	origTree, _ := b.store.Tree(id)
+	copyTree, _ := b.store.Tree(cp)
+	var o1, o2 struct {
+		Signature uint64 `json:"signature"`
+	}
+	_ = json.Unmarshal(origTree, &o1)
+	_ = json.Unmarshal(copyTree, &o2)
+	if o1.Signature == 0 || o1.Signature != o2.Signature {
+		t.Fatalf("signatures %d and %d differ", o1.Signature, o2.Signature)
+	}
+	if again, err := b.Migrate(migrateCtx(t), id); err != nil || again != cp {
+		t.Fatalf("second migrate = %v, %v; want %v", again, err, cp)
+	}
+
+	// Through the protocol (the Go client), and on to C.
+	cl, err := client.Connect(b.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got, err := cl.Migrate(id); err != nil || got != cp {
+		t.Fatalf("client migrate = %v, %v; want %v", got, err, cp)
+	}
+	if err := b.store.Persist(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.PutName("migrated", cp); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, c)
+	cc, err := c.Migrate(migrateCtx(t), cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, data := tensorBytes(t, c, cc); string(data) != string(pattern(5, n)) {
+		t.Fatal("C's copy differs")
+	}
+
+	// A deleted copy is made again.
+	b.store.Delete([]ids.ObjectID{cp}, store.DeleteOptions{Deep: true})
+	if u := used(b); u != base {
+		t.Fatalf("B uses %d bytes after deleting the copy, %d before", u, base)
+	}
+	cp2, err := b.Migrate(migrateCtx(t), id)
+	if err != nil || cp2 == cp {
+		t.Fatalf("migrate after delete = %v, %v", cp2, err)
+	}
+
+	// Unknown object: a clear error.
+	if _, err := b.Migrate(migrateCtx(t), ids.ObjectID(12345)); status.CodeOf(err) != status.ObjectNotExists {
+		t.Fatalf("unknown object: %v", err)
+	}
+}
