@@ -240,3 +240,52 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("unknown object: %v", err)
 	}
 }
+
+// TestMigrateFaults: a copy that does not fit and an owner that is gone fail
+// with a clear status, leave nothing in the destination, and a retry works
+// once the cause is gone.
+func TestMigrateFaults(t *testing.T) {
+	etcd, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	a := clusterServer(t, etcd, 64<<20)
+	b := clusterServer(t, etcd, 8<<20)
+
+	big := putTensor(t, a, 1, 6<<20)
+	small := putTensor(t, a, 2, 1<<20)
+	synced(t, b)
+	base := used(b)
+
+	// Destination out of memory: fill B, then migrate.
+	ss := b.store.NewSession()
+	if _, err := ss.CreateBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Migrate(migrateCtx(t), big); status.CodeOf(err) != status.NotEnoughMemory {
+		t.Fatalf("err = %v, want NotEnoughMemory", err)
+	}
+	ss.Close() // frees the filler
+	if u := used(b); u != base {
+		t.Fatalf("B uses %d bytes after the failure, %d before", u, base)
+	}
+	cp, err := b.Migrate(migrateCtx(t), big)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if _, data := tensorBytes(t, b, cp); string(data) != string(pattern(1, 6<<20)) {
+		t.Fatal("the copy differs")
+	}
+	b.store.Delete([]ids.ObjectID{cp}, store.DeleteOptions{Deep: true})
+
+	// Owner gone: the fetch fails within the migration's bounds.
+	_ = a.Close()
+	_, err = b.Migrate(migrateCtx(t), small)
+	if code := status.CodeOf(err); code != status.ConnectionError && code != status.ObjectNotExists {
+		t.Fatalf("err = %v, want ConnectionError or ObjectNotExists", err)
+	}
+	if u := used(b); u != base {
+		t.Fatalf("B uses %d bytes after the failure, %d before", u, base)
+	}
+}
