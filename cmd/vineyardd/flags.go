@@ -37,6 +37,8 @@ type options struct {
 	rpcPort     int
 	rpcSecret   []byte
 	rpcInsecure bool
+
+	peer peerOptions // the gRPC peer service (peerflags.go)
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its

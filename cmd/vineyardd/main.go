@@ -72,6 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		RPCEndpoint: rpcEndpoint,
 		RPCSecret:   o.rpcSecret,
 		RPCInsecure: o.rpcInsecure,
+
+		PeerEndpoint: o.peer.endpoint(o.meta),
+		PeerSecret:   o.peer.secret,
+		PeerTLS:      o.peer.tls,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
