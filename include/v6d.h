@@ -650,6 +650,18 @@ v6d_status v6d_set_timeout(v6d_client client, int64_t timeout_ms,
 v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
                            v6d_error *err);
 
+/** *copy receives the id of a local copy of object `id`: `id` itself when the
+ *  object is local to the daemon; else the daemon fetches the blobs of the
+ *  remote persisted object from the instances that own them (over its peer
+ *  service) and stores a copy of the tree with new ids and the same
+ *  signature, or returns the copy it made before. Fails with
+ *  V6D_OBJECT_NOT_EXISTS when the object or a blob is gone,
+ *  V6D_CONNECTION_ERROR when an owner cannot be reached, V6D_NOT_ENOUGH_MEMORY
+ *  when the copy does not fit; after a failure nothing of the copy remains.
+ *  May take as long as the transfer (bounded by the daemon). \since 3 */
+v6d_status v6d_migrate(v6d_client client, uint64_t id, uint64_t *copy,
+                       v6d_error *err);
+
 #ifdef __cplusplus
 }
 #endif

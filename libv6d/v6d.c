@@ -293,3 +293,8 @@ v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
                            v6d_error *err) {
   return st(v6dgo_get_timeout(client, timeout_ms, err));
 }
+
+v6d_status v6d_migrate(v6d_client client, uint64_t id, uint64_t *copy,
+                       v6d_error *err) {
+  return st(v6dgo_migrate(client, id, copy, err));
+}

@@ -80,6 +80,7 @@ SIGNATURES = {
     "v6d_persist": (c_int32, [_client, c_uint64, _err]),
     "v6d_if_persist": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),
     "v6d_shallow_copy": (c_int32, [_client, c_uint64, c_char_p, POINTER(c_uint64), _err]),
+    "v6d_migrate": (c_int32, [_client, c_uint64, POINTER(c_uint64), _err]),
     "v6d_label": (c_int32, [_client, c_uint64, c_char_p, c_char_p, _err]),
     "v6d_put_name": (c_int32, [_client, c_uint64, c_char_p, _err]),
     "v6d_get_name": (c_int32, [_client, c_char_p, c_int32, c_int64, POINTER(c_uint64), _err]),

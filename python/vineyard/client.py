@@ -256,6 +256,18 @@ class Client:
         _ffi.call("v6d_shallow_copy", self._session.handle(), _id(object_id), extra, ctypes.byref(out))
         return ObjectID(out.value)
 
+    def migrate(self, object_id: IdLike) -> ObjectID:
+        """Returns the id of a local copy of the object: its own id when it is
+        local, else the daemon fetches the blobs of the remote persisted
+        object from their owners and stores a copy (new ids, same signature),
+        or returns the copy it made before. Raises
+        ``ObjectNotExistsException`` when the object or a blob is gone,
+        ``ConnectionError`` when an owner cannot be reached; nothing of a
+        failed copy remains."""
+        out = ctypes.c_uint64()
+        _ffi.call("v6d_migrate", self._session.handle(), _id(object_id), ctypes.byref(out))
+        return ObjectID(out.value)
+
     def label(self, object_id: IdLike, key: str | dict[str, str], value: str | None = None) -> None:
         """Sets the label ``key`` to ``value``, or every label of a dict
         ``key``, on the object (keys and values are stored as strings)."""
@@ -425,7 +437,9 @@ class Client:
             _array_trees[key] = body
         return self._session.put_tree_inline(body, arr.ctypes.data, nbytes)
 
-    def get(self, object_id: IdLike | None = None, name: str | None = None, **kwargs: Any) -> Any:
+    def get(
+        self, object_id: IdLike | None = None, name: str | None = None, fetch: bool = False, **kwargs: Any
+    ) -> Any:
         """Returns the value stored as ``object_id`` (an :class:`ObjectID`,
         its int, its text ``"o…"``, or an :class:`ObjectMeta`), or under
         ``name`` when ``object_id`` is None.
@@ -434,8 +448,9 @@ class Client:
         object with no resolver (a typename nobody registered) comes back as
         its :class:`ObjectMeta`. Resolvers registered with
         :func:`vineyard.register_resolver` take precedence for their
-        typenames. Other keyword arguments are accepted for upstream's
-        signature and ignored.
+        typenames. With ``fetch=True`` an object of another instance is
+        migrated here first (:meth:`migrate`). Other keyword arguments are
+        accepted for upstream's signature and ignored.
 
         Zero-copy and read-only: one round trip, whatever the size; the
         result's buffers are the store's shared memory, not a copy. NumPy
@@ -455,6 +470,8 @@ class Client:
             if name is None:
                 raise ValueError("get needs an object_id or a name")
             object_id = self.get_name(name)
+        if fetch:
+            object_id = self.migrate(object_id)
         tree, pin = self._get_tree(_id(object_id))
         try:
             return data.resolve(self._session, tree, pin)
