@@ -437,9 +437,7 @@ class Client:
             _array_trees[key] = body
         return self._session.put_tree_inline(body, arr.ctypes.data, nbytes)
 
-    def get(
-        self, object_id: IdLike | None = None, name: str | None = None, fetch: bool = False, **kwargs: Any
-    ) -> Any:
+    def get(self, object_id: IdLike | None = None, name: str | None = None, fetch: bool = False, **kwargs: Any) -> Any:
         """Returns the value stored as ``object_id`` (an :class:`ObjectID`,
         its int, its text ``"o…"``, or an :class:`ObjectMeta`), or under
         ``name`` when ``object_id`` is None.

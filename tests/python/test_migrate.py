@@ -4,7 +4,6 @@ an unknown id is a clear error. Migration between daemons is tested in Go
 
 import numpy as np
 import pytest
-
 import vineyard
 
 
