@@ -279,6 +279,17 @@ func TestMigrateFaults(t *testing.T) {
 	}
 	b.store.Delete([]ids.ObjectID{cp}, store.DeleteOptions{Deep: true})
 
+	// Deleted on the owner after B learnt of it.
+	gone := putTensor(t, a, 3, 1<<20)
+	synced(t, b)
+	a.store.Delete([]ids.ObjectID{gone}, store.DeleteOptions{Deep: true})
+	if _, err := b.Migrate(migrateCtx(t), gone); status.CodeOf(err) != status.ObjectNotExists {
+		t.Fatalf("err = %v, want ObjectNotExists", err)
+	}
+	if u := used(b); u != base {
+		t.Fatalf("B uses %d bytes after the failure, %d before", u, base)
+	}
+
 	// Owner gone: the fetch fails within the migration's bounds.
 	_ = a.Close()
 	_, err = b.Migrate(migrateCtx(t), small)
