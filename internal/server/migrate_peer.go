@@ -41,6 +41,7 @@ func (src storeSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
 // storeSink is the peer.Sink over the daemon's store.
 type storeSink struct{ s *store.Store }
 
+// Begin opens a transfer with a session of its own.
 func (k storeSink) Begin() (peer.Transfer, error) {
 	return &storeTransfer{s: k.s, ss: k.s.NewSession()}, nil
 }
@@ -54,6 +55,8 @@ type storeTransfer struct {
 	exts []store.Extent
 }
 
+// Alloc creates an unsealed buffer of size bytes for the copy of src and
+// returns its arena memory.
 func (t *storeTransfer) Alloc(src ids.ObjectID, size uint64) ([]byte, error) {
 	ext, err := t.ss.CreateBuffer(size)
 	if err != nil {
