@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -27,6 +28,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *store.Store
+	etcd   *meta.Etcd // the store's backend with Config.Meta "etcd", else nil (cluster.go)
 	ln     *net.UnixListener
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,8 +79,16 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes)})
+	etcd, err := openEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	scfg := store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes)}
+	if etcd != nil {
+		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
+	}
+	st, err := store.New(scfg)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -99,6 +109,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		store:  st,
+		etcd:   etcd,
 		ln:     ln,
 		ctx:    ctx,
 		cancel: cancel,
@@ -112,7 +123,8 @@ func Start(cfg Config) (*Server, error) {
 	go s.acceptLoop()
 	close(s.ready)
 	used, limit := st.Usage()
-	s.log.Info("vineyardd ready", "socket", cfg.Socket, "size", limit, "used", used, "meta", cfg.Meta)
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "size", limit, "used", used, "meta", cfg.Meta,
+		"instance", st.InstanceID())
 	return s, nil
 }
 
