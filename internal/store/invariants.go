@@ -159,6 +159,9 @@ func (s *Store) checkIndexLocked(fail func(string, ...any)) {
 				continue
 			}
 			if !s.existsLocked(m.id) {
+				if o.isGlobal() {
+					continue // a partition on another instance, which may be gone since
+				}
 				fail("member %q (%v) of live %v does not exist", m.key, m.id, id)
 				continue
 			}
