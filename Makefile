@@ -38,6 +38,7 @@ GOTEST_FLAGS ?=
 BUILD     := build
 LIB       := $(BUILD)/libv6d.so
 DAEMON    := $(BUILD)/vineyardd
+ETCD      := $(BUILD)/v6d-etcd
 HEADER    := include/v6d.h
 
 # Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
@@ -63,7 +64,8 @@ VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP))
 
 # The environment every Python test and benchmark runs in.
 PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) PYTHONPATH=$(CURDIR)/python
+  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) V6D_ETCD=$(CURDIR)/$(ETCD) \
+  PYTHONPATH=$(CURDIR)/python
 
 # Targets that need the artifacts build them first, unless NO_BUILD=1 (make
 # test builds once, then runs its checks with NO_BUILD=1).
@@ -84,7 +86,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon lib-cgocheck2 check venv venv-torch test test-go vet test-python \
+.PHONY: help build lib daemon etcd-helper cluster-demo lib-cgocheck2 check venv venv-torch test test-go vet test-python \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
 
@@ -100,11 +102,15 @@ help: ## Show this list of targets
 
 ##@ Build
 
-build: daemon lib ## Build build/vineyardd and build/libv6d.so
+build: daemon lib etcd-helper ## Build build/vineyardd, build/libv6d.so and build/v6d-etcd (the test etcd)
 
 daemon: ## Build the daemon, build/vineyardd
 	@mkdir -p $(BUILD)
 	$(GO) build -ldflags "$(DAEMON_LDFLAGS)" -o $(DAEMON) ./cmd/vineyardd
+
+etcd-helper: ## Build build/v6d-etcd, a one-member etcd for the cluster tests and make cluster-demo
+	@mkdir -p $(BUILD)
+	$(GO) build -o $(ETCD) ./cmd/v6d-etcd
 
 # Go decides whether to relink from the flags, not from the content of the
 # version script, so a changed v6d.map must remove the old library first.
@@ -238,6 +244,9 @@ bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 
 demo: build ## Start a daemon on a temp socket, put bytes from one process, get them in another
 	scripts/demo.sh
+
+cluster-demo: build $(VENV_DEP) ## Start etcd and three daemons (--meta etcd), persist an object on one, find it from another
+	$(PY_ENV) scripts/cluster-demo.sh
 
 install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PREFIX
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin

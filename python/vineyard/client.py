@@ -159,8 +159,10 @@ class Client:
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
         """Returns the metadata tree of an object. ``sync_remote`` is accepted
-        for upstream's signature and ignored: the daemon always answers from
-        the metadata it has, which already follows the cluster's."""
+        for upstream's signature: a daemon with ``--meta etcd`` that does not
+        know the id first catches up with etcd (bounded by its
+        ``--etcd-timeout``), so an object persisted on another instance a
+        moment ago is found, and a known object never waits on etcd."""
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
         _ffi.call("v6d_get_metadata", self._session.live_handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
         return ObjectMeta(json.loads(_ffi.take_string(p, n)))
@@ -266,10 +268,15 @@ class Client:
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """The cluster's metadata as the daemon knows it: ``{"i<N>": {...}}``
-        per instance."""
-        return self._json_out("v6d_cluster_meta")
+    def meta(self) -> dict[int, dict[str, Any]]:
+        """The live instances of the cluster, as upstream's ``client.meta``:
+        ``{instance_id: {"instance_id", "hostid", "hostname", "nodename",
+        "ipc_socket", "rpc_endpoint", "timestamp", ...}}``. With
+        ``--meta etcd`` the daemon reads them from etcd (an
+        :class:`EtcdErrorException` when etcd does not answer); otherwise the daemon
+        is the only instance."""
+        raw = self._json_out("v6d_cluster_meta") or {}
+        return {int(k.lstrip("i")): v for k, v in raw.items()}
 
     def clear(self) -> None:
         """Deletes every object of the daemon (views held stay intact until
