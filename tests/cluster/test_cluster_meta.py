@@ -98,6 +98,37 @@ def test_name_race_has_one_winner(cluster: Cluster) -> None:
         assert c.get_name(name) == final
 
 
+def test_global_object_of_partitions_on_several_instances(cluster: Cluster) -> None:
+    a, b, c = (d.connect() for d in (cluster.a, cluster.b, cluster.c))
+    part_a = a.put(np.arange(4), persist=True)
+    part_b = b.put(np.arange(3) * 10, persist=True)
+    meta = vineyard.ObjectMeta(global_=True)
+    meta["typename"] = "vineyard::GlobalTensor"
+    meta["partitions_-size"] = 2
+    meta.add_member("partitions_-0", part_a)
+    meta.add_member("partitions_-1", part_b)  # persisted on b a moment ago
+    g = c.create_metadata(meta)
+    assert g.isglobal
+    c.persist(g.id)
+    for client in (a, b, c):
+        tree = client.get_meta(g.id)
+        assert tree.isglobal
+        assert tree["partitions_-0"].id == part_a
+        assert tree["partitions_-1"].instance_id == b.instance_id
+    # Getting it returns the partitions on the client's instance, as upstream.
+    [on_a] = a.get(g.id)
+    np.testing.assert_array_equal(on_a, np.arange(4))
+    [on_b] = b.get(g.id)
+    np.testing.assert_array_equal(on_b, np.arange(3) * 10)
+    assert c.get(g.id) == []
+    # A global object of a partition that no instance persisted is refused.
+    bad = vineyard.ObjectMeta(global_=True)
+    bad["typename"] = "vineyard::GlobalTensor"
+    bad.add_member("partitions_-0", b.put(np.arange(2)))  # transient on b
+    with pytest.raises(ObjectNotExistsException):
+        a.create_metadata(bad)
+
+
 def test_delete_propagates(cluster: Cluster) -> None:
     a, b, c = (d.connect() for d in (cluster.a, cluster.b, cluster.c))
     oid = a.put(np.arange(5), persist=True)
