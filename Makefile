@@ -86,7 +86,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon etcd-helper cluster-demo lib-cgocheck2 check venv venv-torch test test-go vet test-python \
+.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
 
@@ -236,6 +236,9 @@ bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--q
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke
+
+bench-cluster: $(BUILD_DEP) $(VENV_DEP) ## Cluster figures: persist latency, time until another daemon sees it, list of 10,000 persisted objects
+	$(PY_ENV) $(VENV_PY) benchmarks/cluster.py
 
 bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
