@@ -18,6 +18,7 @@ from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
 from ._session import BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
+from .data.global_objects import make_global_object
 from .errors import TimeoutException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
@@ -337,6 +338,11 @@ class Client:
         Builders registered with :func:`vineyard.register_builder` take
         precedence for their types.
 
+        With ``global_=True``, ``value`` is a list of the ids of persisted
+        objects on any instances, and the result a persisted global object
+        of them (``vineyard::GlobalTensor`` of tensors, ...; see
+        :mod:`vineyard.data.global_objects`).
+
         Keyword arguments: ``persist`` makes the object visible to every
         daemon of the cluster (and required for ``name``); ``name`` then
         names it (:meth:`get_name`); other keywords go to the value's
@@ -349,7 +355,13 @@ class Client:
         ``NotEnoughMemoryException`` when the daemon's memory is full
         (nothing is left half stored), ``ConnectionError`` when the daemon
         is gone."""
-        oid = data.build(self._session, value, **kwargs)
+        if kwargs.pop("global_", False):
+            if not isinstance(value, (list, tuple)):
+                raise TypeError("put(..., global_=True) takes a list of the ids of its partitions, "
+                                f"not {type(value).__name__}")
+            oid = make_global_object(self, value).id
+        else:
+            oid = data.build(self._session, value, **kwargs)
         if persist:
             self.persist(oid)
             if name is not None:

@@ -121,6 +121,15 @@ def test_global_object_of_partitions_on_several_instances(cluster: Cluster) -> N
     [on_b] = b.get(g.id)
     np.testing.assert_array_equal(on_b, np.arange(3) * 10)
     assert c.get(g.id) == []
+    # put(..., global_=True) of the partitions' ids does the same, and picks
+    # the typename from theirs.
+    g2 = c.put([part_a, part_b], global_=True)
+    assert b.get_meta(g2).typename == "vineyard::GlobalTensor"
+    assert b.if_persist(g2)
+    [again] = b.get(g2)
+    np.testing.assert_array_equal(again, np.arange(3) * 10)
+    with pytest.raises(TypeError):
+        c.put(np.arange(3), global_=True)
     # A global object of a partition that no instance persisted is refused.
     bad = vineyard.ObjectMeta(global_=True)
     bad["typename"] = "vineyard::GlobalTensor"
