@@ -208,9 +208,8 @@ def test_upstream_flag_spellings(tmp_path):
     finally:
         vineyard.deploy._stop(proc)
     # Refused, saying the feature is not built yet.
-    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "etcd metadata backend is not built yet"),
-                       (["--etcd_prefix", "/vineyard"], "etcd metadata backend is not built yet"),
-                       (["--meta", "etcd"], "not built yet"),
+    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "need --meta etcd"),
+                       (["--meta=local", "--etcd_prefix", "/vineyard"], "need --meta etcd"),
                        (["--rpc_socket_port=9600"], "RPC (TCP) listener is not built yet")):
         r = _daemon(f"--socket={sock}", *args)
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
