@@ -26,6 +26,17 @@ func startEtcdDaemon(t *testing.T, srv *etcdtest.Server) *Server {
 	return s
 }
 
+// clusterMetaOf asks for cluster_meta and returns its "meta".
+func clusterMetaOf(t *testing.T, r *raw) map[string]any {
+	t.Helper()
+	reply := r.rpc(`{"type":"cluster_meta"}`)
+	meta, ok := reply["meta"].(map[string]any)
+	if !ok {
+		t.Fatalf("cluster_meta: %v", reply)
+	}
+	return meta
+}
+
 // TestClusterThroughTheDaemon: two daemons on one etcd have distinct
 // instance ids, both list both in cluster_meta, and an object persisted on
 // one is found by a get_data on the other at once (the miss syncs).
@@ -43,7 +54,7 @@ func TestClusterThroughTheDaemon(t *testing.T) {
 	for _, r := range []*raw{ra, rb} {
 		r.rpc(`{"type":"register_request","version":"0.24.0"}`)
 	}
-	meta := rb.rpc(`{"type":"cluster_meta"}`)["meta"].(map[string]any)
+	meta := clusterMetaOf(t, rb)
 	for _, s := range []*Server{a, b} {
 		entry, ok := meta[fmt.Sprintf("i%d", s.Store().InstanceID())].(map[string]any)
 		if !ok || entry["ipc_socket"] != s.Socket() {
@@ -85,7 +96,7 @@ func TestClusterMetaLocal(t *testing.T) {
 	s := start(t)
 	r := dial(t, s)
 	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
-	meta := r.rpc(`{"type":"cluster_meta"}`)["meta"].(map[string]any)
+	meta := clusterMetaOf(t, r)
 	entry, ok := meta["i0"].(map[string]any)
 	if len(meta) != 1 || !ok || entry["ipc_socket"] != s.Socket() {
 		t.Fatalf("cluster_meta %v", meta)
