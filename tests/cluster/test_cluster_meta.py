@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 import vineyard
-from conftest import Cluster, wait_until
+from cluster_helpers import Cluster, wait_until
 from vineyard.errors import EtcdErrorException, ObjectExistsException, ObjectNotExistsException
 
 
