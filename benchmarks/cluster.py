@@ -69,7 +69,8 @@ class Bench:
         sock = os.path.join(self.tmp, f"{name}.sock")
         t0 = time.perf_counter()
         proc = subprocess.Popen([_binary("VINEYARDD", "vineyardd"), "--socket", sock, "--size", "256Mi",
-                                 "--meta", "etcd", "--etcd-endpoint", self.endpoint, "--etcd-prefix", "bench"],
+                                 "--meta", "etcd", "--etcd-endpoint", self.endpoint, "--etcd-prefix", "bench",
+                                 "--rpc-socket-port", "0"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(proc)
         _wait_socket(sock, proc)

@@ -42,7 +42,7 @@ echo "cluster-demo: etcd at $endpoint"
 
 for n in a b c; do
 	sock=$tmp/$n.sock
-	"$daemon" --socket "$sock" --size 64Mi --meta etcd --etcd-endpoint "$endpoint" \
+	"$daemon" --socket "$sock" --size 64Mi --rpc-socket-port 0 --meta etcd --etcd-endpoint "$endpoint" \
 		--etcd-prefix v6d-demo >"$tmp/$n.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do

@@ -154,6 +154,7 @@ func (e *encoder) node(n *node) uint64 {
 		}
 		e.blob(keyBuffers+strconv.Itoa(i), id)
 	}
+	e.upstreamAliases(n)
 	e.int(keyChildren+"size", int64(len(n.children)))
 	for i, c := range n.children {
 		e.key(keyChildren + strconv.Itoa(i))
@@ -168,6 +169,35 @@ func (e *encoder) node(n *node) uint64 {
 	return nbytes
 }
 
+// upstreamAliases writes, for the array types upstream's reader knows, its
+// member names for the node's buffers (docs/protocol.md, "Layouts shared with
+// upstream"): the same blobs again, so upstream's client reads our arrays
+// without a copy or a second layout. Our decoder skips these keys.
+func (e *encoder) upstreamAliases(n *node) {
+	buf := func(i int) ids.ObjectID {
+		if i < len(n.bufs) && n.bufs[i] >= 0 {
+			return e.blobs[n.bufs[i]]
+		}
+		return ids.EmptyBlob
+	}
+	if n.f.dict != nil {
+		return
+	}
+	_, numeric := cppNames[n.f.format]
+	switch id := n.dt.ID(); {
+	case numeric || id == arrow.BOOL || id == arrow.FIXED_SIZE_BINARY:
+		e.blob("null_bitmap_", buf(0))
+		e.blob("buffer_", buf(1))
+		if t, ok := n.dt.(*arrow.FixedSizeBinaryType); ok {
+			e.int("byte_width_", int64(t.ByteWidth))
+		}
+	case id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY:
+		e.blob("null_bitmap_", buf(0))
+		e.blob("buffer_offsets_", buf(1))
+		e.blob("buffer_data_", buf(2))
+	}
+}
+
 // batch writes a record batch: a struct item whose children are the columns.
 // The batches of a table leave the schema metadata to the table (withMeta
 // false).
@@ -179,6 +209,7 @@ func (e *encoder) batch(n *node, withMeta bool) uint64 {
 	if withMeta {
 		e.metadata(keySchemaMeta, keySchemaMeta4, n.f.metadata)
 	}
+	e.schemaProxy(n.f.children)
 	var nbytes uint64
 	e.int(keyColumns+"size", int64(len(n.children)))
 	for i, c := range n.children {

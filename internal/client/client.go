@@ -22,6 +22,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/spin"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -30,7 +31,7 @@ import (
 var Version = "0.1.0"
 
 // replySpin is how long a call polls for its reply before it sleeps in a
-// blocking read (protocol.Sock.Poll): most replies come within it.
+// blocking read, while a CPU is free (spin.Poll): most replies come within it.
 const replySpin = 50 * time.Microsecond
 
 // SocketEnv is the environment variable Connect reads when given no socket.
@@ -46,8 +47,10 @@ const SocketEnv = "VINEYARD_IPC_SOCKET"
 // using that arena is closed; touching them afterwards faults.
 type Client struct {
 	socket     string
+	remote     bool // connected over TCP: nothing shared (remote.go)
 	pid        int
 	instanceID uint64
+	ext        extSet // the daemon's extensions (compat.go); set at Connect
 	roundTrips atomic.Uint64
 	isClosed   atomic.Bool  // closed, readable without mu
 	timeout    atomic.Int64 // time.Duration of each socket operation; set under mu
@@ -76,11 +79,12 @@ type Client struct {
 // dropped but not yet released on the daemon (both 0, queued in
 // Client.pending).
 type blob struct {
-	ro     []byte // read-only view
-	rw     []byte // writable view, for an unsealed blob this client created
-	owned  bool   // created by this client and not sealed
-	pins   int    // the caller's references (gets, seals)
-	cached int    // references of the tree cache (cache.go)
+	ro     []byte    // read-only view
+	rw     []byte    // writable view, for an unsealed blob this client created
+	owned  bool      // created by this client and not sealed
+	pins   int       // the caller's references (gets, seals)
+	cached int       // references of the tree cache (cache.go)
+	mem    *localMem // remote mode: the memory of ro/rw, freed by drop (remote.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -116,13 +120,16 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	c := newClient(conn, socket)
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
-	if err := c.call(&protocol.RegisterRequest{Version: Version}, &reply); err != nil {
+	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions}, &reply); err != nil {
 		_ = conn.Close()
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
-	c.epochOffset = reply.MetaEpochOffset
+	c.ext = parseExtensions(reply.Extensions)
+	if c.ext.metaEpoch {
+		c.epochOffset = reply.MetaEpochOffset
+	}
 	return c, nil
 }
 
@@ -193,6 +200,9 @@ func (c *Client) disconnectLocked() error {
 	}
 	err := c.conn.Close()
 	c.state.Lock()
+	for _, b := range c.blobs {
+		b.drop()
+	}
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
@@ -251,23 +261,19 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	c.validateCacheLocked() // references kept for deleted objects go out with this request
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
-	var ahead protocol.Request
-	if len(rel) > 0 {
-		ahead = releaseRequest(rel)
-	}
-	return c.exchangeLocked(req, reply, ahead, trailing)
+	return c.exchangeLocked(req, reply, c.releaseRequests(rel), trailing)
 }
 
-// exchangeLocked writes ahead (if not nil), req and then the raw bytes of
-// trailing (an inline create's blobs) in one write, reads the acknowledgement
-// of ahead and then req's reply into reply, and receives the fds the reply
-// announces. c.mu must be held.
-func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead protocol.Request, trailing [][]byte) error {
+// exchangeLocked writes the requests of ahead (releases), req and then the
+// raw bytes of trailing (an inline create's blobs) in one write, reads the
+// acknowledgements of ahead and then req's reply into reply, and receives
+// the fds the reply announces. c.mu must be held.
+func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead []protocol.Request, trailing [][]byte) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
 	c.wbuf = c.wbuf[:0]
-	for _, r := range []protocol.Request{ahead, req} {
+	for _, r := range append(ahead, req) {
 		if r == nil {
 			continue
 		}
@@ -283,11 +289,11 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 	} else if err := c.conn.Writev(append([][]byte{c.wbuf}, trailing...)); err != nil {
 		return c.loseLocked(err)
 	}
-	if ahead != nil {
+	for _, r := range ahead {
 		var ack protocol.AckReply
-		if err := c.readReplyLocked(ahead, &ack); err != nil {
+		if err := c.readReplyLocked(r, &ack); err != nil && c.lost != nil {
 			return err
-		}
+		} // an error reply to a release (upstream's daemon: a blob gone) leaves the stream in step
 	}
 	return c.readReplyLocked(req, reply)
 }
@@ -295,7 +301,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 // readReplyLocked reads the reply to req into reply, and the fds it
 // announces. c.mu must be held.
 func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
-	c.conn.Poll(replySpin)
+	spin.Poll(c.conn.Fd(), replySpin)
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)

@@ -41,6 +41,14 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.remote {
+		if err := c.fillLocked(toSeal); err != nil {
+			return 0, nil, err
+		}
+	}
+	if !c.ext.seal || (withTree && !c.ext.withContent) {
+		return c.upstreamCreateWithTreeLocked(tree, toSeal, withTree)
+	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal, WithContent: withTree}
 	if err := c.callLocked(req, &reply); err != nil {
@@ -92,8 +100,14 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	if ok {
 		return tree, nil
 	}
+	if c.remote {
+		return c.getObjectRemote(id)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.ext.withBuffers {
+		return c.upstreamGetObjectLocked(id)
+	}
 	var reply protocol.GetDataReply
 	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
 	if err := c.callLocked(req, &reply); err != nil {
@@ -260,6 +274,9 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	if total > MaxInline {
 		return 0, nil, status.Errorf(status.Invalid,
 			"%d bytes are too many to send inline (at most %d): create buffers for them", total, MaxInline)
+	}
+	if !c.ext.inline {
+		return c.upstreamInline(tree, data)
 	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Inline: sizes}

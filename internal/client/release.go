@@ -45,6 +45,7 @@ func (c *Client) takeReleasesLocked() []ids.ObjectID {
 	for _, id := range c.pending {
 		if b, ok := c.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
 			delete(c.blobs, id)
+			b.drop()
 			out = append(out, id)
 		}
 	}
@@ -52,9 +53,21 @@ func (c *Client) takeReleasesLocked() []ids.ObjectID {
 	return out
 }
 
-// releaseRequest is the request that sends the queued releases rel.
-func releaseRequest(rel []ids.ObjectID) *protocol.ReleaseRequest {
-	return &protocol.ReleaseRequest{ObjectID: rel[0], IDs: rel[1:]}
+// releaseRequests are the requests that send the queued releases rel: one
+// with every id, or one per id when the daemon lacks release.ids
+// (upstream's, which reads only object_id).
+func (c *Client) releaseRequests(rel []ids.ObjectID) []protocol.Request {
+	if len(rel) == 0 {
+		return nil
+	}
+	if c.ext.releaseIDs {
+		return []protocol.Request{&protocol.ReleaseRequest{ObjectID: rel[0], IDs: rel[1:]}}
+	}
+	out := make([]protocol.Request, len(rel))
+	for i, id := range rel {
+		out[i] = &protocol.ReleaseRequest{ObjectID: id}
+	}
+	return out
 }
 
 // flushReleases sends the queue in an exchange of its own (the timer path).
@@ -68,8 +81,9 @@ func (c *Client) flushReleases() {
 	if len(rel) == 0 || c.usableLocked() != nil {
 		return
 	}
+	reqs := c.releaseRequests(rel)
 	var reply protocol.AckReply
-	_ = c.exchangeLocked(releaseRequest(rel), &reply, nil, nil)
+	_ = c.exchangeLocked(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }
 
 // FlushReleases sends the queued releases now, if any, so the daemon frees
@@ -86,6 +100,7 @@ func (c *Client) FlushReleases() error {
 	if len(rel) == 0 {
 		return nil
 	}
+	reqs := c.releaseRequests(rel)
 	var reply protocol.AckReply
-	return c.exchangeLocked(releaseRequest(rel), &reply, nil, nil)
+	return c.exchangeLocked(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }

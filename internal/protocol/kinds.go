@@ -41,6 +41,10 @@ const (
 	KindInstanceStatus
 	KindClusterMeta
 	KindDebug
+	KindCreateRemoteBuffer
+	KindCreateRemoteBuffers
+	KindGetRemoteBuffers
+	KindFillBuffers
 
 	// NumKinds is one more than the largest Kind: the size of a table
 	// indexed by Kind.
@@ -73,7 +77,7 @@ var kinds = [NumKinds]kindInfo{
 	KindCreateData:             {"create_data_request", "create_data_reply", func() Request { return &CreateDataRequest{} }, true},
 	KindCreateDatas:            {"create_datas_request", "create_datas_reply", func() Request { return &CreateDatasRequest{} }, false},
 	KindGetData:                {"get_data_request", "get_data_reply", func() Request { return &GetDataRequest{} }, false},
-	KindListData:               {"list_data_request", "list_data_reply", func() Request { return &ListDataRequest{} }, false},
+	KindListData:               {"list_data_request", "get_data_reply", func() Request { return &ListDataRequest{} }, false},
 	KindDelData:                {"del_data_request", "del_data_reply", func() Request { return &DelDataRequest{} }, false},
 	KindDelDataWithFeedbacks:   {"del_data_with_feedbacks_request", "del_data_with_feedbacks_reply", func() Request { return &DelDataRequest{feedback: true} }, false},
 	KindExists:                 {"exists_request", "exists_reply", func() Request { return &ExistsRequest{} }, false},
@@ -90,6 +94,12 @@ var kinds = [NumKinds]kindInfo{
 	KindInstanceStatus:         {"instance_status_request", "instance_status_reply", func() Request { return &InstanceStatusRequest{} }, false},
 	KindClusterMeta:            {"cluster_meta", "cluster_meta", func() Request { return &ClusterMetaRequest{} }, false},
 	KindDebug:                  {"debug_command", "debug_reply", func() Request { return &DebugRequest{} }, false},
+	// The remote (TCP) blob transfers (remote.go): blob bytes follow the
+	// request or the reply on the stream.
+	KindCreateRemoteBuffer:  {"create_remote_buffer_request", "create_buffer_reply", func() Request { return &CreateRemoteBufferRequest{} }, true},
+	KindCreateRemoteBuffers: {"create_remote_buffers_request", "create_buffers_reply", func() Request { return &CreateRemoteBuffersRequest{} }, true},
+	KindGetRemoteBuffers:    {"get_remote_buffers_request", "get_buffers_reply", func() Request { return &GetRemoteBuffersRequest{} }, false},
+	KindFillBuffers:         {"fill_buffers_request", "fill_buffers_reply", func() Request { return &FillBuffersRequest{} }, true},
 }
 
 // kindByWire maps each wire type to its Kind.

@@ -28,7 +28,33 @@ type RegisterReply struct {
 	// MetaEpochOffset (our extension) is the offset in the arena of the
 	// meta epoch (docs/protocol.md, "Arena header"); 0 when there is none.
 	MetaEpochOffset uint64 `json:"meta_epoch_offset,omitempty"`
+	// Extensions (ours) lists the extensions the daemon has; upstream's
+	// daemon sends none, and a client must then use only upstream's
+	// messages (docs/protocol.md, "Extensions").
+	Extensions []string `json:"extensions,omitempty"`
 }
+
+// The extensions of the protocol, as named in register_request and
+// register_reply (docs/protocol.md, "Extensions").
+const (
+	// ExtSeal is create_data(s).seal: blobs sealed in the same round trip.
+	ExtSeal = "create_data.seal"
+	// ExtInline is create_data.inline: blob bytes after the frame.
+	ExtInline = "create_data.inline"
+	// ExtWithContent is create_data.with_content: the stored tree in the reply.
+	ExtWithContent = "create_data.with_content"
+	// ExtWithBuffers is get_data.with_buffers: payloads and references in
+	// the get_data reply.
+	ExtWithBuffers = "get_data.with_buffers"
+	// ExtReleaseIDs is release.ids: many blobs released by one request.
+	ExtReleaseIDs = "release.ids"
+	// ExtMetaEpoch is the meta epoch of the arena header and get_data's
+	// meta_epoch (the client's tree cache).
+	ExtMetaEpoch = "meta_epoch"
+)
+
+// Extensions is every extension this implementation has, daemon and client.
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch}
 
 // CreateBufferReply answers create_buffer_request. Fd is the store fd that
 // follows the reply, or -1 when the connection already has it.

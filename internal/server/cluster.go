@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"strconv"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // (nil, nil for "local"): it connects and registers this instance within
 // cfg.EtcdTimeout, or fails with an error naming the endpoints. The caller
 // owns the backend (Start hands it to the store, which closes it).
-func openEtcd(cfg Config) (*meta.Etcd, error) {
+func openEtcd(cfg Config, rpcEndpoint string) (*meta.Etcd, error) {
 	if cfg.Meta != "etcd" {
 		return nil, nil
 	}
@@ -31,7 +32,7 @@ func openEtcd(cfg Config) (*meta.Etcd, error) {
 		LeaseTTL:    cfg.EtcdLeaseTTL,
 		Hostname:    hostname,
 		IPCSocket:   cfg.Socket,
-		RPCEndpoint: cfg.RPCEndpoint,
+		RPCEndpoint: rpcEndpoint,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -57,12 +58,12 @@ func (c *conn) clusterMeta(_ *protocol.ClusterMetaRequest) (protocol.Reply, []in
 		id := s.store.InstanceID()
 		infos = map[uint64]meta.InstanceInfo{id: {
 			InstanceID:  id,
-			HostID:      hostID(hostname),
+			HostID:      hostID,
 			Hostname:    hostname,
 			Nodename:    hostname,
 			IPCSocket:   s.cfg.Socket,
-			RPCEndpoint: s.cfg.RPCEndpoint,
-			Timestamp:   time.Now().Unix(),
+			RPCEndpoint: s.rpcEndpoint(),
+			Timestamp:   time.Now().Unix(), // seconds, as meta.Etcd registers
 		}}
 	}
 	out := make(map[string]meta.InstanceInfo, len(infos))
@@ -71,14 +72,6 @@ func (c *conn) clusterMeta(_ *protocol.ClusterMetaRequest) (protocol.Reply, []in
 	}
 	body, err := json.Marshal(out)
 	return &protocol.ClusterMetaReply{Meta: body}, nil, err
-}
-
-// hostID is the integer id of a host, as meta.Etcd publishes it: FNV-1a of
-// the host name, halved so that readers parsing int64 take it.
-func hostID(host string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(host))
-	return h.Sum64() >> 1
 }
 
 // syncRemote waits, at most Config.EtcdTimeout, until the store has applied
@@ -119,4 +112,34 @@ func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) {
 	if always {
 		_ = s.syncRemote()
 	}
+}
+
+// defaultRPCPort is upstream's --rpc_socket_port default. Upstream's daemon
+// reports host:port as its rpc_endpoint even when started with --norpc, and
+// its clients expect the field in that form.
+const defaultRPCPort = 9600
+
+// hostID is the cluster info's "hostid": an integer, as upstream's (a hash
+// of the host name, stable across restarts on one host).
+var hostID = func() uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(hostname))
+	return h.Sum64() >> 1 // fits an int64: readers that parse signed keep it
+}()
+
+// publishedRPCEndpoint is the rpc_endpoint a daemon whose TCP listener is ln
+// (nil for none) reports: rpcEndpoint's answer, for the etcd registration,
+// which is written before the Server exists.
+func publishedRPCEndpoint(ln *net.TCPListener) string {
+	return (&Server{rpcLn: ln}).rpcEndpoint()
+}
+
+// rpcEndpoint is the rpc_endpoint the daemon reports in register_reply and
+// cluster_meta: host:port of its RPC listener (RPCEndpoint, rpc.go), or in
+// upstream's form with the default port when it has none.
+func (s *Server) rpcEndpoint() string {
+	if ep := s.RPCEndpoint(); ep != "" {
+		return ep
+	}
+	return net.JoinHostPort(hostname, strconv.Itoa(defaultRPCPort))
 }

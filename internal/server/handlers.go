@@ -11,8 +11,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// Version is the protocol version the daemon reports (upstream's numbering).
-const Version = "0.24.0"
+// Version is the protocol version the daemon reports: the upstream release
+// whose protocol and layouts it speaks (upstream's clients compare it with
+// their own and warn on a mismatch).
+const Version = "0.24.2"
 
 // handler answers one decoded request of a connection: it returns the reply
 // (nil for none; handleFrame sets its type) and the fds to send after it.
@@ -60,14 +62,20 @@ var errExit = errors.New("server: the client said goodbye")
 // handlers is the one table of request handlers, indexed by kind and shared
 // by every listener; TestEveryRequestHandled checks it covers every kind.
 var handlers = [protocol.NumKinds]handler{
-	protocol.KindRegister: on(func(c *conn, _ *protocol.RegisterRequest) (protocol.Reply, []int, error) {
+	protocol.KindRegister: on(func(c *conn, r *protocol.RegisterRequest) (protocol.Reply, []int, error) {
+		if err := c.authenticate(r); err != nil {
+			return nil, nil, err
+		}
 		c.registered = true
+		c.upstream = len(r.Extensions) == 0
 		return &protocol.RegisterReply{
 			IPCSocket:       c.s.cfg.Socket,
+			RPCEndpoint:     c.s.rpcEndpoint(),
 			InstanceID:      c.s.store.InstanceID(),
 			Version:         Version,
 			MetaEpochOffset: shm.HeaderEpochOffset,
 			StoreMatch:      true,
+			Extensions:      protocol.Extensions,
 		}, nil, nil
 	}),
 	protocol.KindExit: func(*conn, protocol.Request) (protocol.Reply, []int, error) { return nil, nil, errExit },
@@ -202,18 +210,35 @@ var handlers = [protocol.NumKinds]handler{
 			MemoryUsage:      used,
 			MemoryLimit:      limit,
 			DeferredRequests: c.s.waitingCount(),
-			IPCConnections:   c.s.connections(),
+			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
+			RPCConnections:   c.s.rpcConnections(),
 		}}, nil, nil
 	}),
 	protocol.KindClusterMeta: on((*conn).clusterMeta),
 
 	protocol.KindDebug: acked(func(*conn, *protocol.DebugRequest) error { return nil }),
+
+	protocol.KindCreateRemoteBuffer:  on(createRemoteBuffer),
+	protocol.KindCreateRemoteBuffers: on(createRemoteBuffersMany),
+	protocol.KindGetRemoteBuffers:    on(getRemoteBuffers),
+	protocol.KindFillBuffers:         acked(fillBuffers),
 }
 
+// delData deletes objects. For upstream's client (conn.upstream), which
+// never releases, it also drops the references the connection holds to the
+// blobs deleted: upstream's daemon frees on delete, and that client relies on
+// it. Readers on other connections keep theirs, so none of them ever sees
+// the memory reused; the deleting client's own views of the deleted object
+// may, as with upstream's daemon.
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
 	deleted := c.s.store.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
 	if deleted == nil {
 		deleted = []ids.ObjectID{}
+	}
+	if c.upstream && len(deleted) > 0 {
+		if err := c.sess.Release(deleted...); err != nil {
+			return nil, nil, err
+		}
 	}
 	return &protocol.DelDataReply{DeletedBids: deleted}, nil, nil
 }
@@ -267,6 +292,9 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 	}
 	payloads := payloadsOf(extents)
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
+	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
+		return c.replyThenBytes(protocol.KindGetData, out, extents)
+	}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil
 }

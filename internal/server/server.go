@@ -30,6 +30,7 @@ type Server struct {
 	store  *store.Store
 	etcd   *meta.Etcd // the store's backend with Config.Meta "etcd", else nil (cluster.go)
 	ln     *net.UnixListener
+	rpcLn  *net.TCPListener // nil without Config.RPCEndpoint (rpc.go)
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -79,32 +80,48 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	etcd, err := openEtcd(cfg)
+	rpcLn, err := listenRPC(cfg.RPCEndpoint)
 	if err != nil {
 		return nil, err
 	}
+	closeRPC := func() {
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+	}
+	// Opened after the TCP listener, so that the registration publishes
+	// the port it bound; before the store, which then owns it.
+	etcd, err := openEtcd(cfg, publishedRPCEndpoint(rpcLn))
+	if err != nil {
+		closeRPC()
+		return nil, err
+	}
 	scfg := store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes)}
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))}
 	if etcd != nil {
 		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
 	}
 	st, err := store.New(scfg)
 	if err != nil {
+		closeRPC()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	ln, err := listen(cfg.Socket, cfg.SocketMode)
 	if err != nil {
 		_ = st.Close()
+		closeRPC()
 		return nil, err
 	}
 	pl, err := newPoller()
 	if err != nil {
 		_ = ln.Close()
 		_ = st.Close()
+		closeRPC()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		rpcLn:  rpcLn,
 		poller: pl,
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -121,10 +138,14 @@ func Start(cfg Config) (*Server, error) {
 	s.readers.max.Store(maxBlockingReaders)
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if rpcLn != nil {
+		s.wg.Add(1)
+		go s.rpcAcceptLoop()
+	}
 	close(s.ready)
 	used, limit := st.Usage()
-	s.log.Info("vineyardd ready", "socket", cfg.Socket, "size", limit, "used", used, "meta", cfg.Meta,
-		"instance", st.InstanceID())
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "size", limit, "used", used,
+		"meta", cfg.Meta, "instance", st.InstanceID())
 	return s, nil
 }
 
@@ -185,6 +206,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		_ = s.ln.Close()
+		if s.rpcLn != nil {
+			_ = s.rpcLn.Close()
+		}
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.sock.Shutdown() // its goroutine's read returns
@@ -215,10 +239,7 @@ func (s *Server) acceptLoop() {
 			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
 			return
 		}
-		s.mu.Lock()
-		full := len(s.conns) >= s.cfg.MaxConnections
-		s.mu.Unlock()
-		if full {
+		if s.full() {
 			s.refuse(nc)
 			continue
 		}
@@ -227,28 +248,43 @@ func (s *Server) acceptLoop() {
 			s.log.Warn("accept failed", "err", err)
 			continue
 		}
-		c := newConn(s, sock)
-		s.mu.Lock()
-		if s.ctx.Err() != nil {
-			s.mu.Unlock()
-			_ = sock.Close()
+		if !s.serveConn(newConn(s, sock)) {
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			// Closed under mu, so that Close never shuts down an fd number
-			// that was closed and reused.
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.poller.forget(c)
-			_ = c.sock.Close()
-			s.mu.Unlock()
-		}()
 	}
+}
+
+// full reports whether Config.MaxConnections connections are open.
+func (s *Server) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= s.cfg.MaxConnections
+}
+
+// serveConn serves c on a goroutine of its own, from any listener; it
+// returns false (and closes c's socket) when the server is stopping.
+func (s *Server) serveConn(c *conn) bool {
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		_ = c.sock.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		// Closed under mu, so that Close never shuts down an fd number
+		// that was closed and reused.
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.poller.forget(c)
+		_ = c.sock.Close()
+		s.mu.Unlock()
+	}()
+	return true
 }
 
 // acceptRetryable reports whether an accept error is passing (out of fds or
@@ -282,7 +318,7 @@ func (s *Server) fail(err error) {
 // refuse answers a connection over Config.MaxConnections with an error
 // frame and closes it. The frame is small and the socket new, so the write
 // does not wait; the deadline is there for safety.
-func (s *Server) refuse(nc *net.UnixConn) {
+func (s *Server) refuse(nc net.Conn) {
 	s.log.Warn("refusing connection: too many connections", "max", s.cfg.MaxConnections)
 	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections (limit %d); try again later", s.cfg.MaxConnections)
 	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

@@ -108,7 +108,7 @@ class Daemon:
         self.killed = False
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [daemon_path(), "--socket", self.socket, "--size", "64Mi", "--meta", "etcd",
+                [daemon_path(), "--socket", self.socket, "--size", "64Mi", "--meta", "etcd", "--rpc-socket-port", "0",
                  "--etcd-endpoint", etcd.endpoint, "--etcd-prefix", prefix,
                  "--etcd-lease-ttl", LEASE_TTL, "--etcd-timeout", ETCD_TIMEOUT,
                  "--check-invariants", "1s"],

@@ -30,6 +30,8 @@ def test_instances(cluster: Cluster) -> None:
             assert entry["instance_id"] == iid
             assert entry["ipc_socket"] == d.socket
             assert isinstance(entry["hostid"], int)
+            # The TCP listener's port as bound (the daemons ask for a free one).
+            assert int(entry["rpc_endpoint"].rsplit(":", 1)[1]) > 0, entry
             for key in ("hostname", "nodename", "rpc_endpoint", "timestamp"):
                 assert key in entry
         assert c.status.instance_id == c.instance_id

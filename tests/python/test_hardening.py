@@ -22,7 +22,7 @@ def daemon(tmp_path, request):
     sock = str(tmp_path / "v.sock")
     extra = getattr(request, "param", [])
     proc = subprocess.Popen(
-        [os.environ["VINEYARDD"], "--socket", sock, "--size", "256Mi", "--check-invariants", "200ms", *extra],
+        [os.environ["VINEYARDD"], "--socket", sock, "--size", "256Mi", "--norpc", "--check-invariants", "200ms", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

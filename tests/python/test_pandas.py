@@ -233,7 +233,7 @@ def test_reads_frames_upstream_vineyard_wrote(client):
 def test_a_column_longer_than_its_blob_is_an_error(client):
     tree = client.get_meta(client.put(pd.DataFrame({"a": np.arange(4.0)})))
     bad = vineyard.ObjectMeta({k: tree[k] for k in ("typename", "__values_-size")})
-    bad.add_member("columns_", tree["columns_"].id)
+    bad.add_member("columns_index_", tree["columns_index_"].id)
     bad.add_member("index_", vineyard.ObjectMeta({"typename": "vineyard::RangeIndex", "start_": 0,
                                                   "stop_": 1 << 20, "step_": 1, "name": "null"}))
     column = vineyard.ObjectMeta({k: tree["__values_-value-0"][k] for k in

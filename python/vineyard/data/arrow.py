@@ -32,6 +32,7 @@ from .._bindings import ARROW_CHUNKED, ARROW_RECORD_BATCH
 from .._objects import Object, register_object_type
 from .._types import ObjectID
 from .registry import register_builder, register_protocol_builder, register_resolver
+from .upstream_arrow import is_upstream_arrow, resolve_schema, resolve_upstream_arrow
 
 __all__ = [
     "ARROW_TYPENAMES", "ArrowArray", "ArrowArrayStream", "ArrowObject", "ArrowSchema", "arrow_exports",
@@ -221,6 +222,8 @@ def resolve_arrow(session: Any, tree: dict[str, Any], pin: Any = None) -> Any:
     everything sharing its buffers) is garbage collected. A tree put from a
     polars DataFrame or Series resolves to polars when polars is importable.
     """
+    if is_upstream_arrow(tree):  # written by upstream's package
+        return resolve_upstream_arrow(session, tree, pin)
     typename = str(tree.get("typename", ""))
     body = _tree_json(tree, pin)
     producer = tree.get(_PRODUCER)
@@ -356,3 +359,6 @@ def register() -> None:
     for prefix in ARROW_TYPENAMES:
         register_resolver(prefix, resolve_arrow)
         register_object_type(prefix, ArrowObject)
+    for typename in ("vineyard::LargeStringArray", "vineyard::LargeBinaryArray"):  # upstream's only
+        register_resolver(typename, resolve_arrow)
+    register_resolver("vineyard::SchemaProxy", resolve_schema)

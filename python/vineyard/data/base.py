@@ -30,11 +30,14 @@ def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
     """A read-only memoryview of a blob member this connection holds."""
 
     bid = int(ObjectID(tree["id"]))
-    address, size = session.blob_pointer(bid) if int(tree.get("length", 0)) else (0, 0)
+    # The empty blob alone has no bytes: "length" is not trusted (upstream's
+    # daemon stores 0 there for every blob).
+    address, size = session.blob_pointer(bid) if bid != 1 << 63 else (0, 0)
     return memoryview(Blob(bid, address, size, pin))
 
 
-_SCALARS = {bool: ("bool", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
+# A bool is stored as upstream stores it: Scalar<int> with type_ "bool".
+_SCALARS = {bool: ("int", "bool"), int: ("int", "int"), float: ("double", "float"), str: ("std::string", "str")}
 
 
 def build_scalar(session: Any, value: Any, **kw: Any) -> ObjectID | ObjectMeta:
@@ -63,14 +66,22 @@ def resolve_sequence(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     return items if tree.get("is_list_") else tuple(items)
 
 
+# A pickle without out-of-band buffers is upstream's vineyard::PickleBuffer
+# (size_, member buffer_); one with them (our zero-copy pickle, each buffer a
+# blob) has a typename of its own, which upstream's reader does not match.
+PICKLE, ZERO_COPY_PICKLE = "vineyard::PickleBuffer", "v6d::ZeroCopyPickle"
+
+
 def pickle_tree(value: Any) -> tuple[ObjectMeta, list[tuple[str, memoryview]]]:
-    """The ``vineyard::PickleBuffer`` tree of ``value`` (pickle protocol 5)
-    without its blobs, and the bytes each blob member must hold, as
-    ``(member key, bytes)``: the stream, then each out-of-band buffer."""
+    """The pickle tree of ``value`` (protocol 5) without its blobs, and the
+    bytes each blob member must hold, as ``(member key, bytes)``: the stream,
+    then each out-of-band buffer."""
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
-    meta = ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data), "__buffers_-size": len(raws)})
+    meta = ObjectMeta({"typename": ZERO_COPY_PICKLE if raws else PICKLE, "size_": len(data)})
+    if raws:
+        meta["__buffers_-size"] = len(raws)
     meta.nbytes = len(data) + sum(r.nbytes for r in raws)
     return meta, [("buffer_", memoryview(data))] + [(f"__buffers_-{i}", raw) for i, raw in enumerate(raws)]
 
@@ -105,4 +116,5 @@ def register() -> None:
     register_resolver(BLOB_TYPENAME, resolve_blob)
     register_resolver("vineyard::Scalar", resolve_scalar)
     register_resolver("vineyard::Sequence", resolve_sequence)
-    register_resolver("vineyard::PickleBuffer", resolve_pickle)
+    register_resolver(PICKLE, resolve_pickle)
+    register_resolver(ZERO_COPY_PICKLE, resolve_pickle)

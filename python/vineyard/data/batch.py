@@ -81,9 +81,9 @@ class BlobBatch:
 
     def add(self, meta: ObjectMeta, key: str, source: Any) -> None:
         """Records a blob member ``key`` of ``meta`` holding ``source``: a
-        NumPy array (any strides; stored in F order if it is F- but not
-        C-contiguous, else in C order, as :func:`~vineyard.data.tensor.tensor_meta`
-        says) or a bytes-like object."""
+        NumPy array (any strides or order; stored in C order, as
+        :func:`~vineyard.data.tensor.tensor_meta` says, in one pass) or a
+        bytes-like object."""
         self._jobs.append((meta, key, _source_array(source)))
 
     def commit(self, session: Any, root: ObjectMeta) -> None:
@@ -96,8 +96,8 @@ class BlobBatch:
             return
         sizes = [src.nbytes for _, _, src in jobs]
         if sum(sizes) <= INLINE_BYTES:
-            for meta, key, src in jobs:  # a strided source gets its C-order copy here
-                data = src if src.flags.c_contiguous or src.flags.f_contiguous else np.ascontiguousarray(src)
+            for meta, key, src in jobs:  # a strided or F-order source gets its C-order copy here
+                data = src if src.flags.c_contiguous else np.ascontiguousarray(src)
                 root.add_inline_member(key, data, tree=meta)
             self._jobs = []
             return
@@ -134,18 +134,18 @@ class BlobBatch:
 def _copy_tasks(address: int, src: Any) -> list[tuple[int, Any]]:
     """Splits one large copy into (destination address, source array) pieces
     of about _CHUNK_BYTES."""
-    if src.flags.c_contiguous or src.flags.f_contiguous:
-        flat = src.reshape(-1, order="A").view("u1")  # memory order: F for F arrays, as tensor_meta says
+    if src.flags.c_contiguous:
+        flat = src.reshape(-1).view("u1")
         return [(address + i, flat[i:i + _CHUNK_BYTES]) for i in range(0, flat.nbytes, _CHUNK_BYTES)]
-    row = src.nbytes // len(src)  # strided: stored C-contiguous, copied by slabs of rows
+    row = src.nbytes // len(src)  # strided or F order: stored C-contiguous, copied by slabs of rows
     step = max(1, _CHUNK_BYTES // row)
     return [(address + i * row, src[i:i + step]) for i in range(0, len(src), step)]
 
 
 def _copy_one(task: tuple[int, Any]) -> None:
     address, src = task
-    if src.flags.c_contiguous or src.flags.f_contiguous:
-        ctypes.memmove(address, src.ctypes.data, src.nbytes)  # in memory order; releases the GIL
+    if src.flags.c_contiguous:
+        ctypes.memmove(address, src.ctypes.data, src.nbytes)  # releases the GIL
     else:
         np.copyto(_writable_view(address, src), src, casting="no")  # into C order; releases the GIL too
 

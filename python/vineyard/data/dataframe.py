@@ -1,8 +1,12 @@
 """pandas DataFrame as ``vineyard::DataFrame`` (docs/protocol.md, "pandas
-objects"): members ``columns_`` and ``index_`` (Index objects, so labels of
-any hashable type, duplicates and MultiIndex round-trip), one member per
-column ``__values_-value-<i>`` (an array by dtype, see
-:mod:`vineyard.data.arrays`), ``__values_-size``, ``attrs_``,
+objects"), in upstream's layout where it can say the frame: ``columns_`` the
+JSON text of the column labels and ``__values_-key-<i>`` the JSON text of
+each (when every label is a str, int or float), ``index_`` an Index object
+(left out for the default RangeIndex, which upstream's reader then makes),
+one member per column ``__values_-value-<i>`` (an array by dtype, see
+:mod:`vineyard.data.arrays`), ``__values_-size``. Ours adds the member
+``columns_index_`` (an Index object, so labels of any hashable type,
+duplicates and MultiIndex round-trip), ``attrs_``,
 ``allows_duplicate_labels_``.
 
 A put creates every blob of the frame in one round trip and copies each
@@ -38,8 +42,14 @@ def build_dataframe(session: Any, df: Any, **kw: Any) -> ObjectMeta:
     batch = BlobBatch()
     with batch.building(session):
         meta = ObjectMeta({"typename": DATAFRAME, "__values_-size": df.shape[1]})
-        meta.add_member("columns_", build_index(session, df.columns, batch))
-        meta.add_member("index_", build_index(session, df.index, batch))
+        names = _json_labels(df.columns)
+        if names is not None:  # upstream's reader needs them
+            meta["columns_"] = json.dumps(names)
+            for i, name in enumerate(names):
+                meta[f"__values_-key-{i}"] = json.dumps(name)
+        meta.add_member("columns_index_", build_index(session, df.columns, batch))
+        if df.shape[1] == 0 or not _default_range(df.index):
+            meta.add_member("index_", build_index(session, df.index, batch))
         nbytes = 0
         for i, values in enumerate(_column_arrays(df)):
             value = build_array(session, values, batch)
@@ -49,6 +59,28 @@ def build_dataframe(session: Any, df: Any, **kw: Any) -> ObjectMeta:
         encode_ndframe(meta, df)
         batch.commit(session, meta)
     return meta
+
+
+def _json_labels(columns: Any) -> list[Any] | None:
+    """The labels as JSON values, when upstream's ``columns_`` can say them:
+    a flat index of str, int and finite float labels."""
+    import pandas as pd
+
+    if isinstance(columns, pd.MultiIndex):
+        return None
+    names = columns.tolist()
+    for name in names:
+        if not isinstance(name, (str, int, float)) or (isinstance(name, float) and not np.isfinite(name)):
+            return None
+    return names
+
+
+def _default_range(index: Any) -> bool:
+    """The index a frame without ``index_`` gets back: RangeIndex(len)."""
+    import pandas as pd
+
+    return (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+            and index.name is None)
 
 
 def _column_arrays(df: Any) -> Any:
@@ -74,12 +106,21 @@ def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
     blocks, rows = [], 0
     for i in range(int(tree["__values_-size"])):
-        values = resolve_array(session, tree[f"__values_-value-{i}"], pin)
+        column = tree[f"__values_-value-{i}"]
+        if str(column.get("typename", "")).startswith("vineyard::Scalar"):
+            # upstream 0.24.2 under pandas 3 stores the first value of a
+            # string or categorical column as a scalar: the column is lost
+            raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): column {i} is a "
+                             f"{column.get('typename')}, not an array: its writer lost the column's values "
+                             "(upstream 0.24.2 does so for string and categorical columns under pandas 3)")
+        values = resolve_array(session, column, pin)
         rows = len(values)
         if isinstance(values, np.ndarray):
             values = values.reshape(1, -1)  # a block of one column: (columns, rows)
         blocks.append((values, np.array([i], dtype=np.intp)))
-    columns = tree["columns_"]
+    columns = tree.get("columns_index_", tree.get("columns_"))
+    if columns is None:
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): no columns_")
     if isinstance(columns, str):  # upstream's frames: a JSON list of labels, index_ optional
         columns = pd.Index(json.loads(columns))
     else:

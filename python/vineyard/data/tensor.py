@@ -3,6 +3,7 @@ on get (C or Fortran order kept)."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import math
@@ -46,14 +47,16 @@ def _dtype(text: str) -> Any:
 
 def tensor_meta(arr: Any) -> ObjectMeta:
     """The ``vineyard::Tensor`` tree of ``arr`` without its ``buffer_`` blob,
-    which must hold ``arr.nbytes`` bytes in the tree's ``order_`` (F for an
-    array that is F- but not C-contiguous, else C)."""
+    in upstream's layout: the blob holds ``arr.nbytes`` bytes in C order,
+    whatever the array's order, and ``order_`` is the JSON text ``"F"`` for an
+    array that is F- but not C-contiguous (to be re-made in F order on get),
+    else ``"C"``."""
     typename, name, typestr = _dtype_fields(arr.dtype)
     return ObjectMeta({
         "typename": typename,
         "shape_": _shape_text(arr.shape),
         "partition_index_": "[]",
-        "order_": "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C",
+        "order_": '"F"' if arr.flags.f_contiguous and not arr.flags.c_contiguous else '"C"',
         "value_type_": name,
         "value_type_meta_": typestr,
         "nbytes": arr.nbytes,
@@ -65,26 +68,87 @@ def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
         return build_pickle(session, arr)
     meta = tensor_meta(arr)
     batch = BlobBatch()
-    batch.add(meta, "buffer_", arr)  # a strided array is copied into C order in one pass
+    batch.add(meta, "buffer_", arr)  # a strided or F array is copied into C order in one pass (upstream's layout)
     batch.commit(session, meta)
     return meta
+
+
+def _resolve_string_tensor(session: Any, tree: dict[str, Any]) -> Any:
+    """Upstream's string tensor (``vineyard::Tensor<std::string>``): its
+    ``buffer_`` is a LargeStringArray (``buffer_offsets_`` int64,
+    ``buffer_data_`` UTF-8); decoded into a NumPy array of str (a copy)."""
+    arr = tree["buffer_"]
+    if not isinstance(arr, dict) or "buffer_offsets_" not in arr or "buffer_data_" not in arr:
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): its buffer_ is not "
+                         "a LargeStringArray (buffer_offsets_, buffer_data_ missing)")
+    length, offset = int(arr.get("length_", 0)), int(arr.get("offset_", 0))
+    if int(arr.get("null_count_", 0)):
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): string tensors with "
+                         "nulls are not supported")
+
+    def blob(key: str) -> bytes:
+        bid = int(ObjectID(arr[key]["id"]))
+        if bid == 1 << 63:
+            return b""
+        address, size = session.blob_pointer(bid)
+        return ctypes.string_at(address, size)
+
+    offsets = np.frombuffer(blob("buffer_offsets_"), dtype="<i8")
+    data = blob("buffer_data_")
+    if len(offsets) < offset + length + 1 or (length and int(offsets[offset + length]) > len(data)):
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): {length} strings need "
+                         f"more than the {len(offsets)} offsets and {len(data)} bytes of its blobs")
+    items = [data[offsets[i]:offsets[i + 1]].decode() for i in range(offset, offset + length)]
+    out = np.array(items, dtype=str).reshape(_parse_shape(tree["shape_"]))
+    out.flags.writeable = False
+    return out
+
+
+def _resolve_object_tensor(session: Any, tree: dict[str, Any]) -> Any:
+    """Upstream's object tensor (``vineyard::Tensor<object>``): its blob is a
+    pickle of the array. Never a view: object pointers in shared memory would
+    crash the process."""
+    import pickle
+
+    bid = int(ObjectID(tree["buffer_"]["id"]))
+    address, size = session.blob_pointer(bid) if bid != 1 << 63 else (0, 0)
+    try:
+        value = pickle.loads(ctypes.string_at(address, size))
+    except Exception as e:
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): its buffer_ is not a "
+                         f"pickled array: {e}") from e
+    out = np.asarray(value, dtype=object).reshape(_parse_shape(tree["shape_"]))
+    out.flags.writeable = False
+    return out
 
 
 def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """A read-only NumPy view of a tensor tree's blob (no copy), kept alive
     by ``pin``."""
+    if tree.get("typename") == "vineyard::Tensor<std::string>":
+        return _resolve_string_tensor(session, tree)
+    if _dtype(tree["value_type_meta_"]).hasobject:
+        return _resolve_object_tensor(session, tree)
     dtype = _dtype(tree["value_type_meta_"])
     shape = _parse_shape(tree["shape_"])
-    fortran = str(tree.get("order_", "C")).strip('"') == "F"
+    order = str(tree.get("order_", '"C"'))
+    # Upstream's layout (order_ the JSON text "F") holds C-order bytes of an F
+    # array; our earlier one (bare F) held the F-order bytes.
+    upstream_f = order == '"F"'
+    fortran = order == "F"
+    if order not in ('"C"', '"F"', "C", "F"):
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): unknown order_ {order!r}")
     blob = tree["buffer_"]
-    if int(blob.get("length", 0)) == 0:
+    need = math.prod(shape) * dtype.itemsize
+    if need == 0:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
     address, size = session.blob_pointer(int(ObjectID(blob["id"])))
-    if math.prod(shape) * dtype.itemsize > size:  # a bad tree must not make a view past its blob
-        raise ValueError(f"vineyard: a tensor of shape {shape} and dtype {dtype} needs more than its "
-                         f"blob's {size} bytes")
+    if need > size:  # a bad tree, or bytes that never arrived: never a view past its blob, never zeros
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): a tensor of shape "
+                         f"{shape} and dtype {dtype} needs more than its blob's {size} bytes ({need}; blob "
+                         f"{blob.get('id')})")
     strides = None
     if fortran and len(shape) > 1:
         steps, step = [], dtype.itemsize
@@ -92,7 +156,12 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
             steps.append(step)
             step *= dim
         strides = tuple(steps)
-    return np.asarray(ArrayHolder(pin, address, shape, dtype.str, strides))
+    view = np.asarray(ArrayHolder(pin, address, shape, dtype.str, strides))
+    if upstream_f and len(shape) > 1:
+        out = np.asfortranarray(view)  # a copy, as upstream's reader makes
+        out.flags.writeable = False
+        return out
+    return view
 
 
 def register() -> None:

@@ -1,0 +1,24 @@
+package arrowc
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+func TestSchemaMessage(t *testing.T) {
+	msg := schemaMessage([]*field{{format: "l", name: "a", flags: flagNullable}, {format: "U", name: "s"}, {format: "w:4", name: "w"}})
+	if len(msg) < 16 || len(msg)%8 != 0 {
+		t.Fatalf("message of %d bytes", len(msg))
+	}
+	if binary.LittleEndian.Uint32(msg) != 0xFFFFFFFF || int(binary.LittleEndian.Uint32(msg[4:])) != len(msg)-8 {
+		t.Fatalf("bad encapsulation: % x", msg[:8])
+	}
+	for _, unsupported := range []string{"u", "+l", "tss:", "w:x"} {
+		if schemaMessage([]*field{{format: unsupported}}) != nil {
+			t.Errorf("format %q encoded: upstream's reader would get a schema its columns do not match", unsupported)
+		}
+	}
+	if schemaMessage([]*field{{format: "i", dict: &field{format: "u"}}}) != nil {
+		t.Error("a dictionary column was encoded")
+	}
+}

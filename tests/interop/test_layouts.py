@@ -1,0 +1,137 @@
+"""Upstream's layouts built by hand with our client, read by ours: runs
+without upstream's packages (the four-direction suite needs them), so the
+readers of upstream's layouts are tested wherever ours is."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import vineyard
+from vineyard.deploy import start_vineyardd
+
+pa = pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[vineyard.Client]:
+    with start_vineyardd(size="256Mi") as sock:
+        c = vineyard.connect(sock)
+        yield c
+        c.close()
+
+
+def _blob(client: vineyard.Client, data: bytes) -> vineyard.ObjectID:
+    builder = client.create_blob(len(data))
+    if data:
+        builder.copy(0, data)
+    return builder.seal()
+
+
+def _member(client: vineyard.Client, data: bytes | None) -> vineyard.ObjectMeta:
+    oid = _blob(client, data) if data else vineyard.ObjectID(1 << 63)
+    return vineyard.ObjectMeta({"id": repr(oid), "typename": "vineyard::Blob"})
+
+
+def _large_strings(client: vineyard.Client, items: list[str]) -> vineyard.ObjectMeta:
+    arr = pa.array(items, type=pa.large_string())
+    _, offsets, data = arr.buffers()
+    meta = vineyard.ObjectMeta({"typename": "vineyard::BaseBinaryArray<arrow::LargeStringArray>",
+                                "length_": len(arr), "null_count_": 0, "offset_": 0})
+    meta.add_member("buffer_offsets_", _member(client, offsets.to_pybytes()))
+    meta.add_member("buffer_data_", _member(client, data.to_pybytes()))
+    meta.add_member("null_bitmap_", _member(client, None))
+    return meta
+
+
+def _tensor(typename: str, shape: tuple[int, ...], dtype: str, order: str = '"C"') -> vineyard.ObjectMeta:
+    return vineyard.ObjectMeta({"typename": typename, "shape_": json.dumps(list(shape)), "partition_index_": "[]",
+                                "order_": order, "value_type_": dtype, "value_type_meta_": dtype})
+
+
+def test_fortran_tensor_is_stored_in_c_order(client) -> None:
+    want = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    meta = _tensor("vineyard::Tensor<double>", (3, 4), "<f8", '"F"')
+    meta.add_member("buffer_", _member(client, np.ascontiguousarray(want).tobytes()))
+    got = client.get(client.create_metadata(meta).id)
+    assert got.flags.f_contiguous and (got == want).all()
+
+
+def test_unknown_order_is_an_error(client) -> None:
+    meta = _tensor("vineyard::Tensor<double>", (2,), "<f8", '"K"')
+    meta.add_member("buffer_", _member(client, np.arange(2.0).tobytes()))
+    with pytest.raises(ValueError, match="unknown order_"):
+        client.get(client.create_metadata(meta).id)
+
+
+def test_string_tensor(client) -> None:
+    meta = _tensor("vineyard::Tensor<std::string>", (3,), "str")
+    meta["value_type_"] = "string"
+    meta.add_member("buffer_", _large_strings(client, ["a", "", "déf"]))
+    assert list(client.get(client.create_metadata(meta).id)) == ["a", "", "déf"]
+
+
+def test_object_tensor_is_unpickled_never_mapped(client) -> None:
+    want = np.array([(1, "a"), (2, "b")], dtype=object)
+    meta = _tensor("vineyard::Tensor<object>", (2, 2), "|O")
+    meta.add_member("buffer_", _member(client, pickle.dumps(want)))
+    got = client.get(client.create_metadata(meta).id)
+    assert got.tolist() == want.tolist()
+
+
+def test_blob_shorter_than_tensor_is_an_error_not_zeros(client) -> None:
+    meta = _tensor("vineyard::Tensor<double>", (100,), "<f8")
+    meta.add_member("buffer_", _member(client, b"\x00" * 8))
+    with pytest.raises(ValueError, match="needs more than its blob"):
+        client.get(client.create_metadata(meta).id)
+
+
+def test_upstream_numeric_and_string_arrays(client) -> None:
+    ints = pa.array([1, None, 3], type=pa.int64())
+    validity, values = ints.buffers()
+    meta = vineyard.ObjectMeta({"typename": "vineyard::NumericArray<int64>", "length_": 3, "null_count_": 1,
+                                "offset_": 0})
+    meta.add_member("buffer_", _member(client, values.to_pybytes()))
+    meta.add_member("null_bitmap_", _member(client, validity.to_pybytes()))
+    assert client.get(client.create_metadata(meta).id).to_pylist() == [1, None, 3]
+    strings = client.get(client.create_metadata(_large_strings(client, ["x", "yz"])).id)
+    assert strings.to_pylist() == ["x", "yz"]
+
+
+def test_upstream_record_batch_with_schema_proxy(client) -> None:
+    schema = pa.schema([("s", pa.large_string())])
+    proxy = vineyard.ObjectMeta({"typename": "vineyard::SchemaProxy",
+                                 "schema_binary_": json.dumps({"bytes": list(schema.serialize().to_pybytes())})})
+    meta = vineyard.ObjectMeta({"typename": "vineyard::RecordBatch", "row_num_": 2, "column_num_": 1,
+                                "__columns_-size": 1})
+    meta.add_member("schema_", proxy)
+    meta.add_member("__columns_-0", _large_strings(client, ["p", "q"]))
+    got = client.get(client.create_metadata(meta).id)
+    assert got.schema == schema and got.to_pydict() == {"s": ["p", "q"]}
+
+
+def test_upstream_array_shorter_than_its_length_is_an_error(client) -> None:
+    meta = vineyard.ObjectMeta({"typename": "vineyard::NumericArray<int64>", "length_": 1000, "null_count_": 0,
+                                "offset_": 0})
+    meta.add_member("buffer_", _member(client, b"\x01" * 16))
+    meta.add_member("null_bitmap_", _member(client, None))
+    with pytest.raises(ValueError, match="do not fit"):
+        client.get(client.create_metadata(meta).id)
+
+
+def test_our_record_batch_carries_upstreams_schema(client) -> None:
+    """Our batches of upstream's types also carry its SchemaProxy (the IPC
+    schema), so its reader can take them; ours ignores it."""
+    batch = pa.record_batch({"a": pa.array([1, None], type=pa.int32()), "s": pa.array(["x", "y"], pa.large_string()),
+                             "f": [0.5, 1.5], "b": [True, None]})
+    meta = client.get_meta(client.put(batch))
+    proxy = meta["schema_"]
+    assert proxy.typename == "vineyard::SchemaProxy"
+    schema = pa.ipc.read_schema(pa.py_buffer(bytearray(json.loads(proxy["schema_binary_"])["bytes"])))
+    assert schema == batch.schema
+    assert client.get(meta.id).equals(batch)
+    # a 32-bit string column is not upstream's: no SchemaProxy
+    assert "schema_" not in client.get_meta(client.put(pa.record_batch({"s": ["x"]})))
