@@ -397,7 +397,7 @@ class Client:
         return oid
 
     def _put_small_array(self, arr: np.ndarray) -> ObjectID | None:
-        """The put of a small contiguous array, when the built-in builder
+        """The put of a small C-contiguous array, when the built-in builder
         takes NumPy arrays (the caller checks; after a registration it is
         known again once the builders took one array): the tree its builder makes depends only on the
         dtype, shape and order, so its text (with the blob inline) is made
@@ -408,11 +408,9 @@ class Client:
         nbytes = arr.nbytes
         if not 0 < nbytes <= INLINE_BYTES:
             return None
-        flags = arr.flags
-        c_order = flags.c_contiguous
-        if not c_order and not flags.f_contiguous:
-            return None
-        key = (arr.dtype, arr.shape, c_order)
+        if not arr.flags.c_contiguous:
+            return None  # F and strided arrays: the builder stores them in C order (upstream's layout)
+        key = (arr.dtype, arr.shape, True)
         body = _array_trees.get(key)
         if body is None:
             if arr.dtype.hasobject:
