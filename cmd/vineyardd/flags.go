@@ -57,13 +57,6 @@ type flagDef struct {
 	set   func(o *options, v string) error // stores the value ("true"/"false" for booleans)
 }
 
-// notBuilt makes the setter of a flag whose feature does not exist yet.
-func notBuilt(what string) func(*options, string) error {
-	return func(*options, string) error {
-		return fmt.Errorf("%s is not built yet in this vineyardd; leave the flag out", what)
-	}
-}
-
 func constant(s string) func() string { return func() string { return s } }
 
 // flags is the table of every flag; a new flag is one row.
