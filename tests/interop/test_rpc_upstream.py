@@ -30,8 +30,11 @@ def daemon(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rpc-upstream")
     sock, port = str(tmp / "ours.sock"), _free_port()
     binary = os.environ.get("VINEYARDD", str(ROOT / "build" / "vineyardd"))
-    proc = subprocess.Popen([binary, "--socket", sock, "--size", "256Mi", "--rpc-socket-port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--socket", sock, "--size", "256Mi", "--rpc-socket-port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while not os.path.exists(sock):
         assert proc.poll() is None and time.monotonic() < deadline, "vineyardd did not start"
@@ -42,7 +45,9 @@ def daemon(tmp_path_factory):
 
 
 def _upstream(python: str, code: str) -> dict:
-    out = subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [python, "-c", textwrap.dedent(code)], check=False, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, f"upstream's client failed:\n{out.stderr[-3000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -53,24 +58,30 @@ def test_upstream_rpc_client_reads_what_ours_put(daemon, upstream_python):
     with vineyard.connect(sock) as c:
         oid = c.put(value)
         c.persist(oid)
-        got = _upstream(upstream_python, f"""
+        got = _upstream(
+            upstream_python,
+            f"""
             import json, vineyard
             c = vineyard.connect("127.0.0.1", {port})
             a = c.get(vineyard.ObjectID({int(oid)}))
             m = c.get_meta(vineyard.ObjectID({int(oid)}))
             print(json.dumps({{"sum": int(a.sum()), "shape": list(a.shape), "typename": m.typename}}))
-        """)
+        """,
+        )
     assert got == {"sum": int(value.sum()), "shape": [20, 50], "typename": "vineyard::Tensor<int64>"}
 
 
 def test_ours_reads_what_upstream_rpc_client_put(daemon, upstream_python):
     sock, port = daemon
-    got = _upstream(upstream_python, f"""
+    got = _upstream(
+        upstream_python,
+        f"""
         import json, numpy as np, vineyard
         c = vineyard.connect("127.0.0.1", {port})
         oid = c.put(np.arange(300, dtype=np.float64))
         print(json.dumps({{"id": int(oid)}}))
-    """)
+    """,
+    )
     with vineyard.connect(sock) as c:
         arr = c.get(vineyard.ObjectID(got["id"]))
     assert arr.dtype == np.float64 and (arr == np.arange(300, dtype=np.float64)).all()
