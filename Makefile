@@ -88,7 +88,7 @@ endef
 
 .PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python test-interop \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
-	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
+	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET [VARIABLE=value ...]"
@@ -233,9 +233,14 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
 	done
 
-bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min); see docs/performance.md
+bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min), then the cluster figures (bench-cluster, bench-transfer); see docs/performance.md
 	@$(MAKE) --no-print-directory build
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-cluster bench-transfer NO_BUILD=1
+
+bench-transfer: ## Remote (TCP) put/get and daemon-to-daemon (gRPC) fetch, 1 MiB..1 GiB, against a raw loopback TCP copy in the same run
+	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
+	$(GO) test -run '^$$' -bench 'Fetch' -benchtime 3x ./internal/peer
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke
