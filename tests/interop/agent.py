@@ -39,7 +39,7 @@ def main() -> None:
             elif cmd == "delete":
                 client.delete(vineyard.ObjectID(req["id"]))
             elif cmd == "info":
-                out["version"] = getattr(client, "version", None)  # ours does not expose it (yet)
+                out["version"] = client.version
                 out["meta"] = {str(k): v for k, v in client.meta.items()}
             elif cmd == "list":
                 out["n"] = len(client.list_metadatas(req.get("pattern", "*"), limit=req.get("limit", 1000)))

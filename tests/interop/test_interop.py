@@ -101,8 +101,7 @@ def test_version_and_cluster_info_as_upstream(agents, daemon: str) -> None:
     infos = {client: agents(client, daemon).call(cmd="info") for client in ("ours", "upstream")}
     for client, info in infos.items():
         assert info["ok"], f"{client}: {info['error']}"
-        if client == "upstream":  # the daemon's register_reply.version
-            assert info["version"] == "0.24.2", (daemon, info)
+        assert info["version"] == "0.24.2", (client, daemon, info)  # the daemon's register_reply.version
         for instance, fields in info["meta"].items():
             assert instance.isdigit(), (client, info["meta"])  # integer keys (JSON makes them text)
             assert isinstance(fields["hostid"], int), (client, fields)

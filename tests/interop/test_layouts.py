@@ -135,3 +135,9 @@ def test_our_record_batch_carries_upstreams_schema(client) -> None:
     assert client.get(meta.id).equals(batch)
     # a 32-bit string column is not upstream's: no SchemaProxy
     assert "schema_" not in client.get_meta(client.put(pa.record_batch({"s": ["x"]})))
+
+
+def test_version_is_the_daemons(client) -> None:
+    """client.version is the daemon's register_reply.version, as upstream's
+    client gives it (issue 13, item 5)."""
+    assert client.version == "0.24.2"
