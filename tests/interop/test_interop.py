@@ -29,10 +29,8 @@ ARROW = {"arrow-string": "our 32-bit string array (upstream has only large_strin
          "arrow-list": "our ListArray (upstream has only LargeListArray, by a copy)",
          "arrow-struct": "a struct array (upstream pickles it)",
          "arrow-recordbatch": "a 32-bit string column (no SchemaProxy, upstream has only large_string)"}
-OURS_FRAME = {"df-multiindex", "series"}
 UNFINISHED = {
     **{(k, "ours", "upstream"): f"not in upstream's layout yet: {why}" for k, why in ARROW.items()},
-    **{(k, "ours", "upstream"): "our MultiIndex and RangeIndex are not upstream's (upstream stores an Index of values)" for k in OURS_FRAME},
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
     ("df-string", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a string column",
     ("df-categorical", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a "

@@ -141,3 +141,25 @@ def test_version_is_the_daemons(client) -> None:
     """client.version is the daemon's register_reply.version, as upstream's
     client gives it (issue 13, item 5)."""
     assert client.version == "0.24.2"
+
+
+def test_our_range_and_multi_index_carry_upstreams_value(client) -> None:
+    """A RangeIndex or MultiIndex is a vineyard::Index whose value_ upstream's
+    reader takes (a PickleBuffer of the range, of the MultiIndex); ours reads
+    its own fields and gives the same index type back."""
+    pd = pytest.importorskip("pandas")
+    series = pd.Series(np.arange(3.0), index=pd.RangeIndex(2, 8, 2), name="s")
+    index = client.get_meta(client.put(series))["index_"]
+    assert index.typename == "vineyard::Index" and index["value_type_"] == "int64"
+    assert client.get(index["value_"].id) == range(2, 8, 2)
+    got = client.get(client.put(series))
+    assert type(got.index) is pd.RangeIndex and got.index.equals(series.index)
+
+    frame = pd.DataFrame({"a": np.arange(3)}, index=pd.MultiIndex.from_tuples([(1, "a"), (1, "b"), (2, "a")],
+                                                                             names=["n", None]))
+    index = client.get_meta(client.put(frame))["index_"]
+    assert index.typename == "vineyard::Index" and index["value_type_"] == "object"
+    assert client.get(index["value_"].id).equals(frame.index)
+    got = client.get(client.put(frame))
+    assert isinstance(got.index, pd.MultiIndex) and got.index.names == ["n", None]
+    pd.testing.assert_frame_equal(got, frame)

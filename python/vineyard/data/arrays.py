@@ -21,9 +21,14 @@ Python objects are made by a copy by nature.
 pandas Index objects live here too (an Index is such an array with a name,
 and a categorical's categories are an Index):
 
-- ``vineyard::RangeIndex``: ``start_``, ``stop_``, ``step_``, ``name``; no blob;
-- ``vineyard::MultiIndex``: ``names_``, ``nlevels_``, members ``levels_-<i>``
-  (Index objects) and ``codes_-<i>`` (tensors);
+- a ``RangeIndex``: ``vineyard::Index`` with ``start_``, ``stop_``, ``step_``
+  (what ours read) and, for upstream's reader, ``value_type_`` ``int64`` and
+  ``value_`` the ``vineyard::PickleBuffer`` of the ``range`` (a few bytes);
+- a ``MultiIndex``: ``vineyard::Index`` with ``names_``, ``nlevels_``, members
+  ``levels_-<i>`` (Index objects) and ``codes_-<i>`` (tensors), what ours read
+  without a copy, and, for upstream's reader (which gives an Index of tuples,
+  as for its own), ``value_type_`` ``object`` and ``value_`` the
+  ``vineyard::PickleBuffer`` of the MultiIndex;
 - ``vineyard::Index``: ``name``, ``value_type_``, ``freq_`` (DatetimeIndex,
   TimedeltaIndex), and its values either as a member ``value_`` (an array by
   dtype, as above) or, for up to ``INLINE_MAX`` object or string labels
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import pickle
 from typing import Any
 
 import numpy as np
@@ -43,7 +49,7 @@ import numpy as np
 from .._types import ObjectMeta
 from . import labels
 from .arrow import put_arrow, resolve_arrow
-from .base import build_pickle, pickle_tree
+from .base import PICKLE, build_pickle, pickle_tree
 from .batch import BlobBatch
 from .registry import register_builder, register_resolver, resolve
 from .tensor import resolve_numpy, tensor_meta
@@ -236,6 +242,8 @@ def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 # ---- Index objects ----------------------------------------------------------
 
 INDEX = "vineyard::Index"
+# Typenames of our RangeIndex and MultiIndex before they carried upstream's
+# value_ (read, never written).
 RANGE_INDEX = "vineyard::RangeIndex"
 MULTI_INDEX = "vineyard::MultiIndex"
 
@@ -248,16 +256,19 @@ def build_index(session: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
 
 
     if isinstance(index, pd.RangeIndex):
-        return ObjectMeta({"typename": RANGE_INDEX, "start_": index.start, "stop_": index.stop,
-                           "step_": index.step, "name": labels.encode_field(index.name)})
+        meta = ObjectMeta({"typename": INDEX, "start_": index.start, "stop_": index.stop, "step_": index.step,
+                           "name": labels.encode_field(index.name), "value_type_": "int64"})
+        meta.add_member("value_", _in_band_pickle(batch, range(index.start, index.stop, index.step)))
+        return meta
     if isinstance(index, pd.MultiIndex):
-        meta = ObjectMeta({"typename": MULTI_INDEX, "nlevels_": index.nlevels,
+        meta = ObjectMeta({"typename": INDEX, "nlevels_": index.nlevels, "name": "null", "value_type_": "object",
                            "names_": json.dumps([labels.encode(n) for n in index.names])})
         if index.sortorder is not None:
             meta["sortorder_"] = int(index.sortorder)
         for i, (level, codes) in enumerate(zip(index.levels, index.codes)):
             meta.add_member(f"levels_-{i}", build_index(session, level, batch))
             meta.add_member(f"codes_-{i}", tensor_array(batch, codes))
+        meta.add_member("value_", _in_band_pickle(batch, index))
         return meta
     meta = ObjectMeta({"typename": INDEX, "name": labels.encode_field(index.name),
                        "value_type_": str(index.dtype)})
@@ -265,6 +276,15 @@ def build_index(session: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
         meta["freq_"] = labels.encode_field(_freq_key(index.freq))
     if not _inline(meta, index):
         meta.add_member("value_", build_array(session, values_of(index), batch))
+    return meta
+
+
+def _in_band_pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
+    """Upstream's ``vineyard::PickleBuffer`` of ``value``: one stream, no
+    out-of-band buffer, so upstream's reader can take it."""
+    data = pickle.dumps(value, protocol=5)
+    meta = ObjectMeta({"typename": PICKLE, "size_": len(data)})
+    batch.add(meta, "buffer_", memoryview(data))
     return meta
 
 
@@ -331,10 +351,10 @@ def resolve_index(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
     typename = str(tree.get("typename", ""))
-    if typename == RANGE_INDEX:
+    if typename == RANGE_INDEX or (typename == INDEX and "start_" in tree):
         return pd.RangeIndex(int(tree["start_"]), int(tree["stop_"]), int(tree["step_"]),
                              name=labels.decode_field(tree["name"]))
-    if typename == MULTI_INDEX:
+    if typename == MULTI_INDEX or (typename == INDEX and "nlevels_" in tree):
         n = int(tree["nlevels_"])
         return pd.MultiIndex(levels=[resolve_index(session, tree[f"levels_-{i}"], pin) for i in range(n)],
                              codes=[resolve_array(session, tree[f"codes_-{i}"], pin) for i in range(n)],
