@@ -120,8 +120,11 @@ func importArray(a *C.struct_ArrowArray, f *field) (arr arrow.Array, err error) 
 }
 
 // plan collects the buffers of the arrays to store, then stores them.
+// srcs[i] is copied into blob i, except when wide[i]: then it holds 32-bit
+// offsets, written to the blob widened to 64 bits (for upstream's reader).
 type plan struct {
 	srcs [][]byte
+	wide []bool
 }
 
 func (p *plan) add(b *memory.Buffer) int {
@@ -129,7 +132,28 @@ func (p *plan) add(b *memory.Buffer) int {
 		return -1
 	}
 	p.srcs = append(p.srcs, b.Bytes())
+	p.wide = append(p.wide, false)
 	return len(p.srcs) - 1
+}
+
+// addWide records the 32-bit offsets of a string or list array (source
+// buffer src) for a blob of them widened to 64 bits, and returns it as
+// node.wide does (0: none, for an array without offsets).
+func (p *plan) addWide(src int) int {
+	if src < 0 {
+		return 0
+	}
+	p.srcs = append(p.srcs, p.srcs[src][:len(p.srcs[src])&^3])
+	p.wide = append(p.wide, true)
+	return len(p.srcs)
+}
+
+// widen writes the 32-bit offsets src into dst as 64-bit ones.
+func widen(dst, src []byte) {
+	for i := 0; i+4 <= len(src); i += 4 {
+		v := int64(int32(binary.NativeEndian.Uint32(src[i:])))
+		binary.NativeEndian.PutUint64(dst[2*i:], uint64(v))
+	}
 }
 
 // node records the array data d of type f (its buffers to copy).
@@ -149,6 +173,9 @@ func (p *plan) node(f *field, d arrow.ArrayData) (*node, error) {
 			continue
 		}
 		n.bufs = append(n.bufs, p.add(b))
+	}
+	if id := n.dt.ID(); (id == arrow.STRING || id == arrow.LIST) && len(n.bufs) > 1 {
+		n.wide = p.addWide(n.bufs[1])
 	}
 	kids := d.Children()
 	if len(kids) != len(f.children) {
@@ -230,6 +257,9 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 	sizes := make([]uint64, len(p.srcs))
 	for i, s := range p.srcs {
 		sizes[i] = uint64(len(s))
+		if p.wide[i] {
+			sizes[i] *= 2
+		}
 	}
 	bufs, err := c.CreateBuffers(sizes)
 	if err != nil {
@@ -240,7 +270,7 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 	for i, b := range bufs {
 		blobs[i], dsts[i] = b.ID, b.Data
 	}
-	copyAll(dsts, p.srcs)
+	copyAll(dsts, p.srcs, p.wide)
 	enc := &encoder{blobs: blobs, sizes: sizes}
 	id, _, err := c.CreateMetadata(enc.object(o, empty, extra), blobs)
 	if err != nil {
@@ -266,16 +296,23 @@ const (
 	copyPiece       = 2 << 20
 )
 
-// copyAll copies srcs[i] into dsts[i].
-func copyAll(dsts, srcs [][]byte) {
+// copyAll copies srcs[i] into dsts[i], or widens it when wide[i] (wide may
+// be nil: none).
+func copyAll(dsts, srcs [][]byte, wide []bool) {
 	var total int
-	for _, s := range srcs {
+	for i, s := range srcs {
+		if i < len(wide) && wide[i] {
+			widen(dsts[i], s) // offsets: a small part of an array's bytes
+			continue
+		}
 		total += len(s)
 	}
 	workers := min(runtime.GOMAXPROCS(0), total/copyPiece)
 	if total < parallelCopyMin || workers < 2 {
 		for i := range srcs {
-			copy(dsts[i], srcs[i])
+			if i >= len(wide) || !wide[i] {
+				copy(dsts[i], srcs[i])
+			}
 		}
 		return
 	}
@@ -292,6 +329,9 @@ func copyAll(dsts, srcs [][]byte) {
 		}()
 	}
 	for i, s := range srcs {
+		if i < len(wide) && wide[i] {
+			continue
+		}
 		for off := 0; off < len(s); off += copyPiece {
 			end := min(off+copyPiece, len(s))
 			pieces <- piece{dsts[i][off:end], s[off:end]}

@@ -2,7 +2,8 @@
 
 Every kind of values.py goes in all four directions: put by one client, got
 by the other, through each daemon. A pair that cannot work (PANDAS3:
-upstream's own failures; UNFINISHED: layouts ours cannot share yet) must
+upstream's own failures; UNFINISHED: ours without an upstream layout, and
+what upstream writes wrongly under pandas 3) must
 fail with an error, never with different data, and is an xfail with the
 reason; one that starts working fails the test until it leaves the lists."""
 
@@ -22,15 +23,13 @@ DIRECTIONS = [("ours", "upstream"), ("upstream", "ours")]
 PANDAS3 = {"df-string", "df-categorical", "df-string-index"}
 
 
-# Layouts not yet upstream's (issue 13, item 4, unfinished; docs/protocol.md
-# "Layouts"): each fails with an error naming the member or type, never with
+# Ours without an upstream layout (docs/protocol.md "Layouts shared with
+# upstream"): upstream's client fails with "unsupported typename", never with
 # wrong data. strict: a pair that starts working must leave this list.
-ARROW = {"arrow-string": "our 32-bit string array (upstream has only large_string, by a copy)",
-         "arrow-list": "our ListArray (upstream has only LargeListArray, by a copy)",
-         "arrow-struct": "a struct array (upstream pickles it)",
-         "arrow-recordbatch": "a 32-bit string column (no SchemaProxy, upstream has only large_string)"}
 UNFINISHED = {
-    **{(k, "ours", "upstream"): f"not in upstream's layout yet: {why}" for k, why in ARROW.items()},
+    ("arrow-struct", "ours", "upstream"): "a struct array: upstream has no layout for it (its client pickles it); "
+                                          "ours is vineyard::StructArray, zero-copy, which upstream's client does not "
+                                          "match",
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
     ("df-string", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a string column",
     ("df-categorical", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a "

@@ -133,8 +133,8 @@ def test_our_record_batch_carries_upstreams_schema(client) -> None:
     schema = pa.ipc.read_schema(pa.py_buffer(bytearray(json.loads(proxy["schema_binary_"])["bytes"])))
     assert schema == batch.schema
     assert client.get(meta.id).equals(batch)
-    # a 32-bit string column is not upstream's: no SchemaProxy
-    assert "schema_" not in client.get_meta(client.put(pa.record_batch({"s": ["x"]})))
+    # a struct column has no upstream layout: no SchemaProxy
+    assert "schema_" not in client.get_meta(client.put(pa.record_batch({"s": [{"x": 1}]})))
 
 
 def test_version_is_the_daemons(client) -> None:
@@ -163,3 +163,31 @@ def test_our_range_and_multi_index_carry_upstreams_value(client) -> None:
     got = client.get(client.put(frame))
     assert isinstance(got.index, pd.MultiIndex) and got.index.names == ["n", None]
     pd.testing.assert_frame_equal(got, frame)
+
+
+def test_our_32bit_strings_and_lists_carry_upstreams_64bit_offsets(client) -> None:
+    """A string or list array keeps its 32-bit offsets (what ours read, zero
+    copy, giving the same type back) and also has upstream's typename and
+    members, with the offsets widened to 64 bits in a blob of their own."""
+    strings = pa.array(["a", None, "ccc", "dd"]).slice(1)
+    meta = client.get_meta(client.put(strings))
+    assert meta.typename == "vineyard::BaseBinaryArray<arrow::LargeStringArray>" and meta["format_"] == "u"
+    wide = np.frombuffer(client.get(meta["buffer_offsets_"].id), dtype=np.int64)
+    assert wide.tolist() == [0, 1, 1, 4, 6]
+    assert meta["buffer_data_"].id == meta["buffers_-2"].id
+    got = client.get(meta.id)
+    assert got.type == pa.string() and got.equals(strings)
+
+    lists = pa.array([[1, 2], [], None, [3]])
+    meta = client.get_meta(client.put(lists))
+    assert meta.typename == "vineyard::LargeListArray" and meta["values_"]["format_"] == "l"
+    assert np.frombuffer(client.get(meta["buffer_offsets_"].id), dtype=np.int64).tolist() == [0, 2, 2, 2, 3]
+    got = client.get(meta.id)
+    assert got.type == pa.list_(pa.int64()) and got.equals(lists)
+
+    batch = pa.record_batch({"s": ["x", "y"], "l": pa.array([[1], []], type=pa.list_(pa.int32()))})
+    meta = client.get_meta(client.put(batch))
+    proxy = meta["schema_"]
+    schema = pa.ipc.read_schema(pa.py_buffer(bytearray(json.loads(proxy["schema_binary_"])["bytes"])))
+    assert schema.types == [pa.large_string(), pa.large_list(pa.int32())]  # as upstream reads the columns
+    assert client.get(meta.id).equals(batch)

@@ -56,6 +56,11 @@ VALUES["arrow-int32"] = lambda: pa.array([1, None, 3], type=pa.int32())
 VALUES["arrow-string"] = lambda: pa.array(["a", None, "ccc"])
 VALUES["arrow-large-string"] = lambda: pa.array(["a", "bb", None], type=pa.large_string())
 VALUES["arrow-list"] = lambda: pa.array([[1, 2], [], None, [3]])
+VALUES["arrow-string-sliced"] = lambda: pa.array(["a", None, "ccc", "dd"]).slice(1)
+VALUES["arrow-list-of-strings"] = lambda: pa.array([["a", None], [], None, ["ccc"]])
+VALUES["arrow-table-strings-lists"] = lambda: pa.Table.from_batches(
+    [pa.record_batch({"s": ["x", None], "l": pa.array([[1], None], type=pa.list_(pa.int32()))}),
+     pa.record_batch({"s": ["z", "w"], "l": pa.array([[], [2, 3]], type=pa.list_(pa.int32()))})])
 VALUES["arrow-struct"] = lambda: pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
 VALUES["arrow-recordbatch"] = lambda: pa.record_batch({"a": [1, 2, 3], "b": ["x", "y", "z"]})
 VALUES["arrow-recordbatch-large-string"] = lambda: pa.record_batch(
