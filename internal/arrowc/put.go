@@ -148,11 +148,24 @@ func (p *plan) addWide(src int) int {
 	return len(p.srcs)
 }
 
-// widen writes the 32-bit offsets src into dst as 64-bit ones.
+// widen writes the 32-bit offsets src into dst (twice as long) as 64-bit
+// ones.
 func widen(dst, src []byte) {
-	for i := 0; i+4 <= len(src); i += 4 {
-		v := int64(int32(binary.NativeEndian.Uint32(src[i:])))
-		binary.NativeEndian.PutUint64(dst[2*i:], uint64(v))
+	n := len(src) / 4
+	if n == 0 {
+		return
+	}
+	if uintptr(unsafe.Pointer(&src[0]))%4 != 0 || uintptr(unsafe.Pointer(&dst[0]))%8 != 0 {
+		for i := 0; i < n; i++ { // not aligned: never for Arrow buffers and blobs
+			v := int64(int32(binary.NativeEndian.Uint32(src[4*i:])))
+			binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
+		}
+		return
+	}
+	in := unsafe.Slice((*int32)(unsafe.Pointer(&src[0])), n)
+	out := unsafe.Slice((*int64)(unsafe.Pointer(&dst[0])), n)
+	for i, v := range in {
+		out[i] = int64(v)
 	}
 }
 
@@ -299,24 +312,29 @@ const (
 // copyAll copies srcs[i] into dsts[i], or widens it when wide[i] (wide may
 // be nil: none).
 func copyAll(dsts, srcs [][]byte, wide []bool) {
+	isWide := func(i int) bool { return i < len(wide) && wide[i] }
 	var total int
 	for i, s := range srcs {
-		if i < len(wide) && wide[i] {
-			widen(dsts[i], s) // offsets: a small part of an array's bytes
-			continue
-		}
 		total += len(s)
+		if isWide(i) {
+			total += len(s) // written twice over
+		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), total/copyPiece)
 	if total < parallelCopyMin || workers < 2 {
 		for i := range srcs {
-			if i >= len(wide) || !wide[i] {
+			if isWide(i) {
+				widen(dsts[i], srcs[i])
+			} else {
 				copy(dsts[i], srcs[i])
 			}
 		}
 		return
 	}
-	type piece struct{ dst, src []byte }
+	type piece struct {
+		dst, src []byte
+		wide     bool
+	}
 	pieces := make(chan piece, 64)
 	var wg sync.WaitGroup
 	for range workers {
@@ -324,17 +342,27 @@ func copyAll(dsts, srcs [][]byte, wide []bool) {
 		go func() {
 			defer wg.Done()
 			for pc := range pieces {
-				copy(pc.dst, pc.src)
+				if pc.wide {
+					widen(pc.dst, pc.src)
+				} else {
+					copy(pc.dst, pc.src)
+				}
 			}
 		}()
 	}
 	for i, s := range srcs {
-		if i < len(wide) && wide[i] {
-			continue
+		w := isWide(i)
+		step := copyPiece
+		if w {
+			step /= 2 // copyPiece bytes written per piece; a multiple of 4
 		}
-		for off := 0; off < len(s); off += copyPiece {
-			end := min(off+copyPiece, len(s))
-			pieces <- piece{dsts[i][off:end], s[off:end]}
+		for off := 0; off < len(s); off += step {
+			end := min(off+step, len(s))
+			if w {
+				pieces <- piece{dsts[i][2*off : 2*end], s[off:end], true}
+			} else {
+				pieces <- piece{dsts[i][off:end], s[off:end], false}
+			}
 		}
 	}
 	close(pieces)

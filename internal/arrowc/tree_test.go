@@ -411,6 +411,25 @@ func TestWiden(t *testing.T) {
 	}
 }
 
+func TestCopyAllWidensInParallel(t *testing.T) {
+	const n = 3 << 20 // 12 MiB of offsets: above parallelCopyMin
+	src := make([]byte, 4*n)
+	for i := range n {
+		binary.NativeEndian.PutUint32(src[4*i:], uint32(i*3))
+	}
+	plain := []byte("plain bytes")
+	dsts := [][]byte{make([]byte, 8*n), make([]byte, len(plain))}
+	copyAll(dsts, [][]byte{src, plain}, []bool{true, false})
+	for i := range n {
+		if got := binary.NativeEndian.Uint64(dsts[0][8*i:]); got != uint64(i*3) {
+			t.Fatalf("offset %d: %d, want %d", i, got, i*3)
+		}
+	}
+	if string(dsts[1]) != string(plain) {
+		t.Errorf("copied %q", dsts[1])
+	}
+}
+
 func TestListValuesAreUpstreamsMember(t *testing.T) {
 	list := parent(t, "+l", 2, []int{-1, 0}, leaf(t, "l", 3, 0, 0, -1, 1))
 	list.wide = 3 // blob 2: the widened offsets
