@@ -15,12 +15,12 @@ from values import VALUES
 DAEMONS = ["ours", "upstream"]
 DIRECTIONS = [("ours", "upstream"), ("upstream", "ours")]
 
-# Upstream's own failures with pandas 3: its writer stores a string or
-# categorical column as a scalar of its first value (block.values[0] of a 1-D
+# Upstream's own failures with pandas 3: its writer stores a string,
+# categorical or nullable column as a scalar of its first value (block.values[0] of a 1-D
 # extension array) and its reader cannot read string indexes, so it cannot
 # read back even its own puts of these; no direction with upstream reading or
 # writing them can pass (ours refuses upstream's frames with a clear error).
-PANDAS3 = {"df-string", "df-categorical", "df-string-index"}
+PANDAS3 = {"df-string", "df-categorical", "df-string-index", "df-nullable-int"}
 
 
 # Ours without an upstream layout (docs/protocol.md "Layouts shared with
@@ -31,12 +31,16 @@ UNFINISHED = {
                                           "ours is vineyard::StructArray, zero-copy, which upstream's client does not "
                                           "match",
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
+    ("series-string", "ours", "upstream"): "ours stores string values as vineyard::pandas::ArrowArray (Arrow, "
+                                           "zero-copy, the dtype kept); upstream pickles an object array",
     **{(k, "ours", "upstream"): "upstream's reader has no resolver for the binary typenames its own writer uses "
                                 "(it registers vineyard::LargeBinaryArray, writes vineyard::BaseBinaryArray<...>, and "
                                 "pickles 32-bit binary arrays)" for k in ("arrow-binary", "arrow-large-binary")},
     ("df-string", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a string column",
     ("df-categorical", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a "
                                             "categorical column",
+    ("df-nullable-int", "upstream", "ours"): "upstream 0.24.2 under pandas 3 stores only the first value of a "
+                                             "nullable (masked) column",
 }
 
 

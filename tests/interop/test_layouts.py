@@ -191,3 +191,16 @@ def test_our_32bit_strings_and_lists_carry_upstreams_64bit_offsets(client) -> No
     schema = pa.ipc.read_schema(pa.py_buffer(bytearray(json.loads(proxy["schema_binary_"])["bytes"])))
     assert schema.types == [pa.large_string(), pa.large_list(pa.int32())]  # as upstream reads the columns
     assert client.get(meta.id).equals(batch)
+
+
+def test_frame_column_of_a_pickled_scalar_is_an_error(client) -> None:
+    """What upstream 0.24.2 writes for a nullable column under pandas 3 (the
+    first value, pickled): a clear error naming the column, never a frame."""
+    data = pickle.dumps(np.int64(1))
+    column = vineyard.ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data)})
+    column.add_member("buffer_", _member(client, data))
+    meta = vineyard.ObjectMeta({"typename": "vineyard::DataFrame", "__values_-size": 1, "columns_": '["n"]',
+                                "__values_-key-0": '"n"'})
+    meta.add_member("__values_-value-0", column)
+    with pytest.raises(ValueError, match="column 0 is a vineyard::PickleBuffer holding a int64, not an array"):
+        client.get(client.create_metadata(meta).id)
