@@ -155,6 +155,26 @@ int64_t v6d_open_handles(void);
  *  tried, also when the daemon does not answer in time. \since 1 */
 v6d_status v6d_connect(const char *socket, v6d_client *out, v6d_error *err);
 
+/** Connects to a daemon's TCP (RPC) listener at `endpoint`, "host:port" (a
+ *  list "h1:p1,h2:p2" is tried in order; NULL or "": the environment variable
+ *  VINEYARD_RPC_ENDPOINT), presenting `secret` (NULL: the environment
+ *  variable VINEYARD_RPC_SECRET, if set) to a daemon that requires one. On
+ *  success *out holds a new handle, released by v6d_disconnect(), with the
+ *  API of any other: nothing is shared with the daemon, so buffers created
+ *  lie in memory libv6d owns and are sent at seal or create, and every get
+ *  (v6d_get, v6d_get_buffers, v6d_get_object) copies the blobs' bytes into
+ *  memory libv6d owns, valid and releasable exactly as over IPC (until
+ *  v6d_release or v6d_disconnect), and writable (a private copy).
+ *  v6d_map_private is refused (V6D_INVALID): the copies are private already.
+ *  Fails with V6D_CONNECTION_FAILED naming the endpoint, also for a refused
+ *  secret. \since 3 */
+v6d_status v6d_connect_rpc(const char *endpoint, const char *secret,
+                           v6d_client *out, v6d_error *err);
+
+/** Returns 1 if `client` was connected with v6d_connect_rpc, 0 otherwise (an
+ *  invalid handle included). Never blocks. \since 3 */
+int32_t v6d_is_rpc(v6d_client client);
+
 /** Closes the connection and invalidates the handle. The daemon releases every
  *  reference the connection held and frees its unsealed buffers; pointers this
  *  client returned stay readable until the process unmaps the arena, which

@@ -43,6 +43,13 @@ v6d_status v6d_connect(const char *socket, v6d_client *out, v6d_error *err) {
   return st(v6dgo_connect((char *)socket, out, err));
 }
 
+v6d_status v6d_connect_rpc(const char *endpoint, const char *secret,
+                           v6d_client *out, v6d_error *err) {
+  return st(v6dgo_connect_rpc((char *)endpoint, (char *)secret, out, err));
+}
+
+int32_t v6d_is_rpc(v6d_client client) { return v6dgo_is_rpc(client); }
+
 v6d_status v6d_disconnect(v6d_client client, v6d_error *err) {
   return st(v6dgo_disconnect(client, err));
 }

@@ -128,7 +128,7 @@ def start_daemon(daemon: str, size: str, tmp: str) -> tuple[subprocess.Popen[byt
     log = open(os.path.join(tmp, "daemon.log"), "wb")  # noqa: SIM115 - lives as long as the daemon
     # --check-invariants: the daemon checks its bookkeeping every second and
     # exits with status 3 at the first violation, which fails the soak.
-    cmd = [daemon, "--socket", socket, "--size", size, "--check-invariants", "1s"]
+    cmd = [daemon, "--socket", socket, "--size", size, "--norpc", "--check-invariants", "1s"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(socket):

@@ -62,10 +62,44 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def ours(binary: str, size: int, reserve_memory: bool = False, log: str | None = None) -> Daemon:
-    """Our vineyardd (``binary``) with an arena of ``size`` bytes."""
-    argv = [binary, "--size", str(size)] + (["--reserve-memory"] if reserve_memory else [])
+def ours(binary: str, size: int, reserve_memory: bool = False, log: str | None = None,
+         prefault_ahead: int | None = None) -> Daemon:
+    """Our vineyardd (``binary``) with an arena of ``size`` bytes; ``prefault_ahead``
+    sets ``--prefault-ahead`` (None: the daemon's default)."""
+    argv = [binary, "--size", str(size), "--norpc"] + (["--reserve-memory"] if reserve_memory else [])
+    if prefault_ahead is not None:
+        argv += ["--prefault-ahead", str(prefault_ahead)]
     return Daemon(argv, log)
+
+
+def resident_shmem(pid: int) -> int:
+    """Bytes of shared memory process pid maps (RssShmem), 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssShmem:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def wait_resident(pid: int, nbytes: int, timeout: float = 300.0, still: float = 2.0) -> int:
+    """Waits until process pid maps ``nbytes`` of shared memory (a daemon's background
+    pre-fault got that far), or its figure stopped growing for ``still`` seconds, or
+    ``timeout`` passed; returns the bytes it maps."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while True:
+        now = time.monotonic()
+        got = resident_shmem(pid)
+        if got >= nbytes or now > deadline:
+            return got
+        if got != last:
+            last, since = got, now
+        elif now - since > still:
+            return got
+        time.sleep(0.05)
 
 
 def upstream(python: str, size: int, log: str | None = None) -> Daemon:

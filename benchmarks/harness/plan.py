@@ -44,6 +44,11 @@ class Mode:
         frame = self.frame_rows * self.frame_cols * 8
         return max(self.cold_trials * sum(self.large), 3 * frame, 2 * GiB, 2 * max(self.large)) + 512 * MiB
 
+    def prefault_ahead(self) -> int:
+        """Our daemon's --prefault-ahead: the whole cold series, which puts into memory
+        no put touched before (the run waits for the background pre-fault first)."""
+        return self.cold_trials * sum(self.large) + 64 * MiB
+
     def get_inner(self, nbytes: int) -> int:
         """Objects got per trial of a get figure: many small ones, a few large ones
         (at most 1 GiB of them, to bound memory and the time copying peers take)."""

@@ -167,6 +167,8 @@ def markdown(doc: dict[str, Any]) -> str:
         title = "ours" if name == "ours" else PEER_TITLES[name]
         sysl.append(f"{title} {s.get('version', '')}".strip() if s.get("status") == OK
                     else f"{title}: skipped ({s.get('reason', '')})")
+        if s.get("status") == OK and s.get("prefault"):
+            sysl[-1] += f" ({s['prefault']})"
     if sysl:
         lines += ["Systems: " + "; ".join(sysl) + ".", ""]
     lines += ["Each figure is the median of repeated trials (p10 and p90 are in latest.json). Peer cells show",

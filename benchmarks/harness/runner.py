@@ -152,7 +152,8 @@ class Runner:
         agent = None
         try:
             agent = agents.AgentProcess(name, self.python_for(name), self.work / f"{name}.log")
-            reply = agent.call("start", timeout=300, cfg={"arena": self.mode.arena(),
+            reply = agent.call("start", timeout=600, cfg={"arena": self.mode.arena(),
+                                                           "prefault_ahead": self.mode.prefault_ahead(),
                                                            "log": str(self.work / f"{name}-daemon.log")})
             if reply["ok"]:
                 self.systems[name] = {"status": OK, **reply["info"]}

@@ -20,6 +20,7 @@ type options struct {
 	socketMode      os.FileMode
 	size            uint64
 	reserve         bool
+	prefaultAhead   int64 // 0: the default; negative: off
 	allowOvercommit bool
 	meta            string
 	instanceID      uint64
@@ -30,6 +31,12 @@ type options struct {
 	maxReplyBytes    uint64
 	frameTimeout     time.Duration
 	checkInvariants  time.Duration
+
+	rpc         bool // the TCP listener, on rpcHost:rpcPort
+	rpcHost     string
+	rpcPort     int
+	rpcSecret   []byte
+	rpcInsecure bool
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -97,6 +104,20 @@ var flags = []flagDef{
 		"pre-fault the whole arena at start, so first writes do not pay for page faults;\n" +
 			"refused at start when that much memory is not available now",
 		boolSetter(func(o *options) *bool { return &o.reserve })},
+	{"prefault-ahead", "SIZE", constant(shm.FormatSize(server.DefaultPrefaultAhead)),
+		"bytes of never-used arena memory kept pre-faulted in the background, so that puts\n" +
+			"into new memory run near memcpy speed (at most half a CPU, off the request path); 0: off",
+		func(o *options, v string) error {
+			n, err := shm.ParseSize(v)
+			if err != nil {
+				return fmt.Errorf("--prefault-ahead: %w", err)
+			}
+			o.prefaultAhead = int64(min(n, 1<<62))
+			if n == 0 {
+				o.prefaultAhead = -1
+			}
+			return nil
+		}},
 	{"allow-overcommit", "", constant("false"),
 		"accept a --size over the machine's memory or the cgroup limit (writers may then be\n" +
 			"killed by the kernel's OOM killer instead of getting NotEnoughMemory)",
@@ -114,15 +135,46 @@ var flags = []flagDef{
 		notBuilt("--etcd_endpoint: the etcd metadata backend")},
 	{"etcd-prefix", "PREFIX", constant("none"), "refused: the etcd metadata backend is not built yet",
 		notBuilt("--etcd_prefix: the etcd metadata backend")},
-	{"rpc", "", constant("false"), "refused when true: the RPC (TCP) listener is not built yet; --norpc is accepted",
+	{"rpc", "", constant("true"),
+		"serve clients over TCP too (--rpc-host, --rpc-socket-port): the same protocol, blob\n" +
+			"bytes copied over the connection instead of shared; --norpc turns it off",
+		boolSetter(func(o *options) *bool { return &o.rpc })},
+	{"rpc-socket-port", "PORT", constant(strconv.Itoa(server.DefaultRPCPort)),
+		"TCP port of the RPC listener (0: any free port, logged at start)",
 		func(o *options, v string) error {
-			if v == "true" {
-				return notBuilt("--rpc: the RPC (TCP) listener")(o, v)
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil {
+				return fmt.Errorf("--rpc-socket-port %q is not a port number (0-65535)", v)
 			}
+			o.rpcPort = int(n)
 			return nil
 		}},
-	{"rpc-socket-port", "PORT", constant("none"), "refused: the RPC (TCP) listener is not built yet",
-		notBuilt("--rpc_socket_port: the RPC (TCP) listener")},
+	{"rpc-host", "HOST", constant("127.0.0.1"),
+		"address the RPC listener binds: loopback by default; any other (0.0.0.0 for every\n" +
+			"interface) needs --rpc-auth-file or --rpc-insecure",
+		func(o *options, v string) error {
+			o.rpcHost = v
+			return nil
+		}},
+	{"rpc-auth-file", "FILE", constant("none"),
+		"file holding the shared secret TCP clients must present (register_request's password;\n" +
+			"VINEYARD_RPC_SECRET for this package's clients); surrounding whitespace is ignored",
+		func(o *options, v string) error {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return fmt.Errorf("--rpc-auth-file: %w", err)
+			}
+			secret := strings.TrimSpace(string(b))
+			if secret == "" {
+				return fmt.Errorf("--rpc-auth-file %s is empty", v)
+			}
+			o.rpcSecret = []byte(secret)
+			return nil
+		}},
+	{"rpc-insecure", "", constant("false"),
+		"let the RPC listener bind off loopback without a secret: anyone who reaches the port\n" +
+			"can read, write and delete every object",
+		boolSetter(func(o *options) *bool { return &o.rpcInsecure })},
 	{"instance-id", "N", constant("0"), "instance id of this daemon, reported to clients",
 		func(o *options, v string) error {
 			n, err := strconv.ParseUint(v, 10, 64)
@@ -245,7 +297,8 @@ func lookup(name string) (f *flagDef, negated bool) {
 // parseArgs parses the command line: -flag or --flag, with the value after
 // '=' or as the next argument; booleans take no value or =true/=false.
 func parseArgs(args []string) (options, error) {
-	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo}
+	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo,
+		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort}
 	sizeSet := false
 	for i := 0; i < len(args); i++ {
 		arg := args[i]

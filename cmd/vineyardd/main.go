@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -47,12 +49,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.socket == "" {
 		o.socket = server.DefaultSocket()
 	}
+	rpcEndpoint := ""
+	if o.rpc {
+		rpcEndpoint = net.JoinHostPort(o.rpcHost, strconv.Itoa(o.rpcPort))
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	srv, err := server.Start(server.Config{
 		Socket:        o.socket,
 		SocketMode:    o.socketMode,
 		Size:          o.size,
 		ReserveMemory: o.reserve,
+		PrefaultAhead: o.prefaultAhead,
 		Meta:          o.meta,
 		InstanceID:    o.instanceID,
 		Logger:        logger,
@@ -61,6 +68,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		MaxInflightBytes: int64(o.maxInflightBytes),
 		MaxReplyBytes:    int(o.maxReplyBytes),
 		FrameTimeout:     o.frameTimeout,
+
+		RPCEndpoint: rpcEndpoint,
+		RPCSecret:   o.rpcSecret,
+		RPCInsecure: o.rpcInsecure,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)

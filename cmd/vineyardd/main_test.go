@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +40,15 @@ func TestParseArgsSpellings(t *testing.T) {
 		o.frameTimeout != 5*time.Second || o.checkInvariants != time.Second {
 		t.Fatalf("limits: %+v, %v", o, err)
 	}
+	for args, want := range map[string]int64{"": 0, "--prefault-ahead=128Mi": 128 << 20, "--prefault_ahead=0": -1} {
+		o, err := parseArgs(strings.Fields(args))
+		if err != nil || o.prefaultAhead != want {
+			t.Fatalf("%q: prefault-ahead %d, %v; want %d", args, o.prefaultAhead, err, want)
+		}
+	}
+	if _, err := parseArgs([]string{"--prefault-ahead", "-1"}); err == nil {
+		t.Fatal("--prefault-ahead -1 accepted")
+	}
 }
 
 func TestParseArgsRefusals(t *testing.T) {
@@ -47,8 +59,8 @@ func TestParseArgsRefusals(t *testing.T) {
 		{[]string{"--etcd_endpoint=http://127.0.0.1:2379"}, "etcd metadata backend is not built yet"},
 		{[]string{"--etcd_prefix", "/vineyard"}, "etcd metadata backend is not built yet"},
 		{[]string{"--meta=etcd"}, "etcd backend is not built yet"},
-		{[]string{"--rpc_socket_port=9600"}, "RPC (TCP) listener is not built yet"},
-		{[]string{"--rpc"}, "RPC (TCP) listener is not built yet"},
+		{[]string{"--rpc_socket_port=96000"}, "not a port number"},
+		{[]string{"--rpc-auth-file=/nonexistent/secret"}, "--rpc-auth-file"},
 		{[]string{"--size=lots"}, "--size"},
 		{[]string{"--size=0"}, "--size must be positive"},
 		{[]string{"--size"}, "--size needs a value"},
@@ -110,5 +122,43 @@ func TestSizeOverMemoryRefusedAtStart(t *testing.T) {
 	if st := run([]string{"--socket=/nonexistent/dir/x.sock", "--size=1Ei"}, &out, &errOut); st != 1 ||
 		!strings.Contains(errOut.String(), "--size 1 EiB is larger than") || !strings.Contains(errOut.String(), "--allow-overcommit") {
 		t.Fatalf("--size=1Ei: status %d, stderr %q", st, errOut.String())
+	}
+}
+
+func TestParseArgsRPC(t *testing.T) {
+	o, err := parseArgs(nil)
+	if err != nil || !o.rpc || o.rpcHost != "127.0.0.1" || o.rpcPort != 9600 || o.rpcSecret != nil || o.rpcInsecure {
+		t.Fatalf("rpc defaults (loopback, 9600): %+v, %v", o, err)
+	}
+	for _, off := range []string{"--norpc", "--no-rpc", "--rpc=false"} {
+		if o, err := parseArgs([]string{off}); err != nil || o.rpc {
+			t.Fatalf("%s: %+v, %v", off, o, err)
+		}
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseArgs([]string{"--rpc_socket_port=9700", "--rpc_host", "0.0.0.0", "--rpc_auth_file", secret, "--rpc-insecure"})
+	if err != nil || o.rpcPort != 9700 || o.rpcHost != "0.0.0.0" || string(o.rpcSecret) != "s3cret" || !o.rpcInsecure {
+		t.Fatalf("rpc flags: %+v, %v", o, err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseArgs([]string{"--rpc-auth-file", empty}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty secret file: %v", err)
+	}
+}
+
+// TestRunRefusesOpenRPC: off loopback without a secret the daemon does not
+// start.
+func TestRunRefusesOpenRPC(t *testing.T) {
+	var stderr bytes.Buffer
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	if code := run([]string{"--socket", sock, "--size", "4Mi", "--rpc-host", "0.0.0.0", "--rpc-socket-port", "0"},
+		io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "--rpc-auth-file") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }

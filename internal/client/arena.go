@@ -41,6 +41,14 @@ type arena struct {
 	writable bool         // fd is open read-write
 	roB      []byte       // ro.Bytes(), cached
 	rwB      []byte       // rw.Bytes(), cached
+	created  uint64       // highest end of a large blob created here (pretouch.go)
+	touched  uint64       // the pre-touch mapped the writable view up to here
+	touching bool         // the pre-touch goroutine runs
+
+	// unmap is held for reading by the pre-touch while it reads the
+	// writable mapping without arenas.mu, and for writing to unmap.
+	// Lock order: arenas.mu, then unmap.
+	unmap sync.RWMutex
 }
 
 // arenas is the process-wide registry of mapped arenas.
@@ -102,6 +110,8 @@ func (a *arena) detach() {
 		return
 	}
 	delete(arenas.m, a.key)
+	a.unmap.Lock() // waits for a pre-touch chunk under way
+	defer a.unmap.Unlock()
 	_ = a.ro.Close()
 	if a.rw != nil {
 		_ = a.rw.Close()

@@ -87,6 +87,9 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 // adoptCreatedLocked records newly created blobs and returns their writable
 // views. c.mu must be held.
 func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
+	if c.remote {
+		return c.adoptRemoteLocked(ps)
+	}
 	out := make([]Buffer, len(ps))
 	entries := make([]*blob, len(ps))
 	for i := range ps {
@@ -110,6 +113,13 @@ func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
 		c.blobs[out[i].ID] = b
 	}
 	c.state.Unlock()
+	for i := range ps {
+		if p := &ps[i]; p.DataSize > 0 {
+			if a, ok := c.regions[p.StoreFd]; ok {
+				a.pretouch(p.DataOffset + p.DataSize)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -122,6 +132,11 @@ func (c *Client) Seal(id ids.ObjectID) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.remote {
+		if err := c.fillLocked([]ids.ObjectID{id}); err != nil {
+			return err
+		}
+	}
 	var reply protocol.AckReply
 	if err := c.callLocked(&protocol.SealRequest{ObjectID: id}, &reply); err != nil {
 		return err
@@ -160,6 +175,9 @@ func (c *Client) Abort(id ids.ObjectID) error {
 		return err
 	}
 	c.state.Lock()
+	if b, ok := c.blobs[id]; ok {
+		b.drop()
+	}
 	delete(c.blobs, id)
 	c.state.Unlock()
 	return nil
@@ -208,6 +226,12 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	}
 	if ok, err := c.getHeld(idl, out); ok || err != nil {
 		return out, err
+	}
+	if c.remote {
+		if err := c.getRemote(idl, want, unsafe, out); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/spin"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -30,7 +31,7 @@ import (
 var Version = "0.1.0"
 
 // replySpin is how long a call polls for its reply before it sleeps in a
-// blocking read (protocol.Sock.Poll): most replies come within it.
+// blocking read, while a CPU is free (spin.Poll): most replies come within it.
 const replySpin = 50 * time.Microsecond
 
 // SocketEnv is the environment variable Connect reads when given no socket.
@@ -46,6 +47,7 @@ const SocketEnv = "VINEYARD_IPC_SOCKET"
 // using that arena is closed; touching them afterwards faults.
 type Client struct {
 	socket        string
+	remote        bool // connected over TCP: nothing shared (remote.go)
 	pid           int
 	instanceID    uint64
 	daemonVersion string // register_reply.version; set at Connect
@@ -78,11 +80,12 @@ type Client struct {
 // dropped but not yet released on the daemon (both 0, queued in
 // Client.pending).
 type blob struct {
-	ro     []byte // read-only view
-	rw     []byte // writable view, for an unsealed blob this client created
-	owned  bool   // created by this client and not sealed
-	pins   int    // the caller's references (gets, seals)
-	cached int    // references of the tree cache (cache.go)
+	ro     []byte    // read-only view
+	rw     []byte    // writable view, for an unsealed blob this client created
+	owned  bool      // created by this client and not sealed
+	pins   int       // the caller's references (gets, seals)
+	cached int       // references of the tree cache (cache.go)
+	mem    *localMem // remote mode: the memory of ro/rw, freed by drop (remote.go)
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -159,9 +162,9 @@ func (c *Client) Socket() string { return c.socket }
 // InstanceID returns the id of the daemon's instance, from registration.
 func (c *Client) InstanceID() uint64 { return c.instanceID }
 
-// DaemonVersion returns the version the daemon gave at registration
-// (register_reply.version: the upstream release whose protocol it speaks,
-// "0.24.2" for ours), as upstream's client.version gives it.
+// DaemonVersion returns the version the daemon gave at registration, over
+// IPC or RPC (register_reply.version: the upstream release whose protocol it
+// speaks, "0.24.2" for ours), as upstream's client.version gives it.
 func (c *Client) DaemonVersion() string { return c.daemonVersion }
 
 // RoundTrips returns the number of request/reply exchanges made so far,
@@ -204,6 +207,9 @@ func (c *Client) disconnectLocked() error {
 	}
 	err := c.conn.Close()
 	c.state.Lock()
+	for _, b := range c.blobs {
+		b.drop()
+	}
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
@@ -302,7 +308,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 // readReplyLocked reads the reply to req into reply, and the fds it
 // announces. c.mu must be held.
 func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
-	c.conn.Poll(replySpin)
+	spin.Poll(c.conn.Fd(), replySpin)
 	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 	if err != nil {
 		return c.loseLocked(err)

@@ -41,6 +41,11 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.remote {
+		if err := c.fillLocked(toSeal); err != nil {
+			return 0, nil, err
+		}
+	}
 	if !c.ext.seal || (withTree && !c.ext.withContent) {
 		return c.upstreamCreateWithTreeLocked(tree, toSeal, withTree)
 	}
@@ -94,6 +99,9 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	c.state.Unlock()
 	if ok {
 		return tree, nil
+	}
+	if c.remote {
+		return c.getObjectRemote(id)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

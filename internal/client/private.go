@@ -58,6 +58,9 @@ func (c *Client) MapPrivate(id ids.ObjectID) ([]byte, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
+	if c.remote {
+		return nil, errNeedsShm("a private view (MapPrivate)")
+	}
 	if id == ids.EmptyBlob || !id.IsBlob() {
 		return nil, status.Errorf(status.Invalid, "%v is not a blob with bytes to map", id)
 	}

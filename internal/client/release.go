@@ -45,6 +45,7 @@ func (c *Client) takeReleasesLocked() []ids.ObjectID {
 	for _, id := range c.pending {
 		if b, ok := c.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
 			delete(c.blobs, id)
+			b.drop()
 			out = append(out, id)
 		}
 	}

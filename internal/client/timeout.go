@@ -32,7 +32,9 @@ const MaxTimeout = math.MaxInt32 * time.Millisecond
 type Option func(*options)
 
 type options struct {
-	timeout time.Duration
+	timeout   time.Duration
+	secret    string // ConnectRPC's (remote.go)
+	secretSet bool
 }
 
 // WithTimeout sets the timeout of the connect, the registration and every

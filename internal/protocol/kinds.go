@@ -41,6 +41,10 @@ const (
 	KindInstanceStatus
 	KindClusterMeta
 	KindDebug
+	KindCreateRemoteBuffer
+	KindCreateRemoteBuffers
+	KindGetRemoteBuffers
+	KindFillBuffers
 
 	// NumKinds is one more than the largest Kind: the size of a table
 	// indexed by Kind.
@@ -90,6 +94,12 @@ var kinds = [NumKinds]kindInfo{
 	KindInstanceStatus:         {"instance_status_request", "instance_status_reply", func() Request { return &InstanceStatusRequest{} }, false},
 	KindClusterMeta:            {"cluster_meta", "cluster_meta", func() Request { return &ClusterMetaRequest{} }, false},
 	KindDebug:                  {"debug_command", "debug_reply", func() Request { return &DebugRequest{} }, false},
+	// The remote (TCP) blob transfers (remote.go): blob bytes follow the
+	// request or the reply on the stream.
+	KindCreateRemoteBuffer:  {"create_remote_buffer_request", "create_buffer_reply", func() Request { return &CreateRemoteBufferRequest{} }, true},
+	KindCreateRemoteBuffers: {"create_remote_buffers_request", "create_buffers_reply", func() Request { return &CreateRemoteBuffersRequest{} }, true},
+	KindGetRemoteBuffers:    {"get_remote_buffers_request", "get_buffers_reply", func() Request { return &GetRemoteBuffersRequest{} }, false},
+	KindFillBuffers:         {"fill_buffers_request", "fill_buffers_reply", func() Request { return &FillBuffersRequest{} }, true},
 }
 
 // kindByWire maps each wire type to its Kind.

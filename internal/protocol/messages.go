@@ -304,8 +304,7 @@ var unimplemented = map[string]bool{
 	"create_stream_request": true, "open_stream_request": true, "get_next_stream_chunk_request": true,
 	"push_next_stream_chunk_request": true, "pull_next_stream_chunk_request": true, "stop_stream_request": true,
 	"drop_stream_request": true, "evict_request": true, "load_request": true, "unpin_request": true,
-	"migrate_object_request": true, "create_remote_buffer_request": true, "create_remote_buffers_request": true,
-	"get_remote_buffers_request": true, "new_session_request": true, "delete_session_request": true,
+	"migrate_object_request": true, "new_session_request": true, "delete_session_request": true,
 	"make_arena_request": true, "finalize_arena_request": true, "create_gpu_buffer_request": true,
 	"get_gpu_buffers_request": true, "create_disk_buffer_request": true, "create_buffer_by_plasma_request": true,
 	"get_buffers_by_plasma_request": true, "plasma_seal_request": true, "plasma_release_request": true,
@@ -381,7 +380,7 @@ func DecodeRequest(body []byte) (Frame, error) {
 		}
 		n, tok := t.TrailingBytes()
 		if !tok {
-			return f, fmt.Errorf("%w: %s announces more trailing bytes than fit in 63 bits", ErrUnframed, f.Wire)
+			return f, fmt.Errorf("%w: %s announces trailing bytes of no usable count (over 63 bits, or compressed, which this daemon does not support)", ErrUnframed, f.Wire)
 		}
 		f.Trailing = n
 	}

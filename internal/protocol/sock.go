@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -99,9 +100,12 @@ func (s *Sock) wrap(err error) error {
 	return err
 }
 
-// SockOf takes over an accepted connection: it duplicates the socket in
-// blocking mode and closes nc.
-func SockOf(nc *net.UnixConn) (*Sock, error) {
+// SockOf takes over an accepted connection (UNIX or TCP): it duplicates the
+// socket in blocking mode and closes nc.
+func SockOf(nc interface {
+	syscall.Conn
+	Close() error
+}) (*Sock, error) {
 	defer func() { _ = nc.Close() }()
 	raw, err := nc.SyscallConn()
 	if err != nil {

@@ -15,7 +15,8 @@ var ErrUnframed = errors.New("protocol: request with an unknown trailing byte co
 // the stream that belong to them (an inline create_data's blob bytes).
 type Trailer interface {
 	// TrailingBytes returns how many bytes follow the frame; ok is false
-	// when the count does not fit in 63 bits.
+	// when the count does not fit in 63 bits or cannot be known (compressed
+	// remote buffers).
 	TrailingBytes() (n uint64, ok bool)
 	// decodeTrailing decodes from body only the fields that give the count.
 	decodeTrailing(body []byte) error

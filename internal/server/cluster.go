@@ -20,8 +20,11 @@ var hostID = func() uint64 {
 }()
 
 // rpcEndpoint is the rpc_endpoint the daemon reports in register_reply and
-// cluster_meta: host:port of its RPC listener (upstream's form), the default
-// port until a listener says otherwise.
+// cluster_meta: host:port of its RPC listener (RPCEndpoint, rpc.go), or in
+// upstream's form with the default port when it has none.
 func (s *Server) rpcEndpoint() string {
+	if ep := s.RPCEndpoint(); ep != "" {
+		return ep
+	}
 	return net.JoinHostPort(hostname, strconv.Itoa(defaultRPCPort))
 }

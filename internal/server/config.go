@@ -23,6 +23,10 @@ type Config struct {
 	Size uint64
 	// ReserveMemory pre-faults the whole arena at start.
 	ReserveMemory bool
+	// PrefaultAhead is how many bytes of never-used arena memory a
+	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
+	// DefaultPrefaultAhead when zero, none when negative.
+	PrefaultAhead int64
 	// Meta is the metadata backend; only "local" exists for now.
 	Meta string
 	// InstanceID is this daemon's instance id.
@@ -47,11 +51,24 @@ type Config struct {
 	// first byte has (and how long one write of a reply may block);
 	// DefaultFrameTimeout when zero. The connection is closed when it passes.
 	FrameTimeout time.Duration
+	// RPCEndpoint is the "host:port" the TCP listener binds (rpc.go); port 0
+	// takes a free port; "" (the zero value) starts no TCP listener.
+	RPCEndpoint string
+	// RPCSecret, when not empty, is the shared secret every TCP client must
+	// present at registration (register_request's password).
+	RPCSecret []byte
+	// RPCInsecure lets the TCP listener bind off loopback without RPCSecret.
+	RPCInsecure bool
 	// ParkAfter is how long an idle connection keeps its thread, blocked in
 	// read, before it is parked in the daemon's epoll set; DefaultParkAfter
 	// when zero.
 	ParkAfter time.Duration
 }
+
+// DefaultPrefaultAhead is Config.PrefaultAhead's default: enough for puts
+// of tens of MiB to find their memory resident, at a cost of 64 MiB of
+// memory and ~0.1 s of one CPU, once.
+const DefaultPrefaultAhead = 64 << 20
 
 // DefaultMaxReply is the reply size limit unless configured otherwise.
 const DefaultMaxReply = 256 << 20
@@ -99,6 +116,9 @@ func (c *Config) Validate() error {
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReply
 	}
+	if c.PrefaultAhead == 0 {
+		c.PrefaultAhead = DefaultPrefaultAhead
+	}
 	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
 	}
@@ -113,6 +133,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
+	}
+	if err := c.validateRPC(); err != nil {
+		return err
 	}
 	if c.Deployment == "" {
 		c.Deployment = "local"

@@ -16,12 +16,14 @@ import (
 )
 
 // requestSpin is how long a connection polls for the client's next request
-// before its goroutine sleeps in a blocking read (protocol.Sock.Poll), when
+// before its goroutine sleeps in a blocking read (spin.Poll), when
 // the client's last request came that soon after the reply before it: a
 // client making calls in a row (a Python loop spends tens of microseconds
 // between them) finds the daemon awake, and a connection whose client
 // pauses does not spin at all. At most half the CPUs spin at once
-// (Server.spinners): spinners beyond that starve the clients they wait for.
+// (Server.spinners), and only while no runnable thread of the machine waits
+// for a CPU (spin.Idle): a spinner that holds a CPU some client needs delays
+// the very request it waits for.
 const requestSpin = 100 * time.Microsecond
 
 // conn is one client connection. Its goroutine owns every field; the
@@ -34,6 +36,7 @@ type conn struct {
 	sess       *store.Session
 	registered bool
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
+	secret     []byte    // not empty: register must present it (rpc.go)
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	trailing   uint64    // bytes of the current request still unread on the stream
 	out        []byte
@@ -118,9 +121,9 @@ func (c *conn) handleFrame(body []byte) bool {
 	if errors.Is(err, protocol.ErrUnframed) {
 		return c.closeWithError(status.Errorf(status.Invalid, "%v", err))
 	}
-	if f.Trailing > uint64(c.s.cfg.MaxFrame) {
+	if limit := c.trailingLimit(f.Kind); f.Trailing > limit {
 		return c.closeWithError(status.Errorf(status.Invalid,
-			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, c.s.cfg.MaxFrame))
+			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, limit))
 	}
 	c.trailing = f.Trailing
 	var reply protocol.Reply

@@ -65,6 +65,9 @@ var errExit = errors.New("server: the client said goodbye")
 // by every listener; TestEveryRequestHandled checks it covers every kind.
 var handlers = [protocol.NumKinds]handler{
 	protocol.KindRegister: on(func(c *conn, r *protocol.RegisterRequest) (protocol.Reply, []int, error) {
+		if err := c.authenticate(r); err != nil {
+			return nil, nil, err
+		}
 		c.registered = true
 		c.upstream = len(r.Extensions) == 0
 		return &protocol.RegisterReply{
@@ -207,7 +210,8 @@ var handlers = [protocol.NumKinds]handler{
 			MemoryUsage:      used,
 			MemoryLimit:      limit,
 			DeferredRequests: c.s.waitingCount(),
-			IPCConnections:   c.s.connections(),
+			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
+			RPCConnections:   c.s.rpcConnections(),
 		}}, nil, nil
 	}),
 	protocol.KindClusterMeta: on(func(c *conn, _ *protocol.ClusterMetaRequest) (protocol.Reply, []int, error) {
@@ -226,6 +230,11 @@ var handlers = [protocol.NumKinds]handler{
 		return &protocol.ClusterMetaReply{Meta: meta}, nil, err
 	}),
 	protocol.KindDebug: acked(func(*conn, *protocol.DebugRequest) error { return nil }),
+
+	protocol.KindCreateRemoteBuffer:  on(createRemoteBuffer),
+	protocol.KindCreateRemoteBuffers: on(createRemoteBuffersMany),
+	protocol.KindGetRemoteBuffers:    on(getRemoteBuffers),
+	protocol.KindFillBuffers:         acked(fillBuffers),
 }
 
 // delData deletes objects. For upstream's client (conn.upstream), which
@@ -288,6 +297,9 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 	}
 	payloads := payloadsOf(extents)
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
+	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
+		return c.replyThenBytes(protocol.KindGetData, out, extents)
+	}
 	out.Fds = c.arenaFds(payloads...)
 	return out, out.Fds, nil
 }

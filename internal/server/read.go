@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/spin"
 )
 
 // How a connection reads (DESIGN.md, "Connections"):
@@ -203,7 +204,7 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 		if c.spin {
 			c.spin = false
 			if c.s.spinners.TryAcquire() {
-				c.sock.Poll(requestSpin)
+				spin.Poll(fd, requestSpin)
 				c.s.spinners.Release()
 			}
 		}

@@ -28,6 +28,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *store.Store
 	ln     *net.UnixListener
+	rpcLn  *net.TCPListener // nil without Config.RPCEndpoint (rpc.go)
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -78,7 +79,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes)})
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -93,8 +94,16 @@ func Start(cfg Config) (*Server, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	rpcLn, err := listenRPC(cfg.RPCEndpoint)
+	if err != nil {
+		pl.close()
+		_ = ln.Close()
+		_ = st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		rpcLn:  rpcLn,
 		poller: pl,
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -110,9 +119,13 @@ func Start(cfg Config) (*Server, error) {
 	s.readers.max.Store(maxBlockingReaders)
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if rpcLn != nil {
+		s.wg.Add(1)
+		go s.rpcAcceptLoop()
+	}
 	close(s.ready)
 	used, limit := st.Usage()
-	s.log.Info("vineyardd ready", "socket", cfg.Socket, "size", limit, "used", used, "meta", cfg.Meta)
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "size", limit, "used", used, "meta", cfg.Meta)
 	return s, nil
 }
 
@@ -173,6 +186,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		_ = s.ln.Close()
+		if s.rpcLn != nil {
+			_ = s.rpcLn.Close()
+		}
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.sock.Shutdown() // its goroutine's read returns
@@ -203,10 +219,7 @@ func (s *Server) acceptLoop() {
 			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
 			return
 		}
-		s.mu.Lock()
-		full := len(s.conns) >= s.cfg.MaxConnections
-		s.mu.Unlock()
-		if full {
+		if s.full() {
 			s.refuse(nc)
 			continue
 		}
@@ -215,28 +228,43 @@ func (s *Server) acceptLoop() {
 			s.log.Warn("accept failed", "err", err)
 			continue
 		}
-		c := newConn(s, sock)
-		s.mu.Lock()
-		if s.ctx.Err() != nil {
-			s.mu.Unlock()
-			_ = sock.Close()
+		if !s.serveConn(newConn(s, sock)) {
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			// Closed under mu, so that Close never shuts down an fd number
-			// that was closed and reused.
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.poller.forget(c)
-			_ = c.sock.Close()
-			s.mu.Unlock()
-		}()
 	}
+}
+
+// full reports whether Config.MaxConnections connections are open.
+func (s *Server) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= s.cfg.MaxConnections
+}
+
+// serveConn serves c on a goroutine of its own, from any listener; it
+// returns false (and closes c's socket) when the server is stopping.
+func (s *Server) serveConn(c *conn) bool {
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		_ = c.sock.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		// Closed under mu, so that Close never shuts down an fd number
+		// that was closed and reused.
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.poller.forget(c)
+		_ = c.sock.Close()
+		s.mu.Unlock()
+	}()
+	return true
 }
 
 // acceptRetryable reports whether an accept error is passing (out of fds or
@@ -270,7 +298,7 @@ func (s *Server) fail(err error) {
 // refuse answers a connection over Config.MaxConnections with an error
 // frame and closes it. The frame is small and the socket new, so the write
 // does not wait; the deadline is there for safety.
-func (s *Server) refuse(nc *net.UnixConn) {
+func (s *Server) refuse(nc net.Conn) {
 	s.log.Warn("refusing connection: too many connections", "max", s.cfg.MaxConnections)
 	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections (limit %d); try again later", s.cfg.MaxConnections)
 	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

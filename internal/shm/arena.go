@@ -174,6 +174,35 @@ func (a *Arena) Prefault() error {
 	return nil
 }
 
+// PrefaultRange makes the pages of [offset, offset+size) resident, as
+// Prefault does for the whole arena, without changing their contents: it is
+// safe while clients use the range. A range outside the arena fails with
+// ErrOutOfBounds.
+func (a *Arena) PrefaultRange(offset, size uint64) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return ErrClosed
+	}
+	if offset > a.size || size > a.size-offset {
+		return fmt.Errorf("%w: prefault of [%d, +%d) in a %d-byte arena", ErrOutOfBounds, offset, size, a.size)
+	}
+	start := offset &^ (pageSize - 1)
+	end := min((offset+size+pageSize-1)&^(pageSize-1), a.size)
+	if end <= start {
+		return nil
+	}
+	err := unix.Madvise(a.data[start:end], unix.MADV_POPULATE_WRITE)
+	if errors.Is(err, unix.EINVAL) {
+		touchPages(a.data[start:end])
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shm: prefault of [%d, %d): %w", start, end, err)
+	}
+	return nil
+}
+
 // touchPages write-faults every page of b, which must be page-aligned, without
 // changing its contents.
 func touchPages(b []byte) {

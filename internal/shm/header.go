@@ -8,16 +8,25 @@ package shm
 //
 //	offset 0  magic  "v6d-go\x00\x01" (layout version 1)
 //	offset 8  meta epoch, uint64, native byte order, written atomically
+//	offset 16 pre-faulted end, uint64, native byte order, written atomically
 //
 // The meta epoch grows whenever an object or blob is deleted or the metadata
 // of an existing object changes (labels, persist, names). A client that
 // cached a metadata tree under epoch e may reuse it, without a round trip,
 // as long as the epoch still reads e.
+//
+// The pre-faulted end is a hint: the daemon's background pre-fault
+// (store.Config.PrefaultAhead) made every page between the highest
+// allocation and this arena offset resident. A client may map those pages
+// into its own view ahead of need (a read of each, which costs no memory);
+// it must not rely on it for anything else. 0: no pre-fault.
 const (
 	// HeaderSize is the size of the arena header: one page.
 	HeaderSize = 4096
 	// HeaderEpochOffset is the offset of the meta epoch in the arena.
 	HeaderEpochOffset = 8
+	// HeaderPrefaultedOffset is the offset of the pre-faulted end.
+	HeaderPrefaultedOffset = 16
 )
 
 // HeaderMagic identifies the header layout; a client that finds anything

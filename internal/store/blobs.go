@@ -149,6 +149,7 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 		}
 		return nil, status.Errorf(status.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}
+	s.noteAllocLocked(off, size)
 	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
 	s.blobs[b.id] = b
 	ss.created[b.id] = b

@@ -26,6 +26,7 @@ func (s *Store) initHeader() error {
 	if off != 0 {
 		panic("store: the arena header must be the first allocation")
 	}
+	s.hwm = HeaderSize
 	if b := s.arena.Bytes(); len(b) >= HeaderSize {
 		copy(b, shm.HeaderMagic)
 		binary.NativeEndian.PutUint64(b[EpochOffset:], 0)

@@ -43,6 +43,10 @@ type Config struct {
 	Size uint64
 	// Reserve pre-faults the whole arena at start.
 	Reserve bool
+	// PrefaultAhead is how many bytes of never-allocated arena memory a
+	// background goroutine keeps resident above the highest allocation
+	// (prefault.go); 0: none.
+	PrefaultAhead uint64
 	// InstanceID is this daemon's instance id, stamped on every object.
 	InstanceID uint64
 	// Backend keeps persisted trees and names; nil means a meta.Local of
@@ -86,6 +90,15 @@ type Store struct {
 	changed  chan struct{}                  // closed and replaced whenever objects or names appear
 	sessions map[*Session]struct{}          // open sessions
 	closed   bool
+
+	hwm         uint64 // the highest end of any allocation so far (prefault.go)
+	prefaultGen uint64 // bumped when trimmed memory may lie above hwm (prefault.go)
+
+	// The background pre-fault (prefault.go); nil channels without one.
+	prefaultKick chan struct{}
+	prefaultStop chan struct{}
+	prefaultDone chan struct{}
+	prefaultOnce sync.Once
 
 	clearHook func() // tests: runs between Clear's batches, without mu
 }
@@ -145,12 +158,16 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		return nil, err
 	}
 	go s.follow(backend.Changes())
+	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
+		s.startPrefault(cfg.PrefaultAhead)
+	}
 	return s, nil
 }
 
 // Close unmaps the arena. Clients that mapped it keep their mappings. Close is
 // idempotent; the store must not be used afterwards.
 func (s *Store) Close() error {
+	s.stopPrefault()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -203,6 +220,7 @@ func (s *Store) MemoryTrim() (bool, error) {
 			firstErr = err
 		}
 	})
+	s.restartPrefaultLocked()
 	return released > 0, firstErr
 }
 

@@ -42,6 +42,8 @@ SIGNATURES = {
     "v6d_free": (None, [c_void_p]),
     "v6d_open_handles": (c_int64, []),
     "v6d_connect": (c_int32, [c_char_p, POINTER(c_uint64), _err]),
+    "v6d_connect_rpc": (c_int32, [c_char_p, c_char_p, POINTER(c_uint64), _err]),
+    "v6d_is_rpc": (c_int32, [_client]),
     "v6d_disconnect": (c_int32, [_client, _err]),
     "v6d_connected": (c_int32, [_client]),
     "v6d_set_timeout": (c_int32, [_client, c_int64, _err]),

@@ -31,10 +31,13 @@ class Conn:
     """Owns a C client handle. It disconnects once nothing references it: the
     client and every live view hold it."""
 
-    __slots__ = ("__weakref__", "_finalizer", "handle")
+    __slots__ = ("__weakref__", "_finalizer", "handle", "remote")
 
-    def __init__(self, handle: int) -> None:
+    def __init__(self, handle: int, remote: bool = False) -> None:
         self.handle = handle
+        # Connected over TCP: the blobs a get returns are private copies
+        # (memory libv6d owns), so the views over them are writable.
+        self.remote = remote
         self._finalizer = weakref.finalize(self, _disconnect, handle)
 
     def __repr__(self) -> str:
@@ -72,10 +75,13 @@ class Pin:
 class ArrayHolder:
     """Exposes a region through ``__array_interface__`` (read-only unless
     asked); it is the ``.base`` of every array built over shared memory and
-    keeps its pin (None for a builder's own, unsealed blob)."""
+    keeps its pin (None for a builder's own, unsealed blob). Over a remote
+    (TCP) connection the pinned memory is a private copy: writable."""
 
     def __init__(self, pin: Pin | None, address: int, shape: tuple[int, ...], typestr: str,
                  strides: tuple[int, ...] | None = None, readonly: bool = True) -> None:
+        if pin is not None and pin.conn.remote:
+            readonly = False
         self.pin = pin
         self.__array_interface__ = {
             "shape": shape,

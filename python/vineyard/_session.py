@@ -206,6 +206,16 @@ class Session:
         del keep
         return ObjectID(oid.value), [ObjectID(b) for b in bids]
 
+    def put_tree_inline(self, body: bytes, address: int, nbytes: int) -> ObjectID:
+        """One round trip: the object of tree ``body``, whose one inline
+        member (``{"inline": 0}``) is a new sealed blob of the ``nbytes``
+        bytes at ``address`` (kept alive by the caller): :meth:`put_inline`
+        without its per-call lists, for the small-array put."""
+        oid = ctypes.c_uint64()
+        _ffi.call("v6d_put_inline", self.handle(), body, len(body), 1, _byref(ctypes.c_void_p(address)),
+                  _byref(ctypes.c_uint64(nbytes)), None, _byref(oid))
+        return ObjectID(oid.value)
+
     def _materialize_inline(self, meta: ObjectMeta) -> None:
         """Turns the inline blobs of a tree into shared-memory blobs (one
         round trip), for data too large to send by value."""

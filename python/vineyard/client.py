@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union, cast
 
+import numpy as np
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -16,13 +18,18 @@ from . import _ffi, data
 from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
-from ._session import BlobBuilder, Session, address_of
+from ._session import INLINE_BYTES, BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
 from .errors import TimeoutException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
 
 IdLike = Union[ObjectID, int, str, ObjectMeta]
+
+_build_numpy = data.tensor.build_numpy
+
+# (dtype, shape, C order) → the tree text of a small array's put (Client._put_small_array).
+_array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 
 
 def _id(value: IdLike) -> int:
@@ -53,19 +60,32 @@ class Client:
     Use :func:`vineyard.connect` to make one.
     """
 
-    def __init__(self, socket: str | None = None, timeout: float | None = None) -> None:
-        path = socket or os.environ.get("VINEYARD_IPC_SOCKET", "")
-        if not path:
-            raise ConnectionError("vineyard: no socket given and VINEYARD_IPC_SOCKET is not set")
+    def __init__(self, socket: str | None = None, timeout: float | None = None, *, port: int | str | None = None,
+                 host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
+                 username: str | None = None, password: str | None = None) -> None:
+        rpc = _rpc_endpoint(socket, host, port, endpoint)
+        path = "" if rpc else (socket or os.environ.get("VINEYARD_IPC_SOCKET", ""))
+        if not rpc and not path:
+            rpc = os.environ.get("VINEYARD_RPC_ENDPOINT", "")
+        if not rpc and not path:
+            raise ConnectionError("vineyard: no socket given and neither VINEYARD_IPC_SOCKET nor "
+                                  "VINEYARD_RPC_ENDPOINT is set")
         out = ctypes.c_uint64()
         try:
-            _ffi.call("v6d_connect", path.encode(), ctypes.byref(out))
+            if rpc:
+                # username is accepted for upstream's signature: the daemon
+                # checks only the secret (the password).
+                _ffi.call("v6d_connect_rpc", rpc.encode(), None if password is None else password.encode(),
+                          ctypes.byref(out))
+            else:
+                _ffi.call("v6d_connect", path.encode(), ctypes.byref(out))
         except Exception as e:
             if isinstance(e, ConnectionError):
                 raise
-            raise ConnectionError(f"vineyard: cannot connect to {path}: {e}") from e
-        self._session = Session(Conn(out.value), self)
+            raise ConnectionError(f"vineyard: cannot connect to {rpc or path}: {e}") from e
+        self._session = Session(Conn(out.value, remote=bool(rpc)), self)
         self.ipc_socket = path
+        self.rpc_endpoint = rpc
         iid = ctypes.c_uint64()
         _ffi.call("v6d_instance_id", out.value, ctypes.byref(iid))
         self.instance_id = iid.value
@@ -111,9 +131,23 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def is_ipc(self) -> bool:
+        """True when connected through the UNIX socket: gets are zero-copy
+        views of shared memory."""
+        return not self.rpc_endpoint
+
+    @property
+    def is_rpc(self) -> bool:
+        """True when connected over TCP (``connect(host, port)``): puts and
+        gets copy the bytes over the connection, and what a get returns is a
+        writable private copy. Shared-memory-only calls (``is_shared_memory``
+        is always False, torch's copy-on-write views) do not apply."""
+        return bool(self.rpc_endpoint)
+
     def __repr__(self) -> str:
         state = "connected" if self.connected else "closed"
-        return f"Client <{self.ipc_socket}, instance {self.instance_id}, {state}>"
+        return f"Client <{self.rpc_endpoint or self.ipc_socket}, instance {self.instance_id}, {state}>"
 
     def _json_out(self, name: str, *args: Any) -> Any:
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -355,7 +389,12 @@ class Client:
         ``NotEnoughMemoryException`` when the daemon's memory is full
         (nothing is left half stored), ``ConnectionError`` when the daemon
         is gone."""
-        oid = data.build(self._session, value, **kwargs)
+        if type(value) is np.ndarray and not kwargs and data.registry._by_type.get(np.ndarray) is _build_numpy:
+            oid = self._put_small_array(value)
+            if oid is None:
+                oid = data.build(self._session, value)
+        else:
+            oid = data.build(self._session, value, **kwargs)
         if persist:
             self.persist(oid)
             if name is not None:
@@ -363,6 +402,33 @@ class Client:
         elif name is not None:
             warnings.warn("The object is not persisted, the name won't be associated.", UserWarning, stacklevel=2)
         return oid
+
+    def _put_small_array(self, arr: np.ndarray) -> ObjectID | None:
+        """The put of a small C-contiguous array, when the built-in builder
+        takes NumPy arrays (the caller checks; after a registration it is
+        known again once the builders took one array): the tree its builder makes depends only on the
+        dtype, shape and order, so its text (with the blob inline) is made
+        once per such key and cached; then one ``v6d_put_inline``. About
+        half the Python time of a small put was building that tree, its
+        JSON and the call's lists (docs/performance.md). None when the
+        array does not qualify: the builders then take it."""
+        nbytes = arr.nbytes
+        if not 0 < nbytes <= INLINE_BYTES:
+            return None
+        if not arr.flags.c_contiguous:
+            return None  # F and strided arrays: the builder stores them in C order (upstream's layout)
+        key = (arr.dtype, arr.shape, True)
+        body = _array_trees.get(key)
+        if body is None:
+            if arr.dtype.hasobject:
+                return None
+            meta = data.tensor.tensor_meta(arr)
+            meta.add_inline_member("buffer_", arr)  # as the builder's BlobBatch does
+            body = meta.to_json().encode()
+            if len(_array_trees) >= 1024:
+                _array_trees.clear()
+            _array_trees[key] = body
+        return self._session.put_tree_inline(body, arr.ctypes.data, nbytes)
 
     def get(self, object_id: IdLike | None = None, name: str | None = None, **kwargs: Any) -> Any:
         """Returns the value stored as ``object_id`` (an :class:`ObjectID`,
@@ -430,10 +496,38 @@ def _target_address(target: Any) -> int:
     return address_of(memoryview(target).cast("B"))[0]
 
 
-def connect(socket: str | None = None, timeout: float | None = None) -> Client:
-    """Connects to the daemon at ``socket`` (default: env VINEYARD_IPC_SOCKET).
-    ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
+def connect(socket: str | None = None, port: int | str | None = None, *, timeout: float | None = None,
+            host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
+            username: str | None = None, password: str | None = None) -> Client:
+    """Connects to a daemon, as upstream's ``vineyard.connect``:
 
-    Raises ConnectionError naming the path tried.
+    - ``connect(socket)``: its UNIX socket (default: env
+      VINEYARD_IPC_SOCKET); gets are zero-copy views of shared memory.
+    - ``connect(host, port)``, ``connect(host=..., port=...)``,
+      ``connect(endpoint="host:port")`` (or ``(host, port)``, or a list
+      ``"h1:p1,h2:p2"`` tried in order), or no argument and only env
+      VINEYARD_RPC_ENDPOINT set: its TCP listener (:attr:`Client.is_rpc`);
+      bytes are copied over the connection. ``password`` is the daemon's
+      shared secret (default: env VINEYARD_RPC_SECRET).
+
+    ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
+    Raises ConnectionError naming the socket or endpoint tried.
     """
-    return Client(socket, timeout)
+    return Client(socket, timeout, port=port, host=host, endpoint=endpoint, username=username, password=password)
+
+
+def _rpc_endpoint(socket: str | None, host: str | None, port: int | str | None,
+                  endpoint: str | tuple[str, int | str] | None) -> str:
+    """The "host:port" of an RPC connect, or "" for IPC."""
+    if endpoint is not None:
+        if isinstance(endpoint, tuple):
+            return f"{endpoint[0]}:{endpoint[1]}"
+        return str(endpoint)
+    if port is not None:
+        h = host if host is not None else socket  # connect("host", 9600)
+        if not h:
+            raise ValueError("vineyard: connect with a port needs a host")
+        return f"{h}:{port}"
+    if host is not None:
+        raise ValueError("vineyard: connect with a host needs a port")
+    return ""

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from .client import Client, connect
 
@@ -65,19 +65,28 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _rpc_default(args: Sequence[str]) -> list[str]:
+    """``args``, with ``--norpc`` first unless they set up the TCP listener."""
+    rpc = any(a.lstrip("-").replace("_", "-").startswith("rpc") for a in args)
+    return list(args) if rpc else ["--norpc", *args]
+
+
 @contextlib.contextmanager
-def start_vineyardd(size: str = "1Gi", socket: str | None = None, log: str | None = None) -> Iterator[str]:
+def start_vineyardd(size: str = "1Gi", socket: str | None = None, log: str | None = None,
+                    args: Sequence[str] = ()) -> Iterator[str]:
     """Runs a daemon until the block ends and yields its socket path (a fresh
     temp directory under /tmp when ``socket`` is None), as upstream's
     ``vineyard.deploy.local.start_vineyardd`` does. The daemon logs to this
-    process's stderr, or with ``log`` appends to that file instead."""
+    process's stderr, or with ``log`` appends to that file instead. ``args``
+    are more flags; without an ``--rpc...`` one the TCP listener is off
+    (``--norpc``), so that daemons never compete for port 9600."""
     tmp = None
     if socket is None:
         tmp = tempfile.mkdtemp(prefix="vineyard-", dir="/tmp")
         socket = os.path.join(tmp, "vineyard.sock")
     with contextlib.ExitStack() as files:
         out = files.enter_context(open(log, "ab")) if log is not None else None
-        proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size)], stdout=out,
+        proc = subprocess.Popen([daemon_path(), "--socket", socket, "--size", str(size), *_rpc_default(args)], stdout=out,
                                 stderr=subprocess.STDOUT if out is not None else None)
     try:
         _wait(socket, proc, log=log)

@@ -20,7 +20,7 @@ def own_daemon() -> Iterator[tuple[str, subprocess.Popen]]:
     """A daemon of this test alone (it gets stopped), with its process."""
     tmp = tempfile.mkdtemp(prefix="vineyard-", dir="/tmp")
     sock = os.path.join(tmp, "vineyard.sock")
-    proc = subprocess.Popen([daemon_path(), "--socket", sock, "--size", "16Mi"])
+    proc = subprocess.Popen([daemon_path(), "--socket", sock, "--size", "16Mi", "--norpc"])
     try:
         _wait(sock, proc)
         yield sock, proc

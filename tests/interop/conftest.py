@@ -54,7 +54,7 @@ def sockets(upstream_python: str) -> Iterator[dict[str, str]]:
     tmp = tempfile.mkdtemp(prefix="v6d-interop-")
     ours = os.environ.get("VINEYARDD", str(ROOT / "build" / "vineyardd"))
     socks = {"ours": f"{tmp}/ours.sock", "upstream": f"{tmp}/upstream.sock"}
-    argvs = {"ours": [ours, "--socket", socks["ours"], "--size", "1Gi"],
+    argvs = {"ours": [ours, "--socket", socks["ours"], "--size", "1Gi", "--norpc"],
              "upstream": [upstream_python, "-m", "vineyard", "--socket", socks["upstream"], "--size", "1Gi",
                           "--meta=local", "--norpc"]}
     procs = {}

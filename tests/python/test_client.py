@@ -274,7 +274,7 @@ def test_small_put_is_one_round_trip_and_keeps_nothing(client):
 
 def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_cache(tmp_path):
     sock = str(tmp_path / "vineyard.sock")
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi"],
+    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi", "--norpc"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         vineyard.deploy._wait(sock, proc)
@@ -375,7 +375,7 @@ def test_timeout_against_stopped_daemon(tmp_path):
     from vineyard.errors import TimeoutException
 
     sock = str(tmp_path / "v.sock")
-    proc = subprocess.Popen([os.environ["VINEYARDD"], "--socket", sock, "--size", "64Mi"],
+    proc = subprocess.Popen([os.environ["VINEYARDD"], "--socket", sock, "--size", "64Mi", "--norpc"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20

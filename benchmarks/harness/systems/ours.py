@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,9 +27,11 @@ class Ours(DaemonClient):
         import vineyard
         from vineyard.deploy import daemon_path
 
-        self.daemon = daemons.ours(daemon_path(), int(cfg["arena"]), bool(cfg.get("reserve_memory")), cfg.get("log"))
-        self.client = self.connect(self.daemon.socket)
+        ahead = cfg.get("prefault_ahead")
+        self.daemon = daemons.ours(daemon_path(), int(cfg["arena"]), bool(cfg.get("reserve_memory")), cfg.get("log"),
+                                   None if ahead is None else int(ahead))
         info = {"version": vineyard.__version__, "library": os.environ.get("V6D_LIBRARY", "")}
+        self.client = self.connect(self.daemon.socket)
         if not self._frees_on_delete():
             # The connection that put an object keeps the reference its seal took on
             # each blob, so delete frees nothing until that connection closes, and a run
@@ -38,6 +41,16 @@ class Ours(DaemonClient):
             self.release_on_delete = True
             info["workaround"] = ("put then delete frees no memory while the putting connection lives; "
                                   "the harness releases the put's blob references after each delete (untimed)")
+        if ahead:
+            # The background pre-fault (the daemon's, then this process's pre-touch,
+            # which the put above started) gets the time a daemon and a client have
+            # between their start and their first large puts in real use: the cold-put
+            # series comes right after this.
+            t0 = time.monotonic()
+            daemon = daemons.wait_resident(self.daemon.proc.pid, int(ahead))
+            mine = daemons.wait_resident(os.getpid(), daemon - (2 << 20))
+            info["prefault"] = (f"--prefault-ahead {int(ahead) >> 20} MiB: {daemon >> 20} MiB resident in the "
+                                f"daemon, {mine >> 20} MiB mapped here, after {time.monotonic() - t0:.1f} s")
         return info
 
     def _frees_on_delete(self) -> bool:

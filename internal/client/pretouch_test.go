@@ -1,0 +1,189 @@
+package client
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/server"
+)
+
+// mapped reports whether each page of b is mapped in this process
+// (/proc/self/pagemap's present bit, readable without privileges).
+func mapped(t *testing.T, b []byte) []bool {
+	t.Helper()
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Skipf("no pagemap: %v", err)
+	}
+	defer f.Close()
+	pages := len(b) / 4096
+	buf := make([]byte, 8*pages)
+	if _, err := f.ReadAt(buf, int64(uintptr(unsafe.Pointer(&b[0]))/4096*8)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]bool, pages)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(buf[8*i:])&(1<<63) != 0
+	}
+	return out
+}
+
+func TestPretouchMapsPrefaultedPages(t *testing.T) {
+	dir := t.TempDir()
+	const ahead = 8 << 20
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 32 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := connect(t, srv)
+
+	// A first create maps the arena (its pre-touch may end before the
+	// daemon's pre-fault got far: it waits only so long).
+	first, _, err := c.CreateBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.regions[firstRegion(c)]
+	var p0 uint64 // published before the large create: there for the pre-touch from its start
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		p0 = a.prefaultedLocked()
+		arenas.mu.Unlock()
+		if p0 >= ahead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon pre-faulted up to %d", p0)
+		}
+	}
+	if err := c.Abort(first); err != nil {
+		t.Fatal(err)
+	}
+
+	id, data, err := c.CreateBuffer(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end, pre uint64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		touching, touched, created := a.touching, a.touched, a.created
+		arenas.mu.Unlock()
+		if !touching {
+			end, pre = created, touched
+			if touched < p0 {
+				t.Fatalf("the pre-touch stopped at %d, below the pre-faulted end %d", touched, p0)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pre-touch does not end")
+		}
+	}
+	if pre <= end {
+		t.Fatalf("nothing pre-touched: created up to %d, touched up to %d", end, pre)
+	}
+	arenas.mu.Lock()
+	rw := a.rwB
+	arenas.mu.Unlock()
+	from := (end + 4095) &^ 4095
+	for i, m := range mapped(t, rw[from:pre&^4095]) {
+		if !m {
+			t.Fatalf("page at %d, below the pre-touched end %d, is not mapped", from+uint64(i)*4096, pre)
+		}
+	}
+	// The pages above stay unmapped: the pre-touch never maps (nor
+	// allocates) what the daemon did not pre-fault.
+	if hi := (pre + 4095) &^ 4095; hi+4096 <= uint64(len(rw)) {
+		for i, m := range mapped(t, rw[hi:min(hi+(1<<20), uint64(len(rw)))]) {
+			if m {
+				t.Fatalf("page at %d, above the pre-faulted end, is mapped", hi+uint64(i)*4096)
+			}
+		}
+	}
+	if err := c.Abort(id); err != nil {
+		t.Fatal(err)
+	}
+	_ = data
+}
+
+// firstRegion returns the key of one region the client mapped.
+func firstRegion(c *Client) int {
+	for k := range c.regions {
+		return k
+	}
+	return -1
+}
+
+// TestPrefaultKeepsDataIntact runs puts, cross-client reads with checksums,
+// deletes (some trimming) and MemoryTrim while the daemon pre-faults and the
+// clients pre-touch: neither may change a byte anyone wrote.
+func TestPrefaultKeepsDataIntact(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 48 << 20, PrefaultAhead: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const workers, rounds = 3, 40
+	errs := make(chan error, workers)
+	for w := range workers {
+		wc, rc := connect(t, srv), connect(t, srv)
+		go func() {
+			errs <- func() error {
+				for r := range rounds {
+					size := uint64(64<<10) << (r % 6) // 64 KiB … 2 MiB
+					id, buf, err := wc.CreateBuffer(size)
+					if err != nil {
+						return err
+					}
+					seed := byte(w*31 + r)
+					for i := range buf {
+						buf[i] = seed + byte(i>>12)
+					}
+					tree := fmt.Sprintf(`{"typename":"vineyard::Tensor<uint8>","shape_":"[%d]","buffer_":{"id":"%v"}}`, size, id)
+					oid, _, err := wc.CreateMetadata([]byte(tree), []ids.ObjectID{id})
+					if err != nil {
+						return err
+					}
+					if err := wc.Release(id); err != nil {
+						return err
+					}
+					got, err := rc.GetBuffers([]ids.ObjectID{id}, false)
+					if err != nil {
+						return err
+					}
+					for i, b := range got[0] {
+						if b != seed+byte(i>>12) {
+							return fmt.Errorf("worker %d round %d: byte %d is %d, want %d", w, r, i, b, seed+byte(i>>12))
+						}
+					}
+					if err := rc.Release(id); err != nil {
+						return err
+					}
+					if _, err := wc.Delete([]ids.ObjectID{oid}, true, true, r%3 == 0); err != nil {
+						return err
+					}
+					if r%10 == 9 {
+						if _, err := wc.MemoryTrim(); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package peer
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+func TestListenRefusesUnauthenticatedNetwork(t *testing.T) {
+	src := newFakeSource()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		if _, err := Listen(ServerConfig{Addr: addr}, src); !errors.Is(err, ErrInsecure) {
+			t.Errorf("%s: err = %v, want ErrInsecure", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
+		s, err := Listen(ServerConfig{Addr: addr}, src)
+		if err != nil {
+			t.Errorf("%s: %v", addr, err)
+			continue
+		}
+		_ = s.Close()
+	}
+	// With a secret the wildcard address is allowed.
+	s, err := Listen(ServerConfig{Addr: "0.0.0.0:0", Secret: "x"}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+}
+
+func TestSharedSecret(t *testing.T) {
+	src, sink := newFakeSource(), newFakeSink()
+	src.put(blobID(0), []byte("secret bytes"))
+	s := startServer(t, ServerConfig{Secret: "correct horse"}, src, nil)
+	req := []ids.ObjectID{blobID(0)}
+	for name, secret := range map[string]string{"none": "", "wrong": "correct hors", "longer": "correct horse!"} {
+		c := newClient(t, ClientConfig{Secret: secret}, sink)
+		if _, err := c.Fetch(fetchCtx(t), s.Addr(), req); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: err = %v, want ErrUnauthenticated", name, err)
+		}
+	}
+	if n := src.total.Load(); n != 0 {
+		t.Fatalf("an unauthenticated peer got %d pins", n)
+	}
+	checkClean(t, src, sink)
+	c := newClient(t, ClientConfig{Secret: "correct horse"}, sink)
+	got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
+	if err != nil || string(sink.get(got[0].ID)) != "secret bytes" {
+		t.Fatalf("right secret: %v", err)
+	}
+	checkClean(t, src, sink)
+}
+
+// pki writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, all signed by the CA, to dir.
+type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
+
+func newPKI(t *testing.T, dir, name string) pki {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	write := func(file, typ string, der []byte) string {
+		p := filepath.Join(dir, name+"-"+file)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	leaf := func(serial int64, usage x509.ExtKeyUsage) (string, string) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalECPrivateKey(key)
+		n := big.NewInt(serial).String()
+		return write(n+".crt", "CERTIFICATE", der), write(n+".key", "EC PRIVATE KEY", kder)
+	}
+	p := pki{ca: write("ca.crt", "CERTIFICATE", caDER)}
+	p.serverCert, p.serverKey = leaf(2, x509.ExtKeyUsageServerAuth)
+	p.clientCert, p.clientKey = leaf(3, x509.ExtKeyUsageClientAuth)
+	return p
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	good, other := newPKI(t, dir, "good"), newPKI(t, dir, "other")
+	src, sink := newFakeSource(), newFakeSink()
+	src.put(blobID(0), []byte("over tls"))
+	s := startServer(t, ServerConfig{TLS: TLSFiles{Cert: good.serverCert, Key: good.serverKey, CA: good.ca}}, src, nil)
+	req := []ids.ObjectID{blobID(0)}
+	for name, cfg := range map[string]ClientConfig{
+		"plaintext":          {},
+		"no client cert":     {TLS: TLSFiles{CA: good.ca}},
+		"cert of another CA": {TLS: TLSFiles{CA: good.ca, Cert: other.clientCert, Key: other.clientKey}},
+		"server not trusted": {TLS: TLSFiles{CA: other.ca, Cert: good.clientCert, Key: good.clientKey}},
+	} {
+		cfg.IdleTimeout = 5 * time.Second
+		c := newClient(t, cfg, sink)
+		if _, err := c.Fetch(fetchCtx(t), s.Addr(), req); err == nil {
+			t.Errorf("%s: fetch succeeded", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	if n := src.total.Load(); n != 0 {
+		t.Fatalf("an unauthenticated peer got %d pins", n)
+	}
+	checkClean(t, src, sink)
+	c := newClient(t, ClientConfig{TLS: TLSFiles{CA: good.ca, Cert: good.clientCert, Key: good.clientKey}}, sink)
+	got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
+	if err != nil || string(sink.get(got[0].ID)) != "over tls" {
+		t.Fatalf("good client: %v", err)
+	}
+	checkClean(t, src, sink)
+	// TLS with client certificates also allows a non-loopback address.
+	s2, err := Listen(ServerConfig{Addr: "0.0.0.0:0", TLS: TLSFiles{Cert: good.serverCert, Key: good.serverKey, CA: good.ca}}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s2.Close()
+	// Bad files are clear errors.
+	if _, err := NewServer(ServerConfig{TLS: TLSFiles{Cert: good.serverCert, Key: good.serverKey, CA: good.serverKey}}, src); err == nil {
+		t.Error("a key as CA: no error")
+	}
+	if _, err := NewClient(ClientConfig{TLS: TLSFiles{CA: filepath.Join(dir, "missing")}}, sink); err == nil {
+		t.Error("missing CA file: no error")
+	}
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// The TCP ("RPC") listener (docs/cluster-rpc.md). It serves the same
+// protocol through the same handler table and connection machinery
+// (parking, limits, frame timeout) as the UNIX socket; its connections only
+// differ in that they never receive fds (passFds false), so blob bytes
+// travel on the connection (rpc_transfer.go), and that, with a secret
+// configured, register_request must carry it before anything else is served.
+
+// DefaultRPCPort is upstream's default --rpc_socket_port.
+const DefaultRPCPort = 9600
+
+// validateRPC checks the TCP listener's settings: a valid endpoint, and a
+// secret (or RPCInsecure) when it is not bound to loopback only.
+func (c *Config) validateRPC() error {
+	if c.RPCEndpoint == "" {
+		if len(c.RPCSecret) > 0 || c.RPCInsecure {
+			return fmt.Errorf("%w: an RPC secret or --rpc-insecure without an RPC endpoint", ErrBadConfig)
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.RPCEndpoint)
+	if err != nil {
+		return fmt.Errorf("%w: rpc endpoint %q is not host:port: %w", ErrBadConfig, c.RPCEndpoint, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || (p == 0 && port != "0") {
+		return fmt.Errorf("%w: rpc port %q is not a port number (0-65535)", ErrBadConfig, port)
+	}
+	if !isLoopback(host) && len(c.RPCSecret) == 0 && !c.RPCInsecure {
+		return fmt.Errorf("%w: the RPC listener on %q is reachable from other machines: give it a secret "+
+			"(--rpc-auth-file) or accept anyone who can reach the port with --rpc-insecure", ErrBadConfig, c.RPCEndpoint)
+	}
+	return nil
+}
+
+// isLoopback reports whether host names only this machine's loopback: an
+// empty host or a name other than localhost is taken as reachable.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listenRPC binds the TCP listener of endpoint; nil, nil for "".
+func listenRPC(endpoint string) (*net.TCPListener, error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	addr, err := net.ResolveTCPAddr("tcp", endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("server: rpc endpoint %s: %w", endpoint, err)
+	}
+	ln, err := net.ListenTCP("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen on %s: %w", endpoint, err)
+	}
+	return ln, nil
+}
+
+// RPCEndpoint returns the "host:port" TCP clients connect to (with the port
+// actually bound), or "" without a TCP listener. A listener on every
+// interface is reported under the machine's host name.
+func (s *Server) RPCEndpoint() string {
+	if s.rpcLn == nil {
+		return ""
+	}
+	addr, ok := s.rpcLn.Addr().(*net.TCPAddr)
+	if !ok {
+		return s.rpcLn.Addr().String()
+	}
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() && hostname != "" {
+		host = hostname
+	}
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// rpcConnections returns the number of open TCP client connections.
+func (s *Server) rpcConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if !c.passFds {
+			n++
+		}
+	}
+	return n
+}
+
+// rpcAcceptLoop accepts TCP clients until the listener closes.
+func (s *Server) rpcAcceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.rpcLn.AcceptTCP()
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if acceptRetryable(err) {
+				s.log.Warn("rpc accept failed, retrying", "err", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			s.fail(fmt.Errorf("server: accept on %s: %w", s.RPCEndpoint(), err))
+			return
+		}
+		if s.full() {
+			s.refuse(nc)
+			continue
+		}
+		_ = nc.SetNoDelay(true)
+		sock, err := protocol.SockOf(nc)
+		if err != nil {
+			s.log.Warn("rpc accept failed", "err", err)
+			continue
+		}
+		c := newConn(s, sock)
+		c.passFds = false
+		c.secret = s.cfg.RPCSecret
+		if !s.serveConn(c) {
+			return
+		}
+	}
+}
+
+// errAuth is the reply to a registration without the right secret.
+var errAuth = status.Errorf(status.ConnectionFailed,
+	"vineyardd: wrong or missing RPC secret (register_request's password); closing the connection")
+
+// authenticate checks a registration against the connection's secret, in
+// constant time. On a mismatch it answers errAuth and returns errExit, so
+// that the connection closes: a client gets one guess per connection.
+func (c *conn) authenticate(r *protocol.RegisterRequest) error {
+	if len(c.secret) == 0 {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Password), c.secret) == 1 {
+		return nil
+	}
+	c.s.log.Warn("refusing rpc client: wrong or missing secret")
+	c.writeError(errAuth)
+	c.flush(nil)
+	return errExit
+}

@@ -1,0 +1,99 @@
+"""The small-array put (Client._put_small_array): the same stored tree and
+value as the builders make, one round trip, and registered builders still
+take precedence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import vineyard
+from vineyard import data
+from vineyard.data import registry
+
+_VOLATILE = {"id", "instance_id", "signature", "transient", "global", "__name", "buffer_"}
+
+
+def _stable(tree: Any) -> dict[str, Any]:
+    return {k: v for k, v in tree.items() if k not in _VOLATILE}
+
+
+ARRAYS = [
+    np.arange(1, dtype=np.uint8),
+    np.arange(1024, dtype=np.uint8),
+    np.arange(12, dtype=np.float64).reshape(3, 4),
+    np.asfortranarray(np.arange(12, dtype=np.int32).reshape(3, 4)),
+    np.array(7, dtype=np.int64),  # 0-d
+    np.arange(6, dtype=np.complex64),
+    np.array(["a", "bc"]),
+    np.zeros(3, dtype=[("x", "<i4"), ("y", "<f8")]),
+    np.arange(8192, dtype=np.int64),  # 64 KiB: the inline limit
+]
+
+
+@pytest.mark.parametrize("arr", ARRAYS, ids=lambda a: f"{a.dtype}{a.shape}")
+def test_same_tree_and_value_as_the_builder(client, arr):
+    fast = client.put(arr)
+    slow = data.build(client._session, arr)
+    assert _stable(client.get_meta(fast)) == _stable(client.get_meta(slow))
+    got, want = client.get(fast), client.get(slow)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes(order="A") == want.tobytes(order="A") == arr.tobytes(order="A")
+    assert got.flags.f_contiguous == want.flags.f_contiguous == arr.flags.f_contiguous
+    # Stored by value: a later change of the array does not reach it.
+    if arr.flags.writeable and arr.size and arr.dtype.kind in "iuf":
+        arr = arr.copy()
+        oid = client.put(arr)
+        arr.flat[0] += 1
+        assert client.get(oid).flat[0] != arr.flat[0]
+
+
+def test_small_arrays_skip_the_builders_others_take_them(client, monkeypatch):
+    arr = np.arange(10, dtype=np.int64)
+    client.put(arr)  # the builder lookup is known from here on
+    taken = []
+    real = data.build
+    monkeypatch.setattr(data, "build", lambda *a, **kw: taken.append(a[1]) or real(*a, **kw))
+    assert np.array_equal(client.get(client.put(arr)), arr)
+    assert taken == []
+    # Strided, large, empty and object arrays, subclasses and keywords take the builders.
+    strided = np.arange(100, dtype=np.int16)[::3]
+    big = np.arange(1 << 14, dtype=np.int64)  # 128 KiB
+    empty = np.zeros(0, dtype=np.float32)
+    objs = np.array([1, "a"], dtype=object)
+    sub = np.arange(3).view(np.matrix)
+    for value in (strided, big, empty, objs, sub):
+        got = client.get(client.put(value))
+        if value.dtype != object:
+            assert np.array_equal(np.asarray(got), np.asarray(value))
+    client.put(arr, some_builder_option=1)
+    assert len(taken) == 6
+
+
+def test_registered_builder_takes_precedence(client):
+    arr = np.arange(16, dtype=np.uint8)
+    client.put(arr)  # the tree text of this key is cached now
+    calls = []
+
+    def mine(session: Any, value: Any, **kw: Any) -> Any:
+        calls.append(value)
+        return data.tensor.build_numpy(session, value)
+
+    registry.register_builder(np.ndarray, mine)
+    try:
+        client.put(arr)
+        client.put(arr)
+    finally:
+        del registry._builders[np.ndarray]
+        registry._by_type.clear()
+    assert len(calls) == 2
+    client.put(arr)
+    assert len(calls) == 2
+
+
+def test_closed_client(vineyard_socket):
+    c = vineyard.connect(vineyard_socket)
+    c.close()
+    with pytest.raises(vineyard.VineyardException, match="closed"):
+        c.put(np.arange(4, dtype=np.uint8))
