@@ -204,3 +204,26 @@ def test_frame_column_of_a_pickled_scalar_is_an_error(client) -> None:
     meta.add_member("__values_-value-0", column)
     with pytest.raises(ValueError, match="column 0 is a vineyard::PickleBuffer holding a int64, not an array"):
         client.get(client.create_metadata(meta).id)
+
+
+def test_upstream_record_batch_with_a_pickled_column(client) -> None:
+    """Upstream pickles a column it has no layout for (a struct); ours reads
+    it, and a pickle of something else than an array is a clear error."""
+    column = pa.array([{"x": 1}, {"x": 2}])
+    schema = pa.schema([("s", column.type)])
+
+    def batch(value: object) -> vineyard.ObjectID:
+        data = pickle.dumps(value)
+        pickled = vineyard.ObjectMeta({"typename": "vineyard::PickleBuffer", "size_": len(data)})
+        pickled.add_member("buffer_", _member(client, data))
+        proxy = vineyard.ObjectMeta({"typename": "vineyard::SchemaProxy",
+                                     "schema_binary_": json.dumps({"bytes": list(schema.serialize().to_pybytes())})})
+        meta = vineyard.ObjectMeta({"typename": "vineyard::RecordBatch", "row_num_": 2, "column_num_": 1,
+                                    "__columns_-size": 1})
+        meta.add_member("schema_", proxy)
+        meta.add_member("__columns_-0", pickled)
+        return client.create_metadata(meta).id
+
+    assert client.get(batch(column)).to_pydict() == {"s": [{"x": 1}, {"x": 2}]}
+    with pytest.raises(ValueError, match="a pickled dict where an Arrow array was expected"):
+        client.get(batch({"x": 1}))
