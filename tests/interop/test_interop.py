@@ -31,6 +31,8 @@ UNFINISHED = {
                                           "ours is vineyard::StructArray, zero-copy, which upstream's client does not "
                                           "match",
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
+    ("arrow-recordbatch-struct", "ours", "upstream"): "a struct column (see arrow-struct): no SchemaProxy, upstream's "
+                                                      "client fails naming the missing schema_",
     ("series-string", "ours", "upstream"): "ours stores string values as vineyard::pandas::ArrowArray (Arrow, "
                                            "zero-copy, the dtype kept); upstream pickles an object array",
     **{(k, "ours", "upstream"): "upstream's reader has no resolver for the binary typenames its own writer uses "

@@ -77,6 +77,7 @@ VALUES["arrow-large-binary"] = lambda: pa.array([b"a", None, b"\x00\xff"], type=
 VALUES["arrow-binary"] = lambda: pa.array([b"a", None, b"\x00\xff"])
 VALUES["arrow-fixed-binary"] = lambda: pa.array([b"ab", None, b"cd"], type=pa.binary(2))
 VALUES["arrow-null"] = lambda: pa.nulls(3)
+VALUES["arrow-recordbatch-struct"] = lambda: pa.record_batch({"a": [1, 2], "s": [{"x": 1}, {"x": 2}]})
 VALUES["arrow-struct"] = lambda: pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
 VALUES["arrow-recordbatch"] = lambda: pa.record_batch({"a": [1, 2, 3], "b": ["x", "y", "z"]})
 VALUES["arrow-recordbatch-large-string"] = lambda: pa.record_batch(
