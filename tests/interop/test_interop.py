@@ -16,11 +16,13 @@ DAEMONS = ["ours", "upstream"]
 DIRECTIONS = [("ours", "upstream"), ("upstream", "ours")]
 
 # Upstream's own failures with pandas 3: its writer stores a string,
-# categorical or nullable column as a scalar of its first value (block.values[0] of a 1-D
-# extension array) and its reader cannot read string indexes, so it cannot
-# read back even its own puts of these; no direction with upstream reading or
-# writing them can pass (ours refuses upstream's frames with a clear error).
-PANDAS3 = {"df-string", "df-categorical", "df-string-index", "df-nullable-int"}
+# categorical or nullable column as a scalar of its first value (block.values[0]
+# of a 1-D extension array) and its reader cannot read string indexes, so it
+# cannot read back even its own puts of these (ours refuses such frames with a
+# clear error). Its reader takes our string columns (upstream's string tensor
+# layout); our categorical and nullable columns and inline string indexes it
+# cannot.
+PANDAS3 = {"df-categorical", "df-string-index", "df-nullable-int"}
 
 
 # Ours without an upstream layout (docs/protocol.md "Layouts shared with
@@ -33,8 +35,6 @@ UNFINISHED = {
     ("zero-copy-pickle", "ours", "upstream"): "our zero-copy pickle (v6d::ZeroCopyPickle) has no upstream reader",
     ("arrow-recordbatch-struct", "ours", "upstream"): "a struct column (see arrow-struct): no SchemaProxy, upstream's "
                                                       "client fails naming the missing schema_",
-    ("series-string", "ours", "upstream"): "ours stores string values as vineyard::pandas::ArrowArray (Arrow, "
-                                           "zero-copy, the dtype kept); upstream pickles an object array",
     **{(k, "ours", "upstream"): "upstream's reader has no resolver for the binary typenames its own writer uses "
                                 "(it registers vineyard::LargeBinaryArray, writes vineyard::BaseBinaryArray<...>, and "
                                 "pickles 32-bit binary arrays)" for k in ("arrow-binary", "arrow-large-binary")},

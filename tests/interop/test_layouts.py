@@ -227,3 +227,15 @@ def test_upstream_record_batch_with_a_pickled_column(client) -> None:
     assert client.get(batch(column)).to_pydict() == {"s": [{"x": 1}, {"x": 2}]}
     with pytest.raises(ValueError, match="a pickled dict where an Arrow array was expected"):
         client.get(batch({"x": 1}))
+
+
+def test_our_string_column_is_upstreams_string_tensor(client) -> None:
+    """A string column is upstream's vineyard::Tensor<std::string> (its reader
+    takes it); ours reads kind_ and gives the same dtype back, zero-copy."""
+    pd = pytest.importorskip("pandas")
+    series = pd.Series(["a", None, "ccc"], dtype=pd.StringDtype("pyarrow"), name="s")
+    value = client.get_meta(client.put(series))["value_"]
+    assert value.typename == "vineyard::Tensor<std::string>" and value["value_type_"] == "string"
+    assert value["kind_"] == "string" and value["buffer_"]["format_"] in ("u", "U")
+    got = client.get(client.put(series))
+    pd.testing.assert_series_equal(got, series)

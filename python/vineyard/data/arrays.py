@@ -9,7 +9,9 @@ Index — stored by dtype (docs/protocol.md, "pandas objects"):
   categories as an Index object;
 - pandas string dtypes, ``pd.ArrowDtype`` and object arrays of only
   str/None/NaN: an Arrow object (``vineyard.data.arrow.put_arrow``) inside
-  ``vineyard::pandas::ArrowArray``, which says how to turn it back;
+  ``vineyard::pandas::ArrowArray``, which says how to turn it back (``kind_``);
+  a single string array goes inside upstream's ``vineyard::Tensor<std::string>``
+  instead (member ``buffer_``), so that upstream's reader takes it too;
 - anything else (other object arrays, Period, Interval, Sparse, other
   extension arrays): ``vineyard::PickleBuffer``.
 
@@ -59,6 +61,7 @@ __all__ = ["build_array", "build_index", "register", "resolve_array", "resolve_i
 MASKED = "vineyard::pandas::MaskedArray"
 CATEGORICAL = "vineyard::pandas::Categorical"
 ARROW = "vineyard::pandas::ArrowArray"
+STRING_TENSOR = "vineyard::Tensor<std::string>"  # with kind_: an Arrow-backed array of strings
 
 
 def values_of(obj: Any) -> Any:
@@ -156,10 +159,21 @@ def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
 
 
 def _arrow(session: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
-    meta = ObjectMeta({"typename": ARROW, **fields})
+    import pyarrow as pa
+
+    if isinstance(arrow, pa.ChunkedArray) and arrow.num_chunks == 1:
+        arrow = arrow.chunk(0)
+    if isinstance(arrow, pa.Array) and arrow.type in (pa.string(), pa.large_string()):
+        # upstream's string tensor (its reader gives an object array); ours
+        # reads kind_ and the Arrow array zero-copy
+        meta = ObjectMeta({"typename": STRING_TENSOR, "shape_": json.dumps([len(arrow)]), "order_": '"C"',
+                           "partition_index_": "[]", "value_type_": "string", "value_type_meta_": "str", **fields})
+        key = "buffer_"
+    else:
+        meta, key = ObjectMeta({"typename": ARROW, **fields}), "value_"
     oid = put_arrow(session, arrow)
     batch.created.append(int(oid))
-    meta.add_member("value_", oid)
+    meta.add_member(key, oid)
     meta.nbytes = int(arrow.nbytes)
     return meta
 
@@ -191,6 +205,8 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
     typename = str(tree.get("typename", ""))
+    if typename == ARROW or (typename == STRING_TENSOR and "kind_" in tree):
+        return _resolve_arrow_array(session, tree, pin)
     if typename.startswith("vineyard::Tensor"):
         arr = resolve_numpy(session, tree, pin)
         if "tz_" not in tree:
@@ -209,9 +225,6 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         categories = resolve_index(session, tree["categories_"], pin)
         dtype = pd.CategoricalDtype(categories, ordered=bool(tree["ordered_"]))
         return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
-    if typename == ARROW:
-        return _resolve_arrow_array(session, tree, pin)
-
     return resolve(session, tree, pin)  # a pickled array, or a value some other builder stored
 
 
@@ -220,7 +233,7 @@ def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     import pyarrow as pa
 
 
-    arrow = resolve_arrow(session, tree["value_"], pin)
+    arrow = resolve_arrow(session, tree["value_" if "value_" in tree else "buffer_"], pin)
     if not isinstance(arrow, pa.ChunkedArray):
         arrow = pa.chunked_array([arrow])
     kind = tree["kind_"]
