@@ -42,6 +42,7 @@ VALUES["pickled"] = lambda: fractions.Fraction(3, 7)
 VALUES["df-numeric"] = lambda: pd.DataFrame({"a": np.arange(5), "b": np.arange(5) * 0.5})
 VALUES["df-named-index"] = lambda: pd.DataFrame({"a": np.arange(3)}, index=pd.Index([10, 20, 30], name="k"))
 VALUES["df-range-index"] = lambda: pd.DataFrame({"a": [1.5, 2.5]}, index=pd.RangeIndex(5, 9, 2, name="r"))
+VALUES["df-sparse"] = lambda: pd.DataFrame({"s": pd.arrays.SparseArray([0.0, 0.0, 1.5, 0.0])})
 VALUES["df-string-index"] = lambda: pd.DataFrame({"a": np.arange(3.0)}, index=pd.Index(["x", "y", "z"]))
 VALUES["df-multiindex"] = lambda: pd.DataFrame(
     {"a": np.arange(4)}, index=pd.MultiIndex.from_tuples([(1, "a"), (1, "b"), (2, "a"), (2, "b")]))

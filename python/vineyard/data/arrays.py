@@ -12,8 +12,10 @@ Index — stored by dtype (docs/protocol.md, "pandas objects"):
   ``vineyard::pandas::ArrowArray``, which says how to turn it back (``kind_``);
   a single string array goes inside upstream's ``vineyard::Tensor<std::string>``
   instead (member ``buffer_``), so that upstream's reader takes it too;
-- anything else (other object arrays, Period, Interval, Sparse, other
-  extension arrays): ``vineyard::PickleBuffer``.
+- sparse arrays: upstream's ``vineyard::SparseArray<dtype>``, an
+  ``sp_index`` tensor of positions and an ``sp_values`` tensor;
+- anything else (other object arrays, Period, Interval, other extension
+  arrays): ``vineyard::PickleBuffer``.
 
 On get, tensors come back as read-only views of the store and the masked and
 categorical arrays are built over such views, without a copy; Arrow-backed
@@ -61,6 +63,7 @@ __all__ = ["build_array", "build_index", "register", "resolve_array", "resolve_i
 MASKED = "vineyard::pandas::MaskedArray"
 CATEGORICAL = "vineyard::pandas::Categorical"
 ARROW = "vineyard::pandas::ArrowArray"
+SPARSE = "vineyard::SparseArray"  # upstream's
 STRING_TENSOR = "vineyard::Tensor<std::string>"  # with kind_: an Arrow-backed array of strings
 
 
@@ -104,6 +107,15 @@ def build_array(session: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
         meta.add_member("values_", tensor_array(batch, values._data))
         meta.add_member("mask_", tensor_array(batch, values._mask))
         meta.nbytes = values._data.nbytes + values._mask.nbytes
+        return meta
+    if isinstance(values, pd.arrays.SparseArray):
+        # upstream's layout: its sp_index (an IntIndex) and sp_values
+        sp_index = values.sp_index.to_int_index()
+        meta = ObjectMeta({"typename": f"{SPARSE}<{dtype.name}>", "value_type_": dtype.name,
+                           "sp_index_name": "IntIndex", "sp_index_size": int(sp_index.length)})
+        meta.add_member("sp_index", tensor_array(batch, sp_index.indices))
+        meta.add_member("sp_values", tensor_array(batch, values.sp_values))
+        meta.nbytes = sp_index.indices.nbytes + values.sp_values.nbytes
         return meta
     if isinstance(dtype, pd.CategoricalDtype):
 
@@ -214,6 +226,8 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         key = labels.decode_field(tree["tz_"])
         dtype = pd.DatetimeTZDtype(arr.dtype.name[11:-1], key)  # "datetime64[ns]" -> "ns"
         return pd.arrays.DatetimeArray._simple_new(arr, dtype=dtype)  # no public zero-copy constructor
+    if typename.startswith(SPARSE + "<"):
+        return _resolve_sparse(session, tree, pin)
     if typename.startswith(MASKED):
         values = resolve_numpy(session, tree["values_"], pin)
         mask = resolve_numpy(session, tree["mask_"], pin)
@@ -226,6 +240,24 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         dtype = pd.CategoricalDtype(categories, ordered=bool(tree["ordered_"]))
         return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
     return resolve(session, tree, pin)  # a pickled array, or a value some other builder stored
+
+
+def _resolve_sparse(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """A SparseArray over the stored values and indices (upstream's layout)."""
+    import pandas as pd
+    from pandas._libs.sparse import IntIndex
+
+    if tree.get("sp_index_name") != "IntIndex":
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): sp_index_name "
+                         f"{tree.get('sp_index_name')!r} is not IntIndex")
+    indices = resolve_numpy(session, tree["sp_index"], pin)
+    sp_index = IntIndex(int(tree["sp_index_size"]), np.asarray(indices, dtype=np.int32))
+    sp_values = resolve_numpy(session, tree["sp_values"], pin)
+    dtype = pd.api.types.pandas_dtype(tree["value_type_"])
+    if not isinstance(dtype, pd.SparseDtype) or dtype.subtype != sp_values.dtype:
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): value_type_ "
+                         f"{tree['value_type_']!r} does not fit values of {sp_values.dtype}")
+    return pd.arrays.SparseArray._simple_new(sp_values, sp_index, dtype)  # no copy (pandas internals)
 
 
 def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
@@ -397,7 +429,7 @@ def build_pandas_index(session: Any, index: Any, **kw: Any) -> ObjectMeta:
 
 
 def register() -> None:
-    for typename in (MASKED, CATEGORICAL, ARROW):
+    for typename in (MASKED, CATEGORICAL, ARROW, SPARSE):
         register_resolver(typename, resolve_array)
     for qualname in ("pandas.Index", "pandas.core.indexes.base.Index"):
         register_builder(qualname, build_pandas_index)
