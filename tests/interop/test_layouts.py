@@ -239,3 +239,25 @@ def test_our_string_column_is_upstreams_string_tensor(client) -> None:
     assert value["kind_"] == "string" and value["buffer_"]["format_"] in ("u", "U")
     got = client.get(client.put(series))
     pd.testing.assert_series_equal(got, series)
+
+
+def test_sparse_column_is_upstreams_layout(client) -> None:
+    """A sparse column is upstream's vineyard::SparseArray (positions and
+    values); an sp_index kind other than upstream's IntIndex is an error."""
+    pd = pytest.importorskip("pandas")
+    series = pd.Series(pd.arrays.SparseArray([0, 0, 3, 0, 5], fill_value=0), name="x")
+    meta = client.get_meta(client.put(series))
+    value = meta["value_"]
+    assert value.typename == "vineyard::SparseArray<Sparse[int64, 0]>" and value["sp_index_name"] == "IntIndex"
+    assert client.get(value["sp_index"].id).tolist() == [2, 4]
+    pd.testing.assert_series_equal(client.get(meta.id), series)
+
+    bad = vineyard.ObjectMeta({k: value[k] for k in ("typename", "value_type_", "sp_index_size")})
+    bad["sp_index_name"] = "BlockIndex"
+    bad.add_member("sp_index", value["sp_index"].id)
+    bad.add_member("sp_values", value["sp_values"].id)
+    frame = vineyard.ObjectMeta({"typename": "vineyard::Series", "name": "null"})
+    frame.add_member("index_", meta["index_"].id)
+    frame.add_member("value_", bad)
+    with pytest.raises(ValueError, match="is not IntIndex"):
+        client.get(client.create_metadata(frame).id)
