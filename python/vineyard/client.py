@@ -303,6 +303,13 @@ class Client:
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
+    def version(self) -> str:
+        """The daemon's version, from its register_reply (the upstream
+        release whose protocol it speaks, ``"0.24.2"`` for ours), as
+        upstream's ``client.version`` gives it."""
+        return str(self._json_out("v6d_instance_status").get("version", ""))
+
+    @property
     def meta(self) -> dict[int, Any]:
         """The cluster's metadata as the daemon knows it, as upstream's client
         gives it: ``{instance_id: {"hostid": int, "hostname", "nodename",
