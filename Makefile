@@ -38,6 +38,7 @@ GOTEST_FLAGS ?=
 BUILD     := build
 LIB       := $(BUILD)/libv6d.so
 DAEMON    := $(BUILD)/vineyardd
+ETCD      := $(BUILD)/v6d-etcd
 HEADER    := include/v6d.h
 
 # Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
@@ -63,7 +64,8 @@ VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP))
 
 # The environment every Python test and benchmark runs in.
 PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) PYTHONPATH=$(CURDIR)/python
+  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) V6D_ETCD=$(CURDIR)/$(ETCD) \
+  PYTHONPATH=$(CURDIR)/python
 
 # Targets that need the artifacts build them first, unless NO_BUILD=1 (make
 # test builds once, then runs its checks with NO_BUILD=1).
@@ -84,9 +86,9 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon lib-cgocheck2 check venv venv-torch test test-go vet test-python test-interop \
+.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python test-interop \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
-	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go demo install uninstall clean
+	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET [VARIABLE=value ...]"
@@ -100,11 +102,15 @@ help: ## Show this list of targets
 
 ##@ Build
 
-build: daemon lib ## Build build/vineyardd and build/libv6d.so
+build: daemon lib etcd-helper ## Build build/vineyardd, build/libv6d.so and build/v6d-etcd (the test etcd)
 
 daemon: ## Build the daemon, build/vineyardd
 	@mkdir -p $(BUILD)
 	$(GO) build -ldflags "$(DAEMON_LDFLAGS)" -o $(DAEMON) ./cmd/vineyardd
+
+etcd-helper: ## Build build/v6d-etcd, a one-member etcd for the cluster tests and make cluster-demo
+	@mkdir -p $(BUILD)
+	$(GO) build -o $(ETCD) ./cmd/v6d-etcd
 
 # Go decides whether to relink from the flags, not from the content of the
 # version script, so a changed v6d.map must remove the old library first.
@@ -227,12 +233,20 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
 	done
 
-bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min); see docs/performance.md
+bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min), then the cluster figures (bench-cluster, bench-transfer); see docs/performance.md
 	@$(MAKE) --no-print-directory build
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-cluster bench-transfer NO_BUILD=1
+
+bench-transfer: ## Remote (TCP) put/get and daemon-to-daemon (gRPC) fetch, 1 MiB..1 GiB, against a raw loopback TCP copy in the same run
+	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
+	$(GO) test -run '^$$' -bench 'Fetch' -benchtime 3x ./internal/peer
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke
+
+bench-cluster: $(BUILD_DEP) $(VENV_DEP) ## Cluster figures: persist latency, time until another daemon sees it, list of 10,000 persisted objects
+	$(PY_ENV) $(VENV_PY) benchmarks/cluster.py
 
 bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -241,6 +255,9 @@ bench-go: ## Go micro-benchmarks of every package (go test -bench . -benchmem)
 
 demo: build ## Start a daemon on a temp socket, put bytes from one process, get them in another
 	scripts/demo.sh
+
+cluster-demo: build $(VENV_DEP) ## Start etcd and three daemons (--meta etcd), persist an object on one, find it from another
+	$(PY_ENV) scripts/cluster-demo.sh
 
 install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PREFIX
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin

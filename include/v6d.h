@@ -198,8 +198,10 @@ v6d_status v6d_instance_id(v6d_client client, uint64_t *instance_id,
 
 /** Returns the daemon's instance status as a JSON object (keys instance_id,
  *  deployment, memory_usage, memory_limit, deferred_requests,
- *  ipc_connections, rpc_connections) in *json, NUL-terminated, of length
- *  *len (len may be NULL). Free with v6d_free(). \since 1 */
+ *  ipc_connections, rpc_connections, and version: the daemon's version from
+ *  its register_reply, as upstream's client.version gives it) in *json,
+ *  NUL-terminated, of length *len (len may be NULL). Free with v6d_free().
+ *  \since 1 (the version key since 3) */
 v6d_status v6d_instance_status(v6d_client client, char **json, size_t *len,
                                v6d_error *err);
 

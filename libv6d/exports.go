@@ -24,6 +24,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -165,7 +166,10 @@ func v6dgo_instance_status(h C.uint64_t, out **C.char, outLen *C.size_t, err *C.
 		if e != nil {
 			return e
 		}
-		b, e := json.Marshal(st)
+		b, e := json.Marshal(struct {
+			protocol.InstanceStatus
+			Version string `json:"version"` // from register_reply, no round trip
+		}{st, c.DaemonVersion()})
 		if e != nil {
 			return e
 		}

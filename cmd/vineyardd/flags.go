@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
@@ -24,6 +25,11 @@ type options struct {
 	allowOvercommit bool
 	meta            string
 	instanceID      uint64
+	instanceIDSet   bool
+	etcdEndpoints   []string
+	etcdPrefix      string
+	etcdTimeout     time.Duration
+	etcdLeaseTTL    time.Duration
 	logLevel        slog.Level
 
 	maxConnections   int
@@ -51,13 +57,6 @@ type flagDef struct {
 	def   func() string                    // the default, as --help shows it
 	usage string                           // one line or more of help
 	set   func(o *options, v string) error // stores the value ("true"/"false" for booleans)
-}
-
-// notBuilt makes the setter of a flag whose feature does not exist yet.
-func notBuilt(what string) func(*options, string) error {
-	return func(*options, string) error {
-		return fmt.Errorf("%s is not built yet in this vineyardd; leave the flag out", what)
-	}
 }
 
 func constant(s string) func() string { return func() string { return s } }
@@ -125,18 +124,48 @@ var flags = []flagDef{
 			"killed by the kernel's OOM killer instead of getting NotEnoughMemory)",
 		boolSetter(func(o *options) *bool { return &o.allowOvercommit })},
 	{"meta", "BACKEND", constant("local"),
-		"where metadata lives: local (in this daemon); etcd is not built yet",
+		"where the metadata of persisted objects and the names live: local (in this daemon;\n" +
+			"needs nothing else) or etcd (shared by every daemon with the same --etcd-prefix;\n" +
+			"see docs/cluster.md)",
 		func(o *options, v string) error {
-			if v != "local" {
-				return fmt.Errorf("--meta %s: only the local metadata backend is built (the etcd backend is not built yet)", v)
+			if v != "local" && v != "etcd" {
+				return fmt.Errorf("--meta %q: want local or etcd", v)
 			}
 			o.meta = v
 			return nil
 		}},
-	{"etcd-endpoint", "URL", constant("none"), "refused: the etcd metadata backend is not built yet",
-		notBuilt("--etcd_endpoint: the etcd metadata backend")},
-	{"etcd-prefix", "PREFIX", constant("none"), "refused: the etcd metadata backend is not built yet",
-		notBuilt("--etcd_prefix: the etcd metadata backend")},
+	{"etcd-endpoint", "URL[,URL...]", constant(server.DefaultEtcdEndpoint),
+		"etcd's client URLs, comma-separated (with --meta etcd)",
+		func(o *options, v string) error {
+			var eps []string
+			for ep := range strings.SplitSeq(v, ",") {
+				if ep = strings.TrimSpace(ep); ep != "" {
+					eps = append(eps, ep)
+				}
+			}
+			if len(eps) == 0 {
+				return fmt.Errorf("--etcd-endpoint %q names no endpoint", v)
+			}
+			o.etcdEndpoints = eps
+			return nil
+		}},
+	{"etcd-prefix", "PREFIX", constant(meta.DefaultEtcdPrefix),
+		"key prefix in etcd; daemons with the same prefix form one cluster (with --meta etcd)",
+		func(o *options, v string) error {
+			if strings.Trim(v, "/") == "" {
+				return fmt.Errorf("--etcd-prefix %q must not be empty", v)
+			}
+			o.etcdPrefix = v
+			return nil
+		}},
+	{"etcd-timeout", "DURATION", constant(meta.DefaultEtcdTimeout.String()),
+		"bound on connecting to etcd at start (the daemon fails after it, naming the\n" +
+			"endpoint) and on every later call to etcd",
+		durationSetter("--etcd-timeout", func(o *options) *time.Duration { return &o.etcdTimeout })},
+	{"etcd-lease-ttl", "DURATION", constant(meta.DefaultLeaseTTL.String()),
+		"this instance's etcd lease: how long after the daemon dies (or loses etcd) its\n" +
+			"instance, persisted objects and names disappear from the cluster (whole seconds)",
+		durationSetter("--etcd-lease-ttl", func(o *options) *time.Duration { return &o.etcdLeaseTTL })},
 	{"rpc", "", constant("true"),
 		"serve clients over TCP too (--rpc-host, --rpc-socket-port): the same protocol, blob\n" +
 			"bytes copied over the connection instead of shared; --norpc turns it off",
@@ -177,13 +206,14 @@ var flags = []flagDef{
 		"let the RPC listener bind off loopback without a secret: anyone who reaches the port\n" +
 			"can read, write and delete every object",
 		boolSetter(func(o *options) *bool { return &o.rpcInsecure })},
-	{"instance-id", "N", constant("0"), "instance id of this daemon, reported to clients",
+	{"instance-id", "N", constant("0"),
+		"instance id of this daemon, reported to clients (with --meta etcd, etcd allocates it)",
 		func(o *options, v string) error {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
 				return fmt.Errorf("--instance-id %q is not a non-negative integer", v)
 			}
-			o.instanceID = n
+			o.instanceID, o.instanceIDSet = n, true
 			return nil
 		}},
 	{"max-connections", "N", constant(strconv.Itoa(server.DefaultMaxConnections)),
@@ -267,6 +297,17 @@ func sizeSetter(name string, field func(*options) *uint64) func(*options, string
 	}
 }
 
+func durationSetter(name string, field func(*options) *time.Duration) func(*options, string) error {
+	return func(o *options, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s %q is not a positive duration such as 5s", name, v)
+		}
+		*field(o) = d
+		return nil
+	}
+}
+
 func boolSetter(field func(*options) *bool) func(*options, string) error {
 	return func(o *options, v string) error {
 		*field(o) = v == "true"
@@ -345,6 +386,12 @@ func parseArgs(args []string) (options, error) {
 	}
 	if !sizeSet {
 		o.size = shm.DefaultSize()
+	}
+	if o.meta == "etcd" && o.instanceIDSet {
+		return o, errors.New("--instance-id cannot be given with --meta etcd: etcd allocates a cluster-unique id")
+	}
+	if o.meta != "etcd" && (o.etcdEndpoints != nil || o.etcdPrefix != "" || o.etcdTimeout != 0 || o.etcdLeaseTTL != 0) {
+		return o, errors.New("the --etcd-* flags need --meta etcd")
 	}
 	return o, nil
 }

@@ -64,6 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		InstanceID:    o.instanceID,
 		Logger:        logger,
 
+		EtcdEndpoints: o.etcdEndpoints,
+		EtcdPrefix:    o.etcdPrefix,
+		EtcdTimeout:   o.etcdTimeout,
+		EtcdLeaseTTL:  o.etcdLeaseTTL,
+
 		MaxConnections:   o.maxConnections,
 		MaxInflightBytes: int64(o.maxInflightBytes),
 		MaxReplyBytes:    int(o.maxReplyBytes),

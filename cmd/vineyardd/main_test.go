@@ -51,14 +51,48 @@ func TestParseArgsSpellings(t *testing.T) {
 	}
 }
 
+func TestParseArgsEtcd(t *testing.T) {
+	for _, args := range [][]string{
+		{"--meta=etcd", "--etcd_endpoint=http://a:1, http://b:2", "--etcd_prefix=/v6d", "--etcd_timeout=2s", "--etcd_lease_ttl=3s"},
+		{"--meta", "etcd", "--etcd-endpoint", "http://a:1,http://b:2", "--etcd-prefix", "/v6d", "--etcd-timeout", "2s", "--etcd-lease-ttl", "3s"},
+	} {
+		o, err := parseArgs(args)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if o.meta != "etcd" || strings.Join(o.etcdEndpoints, " ") != "http://a:1 http://b:2" || o.etcdPrefix != "/v6d" ||
+			o.etcdTimeout != 2*time.Second || o.etcdLeaseTTL != 3*time.Second {
+			t.Fatalf("%q: got %+v", args, o)
+		}
+	}
+}
+
+// TestEtcdUnreachableFailsAtStart: a daemon whose etcd does not answer exits
+// with status 1 within its --etcd-timeout, naming the endpoint.
+func TestEtcdUnreachableFailsAtStart(t *testing.T) {
+	var out, errOut bytes.Buffer
+	sock := t.TempDir() + "/v.sock"
+	// Port 1 on loopback: nothing listens there, so the connection is refused.
+	st := run([]string{"--socket", sock, "--size=16Mi", "--meta=etcd", "--etcd-endpoint=http://127.0.0.1:1",
+		"--etcd-timeout=500ms"}, &out, &errOut)
+	if st != 1 || !strings.Contains(errOut.String(), "http://127.0.0.1:1") {
+		t.Fatalf("status %d, stderr %q; want 1 and the endpoint named", st, errOut.String())
+	}
+}
+
 func TestParseArgsRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		says string
 	}{
-		{[]string{"--etcd_endpoint=http://127.0.0.1:2379"}, "etcd metadata backend is not built yet"},
-		{[]string{"--etcd_prefix", "/vineyard"}, "etcd metadata backend is not built yet"},
-		{[]string{"--meta=etcd"}, "etcd backend is not built yet"},
+		{[]string{"--etcd_endpoint=http://127.0.0.1:2379"}, "need --meta etcd"},
+		{[]string{"--meta=local", "--etcd_prefix", "/vineyard"}, "need --meta etcd"},
+		{[]string{"--meta=redis"}, "want local or etcd"},
+		{[]string{"--meta=etcd", "--instance-id=3"}, "etcd allocates"},
+		{[]string{"--meta=etcd", "--etcd-endpoint= , "}, "names no endpoint"},
+		{[]string{"--meta=etcd", "--etcd-prefix=/"}, "must not be empty"},
+		{[]string{"--meta=etcd", "--etcd-timeout=0s"}, "not a positive duration"},
+		{[]string{"--meta=etcd", "--etcd_lease_ttl=soon"}, "not a positive duration"},
 		{[]string{"--rpc_socket_port=96000"}, "not a port number"},
 		{[]string{"--rpc-auth-file=/nonexistent/secret"}, "--rpc-auth-file"},
 		{[]string{"--size=lots"}, "--size"},

@@ -11,8 +11,9 @@ import (
 )
 
 // defaultPeerPort is the peer service's port unless --peer-port says
-// otherwise: the one after upstream's RPC port (9600).
-const defaultPeerPort = 9601
+// otherwise: any free port. Peers find it in the etcd instance record, so no
+// fixed port is needed, and several daemons of one host never collide.
+const defaultPeerPort = 0
 
 // peerOptions are the settings of the gRPC peer service (blob transfer
 // between daemons, migrate). It runs with a cluster backend (--meta etcd),
@@ -42,9 +43,9 @@ func (p peerOptions) endpoint(meta string) string {
 
 func init() {
 	flags = append(flags,
-		flagDef{"peer-port", "PORT", constant(strconv.Itoa(defaultPeerPort)),
-			"TCP port of the gRPC peer service other daemons fetch blobs from (migrate); it runs\n" +
-				"with --meta etcd, or with the flag given (0: any free port)",
+		flagDef{"peer-port", "PORT", constant("0 (any free port)"),
+			"TCP port of the gRPC peer service other daemons fetch blobs from (migrate), published\n" +
+				"in the etcd instance record; it runs with --meta etcd, or with the flag given",
 			func(o *options, v string) error {
 				n, err := strconv.ParseUint(v, 10, 16)
 				if err != nil {

@@ -19,7 +19,7 @@ func TestPeerFlags(t *testing.T) {
 			t.Errorf("%v: endpoint %q, want %q", tc.args, got, tc.want)
 		}
 	}
-	if o := (peerOptions{}); o.endpoint("etcd") != "127.0.0.1:9601" {
+	if o := (peerOptions{}); o.endpoint("etcd") != "127.0.0.1:0" {
 		t.Errorf("etcd default endpoint %q", o.endpoint("etcd"))
 	}
 	if _, err := parseArgs([]string{"--peer-port", "70000"}); err == nil {

@@ -248,6 +248,8 @@ func (s *scanner) field(r *raw, key []byte, depth int) error {
 		r.dict, err = s.raw(depth + 1)
 	case keySchema, keyType:
 		r.schema, err = s.raw(depth + 1)
+	case keyValues:
+		return s.member(r, 1, 0, key, depth)
 	default:
 		return s.indexed(r, key, depth)
 	}
@@ -274,22 +276,28 @@ func (s *scanner) indexed(r *raw, key []byte, depth int) error {
 		if !ok || i > len(s.Buf) {
 			return s.fail("bad member key " + strconv.Quote(string(key)))
 		}
-		m, err := s.raw(depth + 1)
-		if err != nil {
-			return err
-		}
-		list := r.members[k]
-		for len(list) <= i {
-			list = append(list, nil)
-		}
-		if list[i] != nil {
-			return s.fail("repeated member " + strconv.Quote(string(key)))
-		}
-		list[i] = m
-		r.members[k] = list
-		return nil
+		return s.member(r, k, i, key, depth)
 	}
 	return s.Skip(depth)
+}
+
+// member reads the i-th member of kind k (an index of indexedKeys), stored
+// under key.
+func (s *scanner) member(r *raw, k, i int, key []byte, depth int) error {
+	m, err := s.raw(depth + 1)
+	if err != nil {
+		return err
+	}
+	list := r.members[k]
+	for len(list) <= i {
+		list = append(list, nil)
+	}
+	if list[i] != nil {
+		return s.fail("repeated member " + strconv.Quote(string(key)))
+	}
+	list[i] = m
+	r.members[k] = list
+	return nil
 }
 
 // index parses a member index: decimal digits, no leading zero.

@@ -288,9 +288,7 @@ func typenameOf(f *field, dt arrow.DataType) string {
 		return "vineyard::NullArray"
 	case arrow.BOOL:
 		return "vineyard::BooleanArray"
-	case arrow.STRING:
-		return "vineyard::BaseBinaryArray<arrow::StringArray>"
-	case arrow.LARGE_STRING:
+	case arrow.STRING, arrow.LARGE_STRING: // a string array also has upstream's 64-bit offsets (upstreamAliases)
 		return "vineyard::BaseBinaryArray<arrow::LargeStringArray>"
 	case arrow.BINARY:
 		return "vineyard::BaseBinaryArray<arrow::BinaryArray>"
@@ -308,9 +306,7 @@ func typenameOf(f *field, dt arrow.DataType) string {
 		return "vineyard::TemporalArray<" + dt.Name() + ">"
 	case arrow.INTERVAL_MONTHS, arrow.INTERVAL_DAY_TIME, arrow.INTERVAL_MONTH_DAY_NANO:
 		return "vineyard::IntervalArray<" + dt.Name() + ">"
-	case arrow.LIST:
-		return "vineyard::ListArray"
-	case arrow.LARGE_LIST:
+	case arrow.LIST, arrow.LARGE_LIST: // as for strings
 		return "vineyard::LargeListArray"
 	case arrow.LIST_VIEW:
 		return "vineyard::ListViewArray"

@@ -120,8 +120,11 @@ func importArray(a *C.struct_ArrowArray, f *field) (arr arrow.Array, err error) 
 }
 
 // plan collects the buffers of the arrays to store, then stores them.
+// srcs[i] is copied into blob i, except when wide[i]: then it holds 32-bit
+// offsets, written to the blob widened to 64 bits (for upstream's reader).
 type plan struct {
 	srcs [][]byte
+	wide []bool
 }
 
 func (p *plan) add(b *memory.Buffer) int {
@@ -129,7 +132,41 @@ func (p *plan) add(b *memory.Buffer) int {
 		return -1
 	}
 	p.srcs = append(p.srcs, b.Bytes())
+	p.wide = append(p.wide, false)
 	return len(p.srcs) - 1
+}
+
+// addWide records the 32-bit offsets of a string or list array (source
+// buffer src) for a blob of them widened to 64 bits, and returns it as
+// node.wide does (0: none, for an array without offsets).
+func (p *plan) addWide(src int) int {
+	if src < 0 {
+		return 0
+	}
+	p.srcs = append(p.srcs, p.srcs[src][:len(p.srcs[src])&^3])
+	p.wide = append(p.wide, true)
+	return len(p.srcs)
+}
+
+// widen writes the 32-bit offsets src into dst (twice as long) as 64-bit
+// ones.
+func widen(dst, src []byte) {
+	n := len(src) / 4
+	if n == 0 {
+		return
+	}
+	if uintptr(unsafe.Pointer(&src[0]))%4 != 0 || uintptr(unsafe.Pointer(&dst[0]))%8 != 0 {
+		for i := 0; i < n; i++ { // not aligned: never for Arrow buffers and blobs
+			v := int64(int32(binary.NativeEndian.Uint32(src[4*i:])))
+			binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
+		}
+		return
+	}
+	in := unsafe.Slice((*int32)(unsafe.Pointer(&src[0])), n)
+	out := unsafe.Slice((*int64)(unsafe.Pointer(&dst[0])), n)
+	for i, v := range in {
+		out[i] = int64(v)
+	}
 }
 
 // node records the array data d of type f (its buffers to copy).
@@ -149,6 +186,9 @@ func (p *plan) node(f *field, d arrow.ArrayData) (*node, error) {
 			continue
 		}
 		n.bufs = append(n.bufs, p.add(b))
+	}
+	if id := n.dt.ID(); (id == arrow.STRING || id == arrow.LIST) && len(n.bufs) > 1 {
+		n.wide = p.addWide(n.bufs[1])
 	}
 	kids := d.Children()
 	if len(kids) != len(f.children) {
@@ -230,6 +270,9 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 	sizes := make([]uint64, len(p.srcs))
 	for i, s := range p.srcs {
 		sizes[i] = uint64(len(s))
+		if p.wide[i] {
+			sizes[i] *= 2
+		}
 	}
 	bufs, err := c.CreateBuffers(sizes)
 	if err != nil {
@@ -240,7 +283,7 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 	for i, b := range bufs {
 		blobs[i], dsts[i] = b.ID, b.Data
 	}
-	copyAll(dsts, p.srcs)
+	copyAll(dsts, p.srcs, p.wide)
 	enc := &encoder{blobs: blobs, sizes: sizes}
 	id, _, err := c.CreateMetadata(enc.object(o, empty, extra), blobs)
 	if err != nil {
@@ -266,20 +309,32 @@ const (
 	copyPiece       = 2 << 20
 )
 
-// copyAll copies srcs[i] into dsts[i].
-func copyAll(dsts, srcs [][]byte) {
+// copyAll copies srcs[i] into dsts[i], or widens it when wide[i] (wide may
+// be nil: none).
+func copyAll(dsts, srcs [][]byte, wide []bool) {
+	isWide := func(i int) bool { return i < len(wide) && wide[i] }
 	var total int
-	for _, s := range srcs {
+	for i, s := range srcs {
 		total += len(s)
+		if isWide(i) {
+			total += len(s) // written twice over
+		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), total/copyPiece)
 	if total < parallelCopyMin || workers < 2 {
 		for i := range srcs {
-			copy(dsts[i], srcs[i])
+			if isWide(i) {
+				widen(dsts[i], srcs[i])
+			} else {
+				copy(dsts[i], srcs[i])
+			}
 		}
 		return
 	}
-	type piece struct{ dst, src []byte }
+	type piece struct {
+		dst, src []byte
+		wide     bool
+	}
 	pieces := make(chan piece, 64)
 	var wg sync.WaitGroup
 	for range workers {
@@ -287,14 +342,27 @@ func copyAll(dsts, srcs [][]byte) {
 		go func() {
 			defer wg.Done()
 			for pc := range pieces {
-				copy(pc.dst, pc.src)
+				if pc.wide {
+					widen(pc.dst, pc.src)
+				} else {
+					copy(pc.dst, pc.src)
+				}
 			}
 		}()
 	}
 	for i, s := range srcs {
-		for off := 0; off < len(s); off += copyPiece {
-			end := min(off+copyPiece, len(s))
-			pieces <- piece{dsts[i][off:end], s[off:end]}
+		w := isWide(i)
+		step := copyPiece
+		if w {
+			step /= 2 // copyPiece bytes written per piece; a multiple of 4
+		}
+		for off := 0; off < len(s); off += step {
+			end := min(off+step, len(s))
+			if w {
+				pieces <- piece{dsts[i][2*off : 2*end], s[off:end], true}
+			} else {
+				pieces <- piece{dsts[i][off:end], s[off:end], false}
+			}
 		}
 	}
 	close(pieces)

@@ -26,6 +26,7 @@ const (
 	fbTypeFixedSizeBinary = 15
 	fbTypeLargeBinary     = 19
 	fbTypeLargeUtf8       = 20
+	fbTypeLargeList       = 21
 	fbHeaderSchema        = 1
 	fbMetadataV5          = 4
 )
@@ -63,8 +64,10 @@ func fbType(format string) (tag byte, write func(*flatbuffers.Builder) flatbuffe
 		return fbTypeBool, empty, true
 	case "n":
 		return fbTypeNull, empty, true
-	case "U":
+	case "U", "u": // a 32-bit string column is read back as upstream reads it: large
 		return fbTypeLargeUtf8, empty, true
+	case "+l", "+L": // as for strings
+		return fbTypeLargeList, empty, true
 	case "Z":
 		return fbTypeLargeBinary, empty, true
 	}
@@ -87,29 +90,10 @@ func fbType(format string) (tag byte, write func(*flatbuffers.Builder) flatbuffe
 // dictionary-encoded).
 func schemaMessage(columns []*field) []byte {
 	b := flatbuffers.NewBuilder(256)
-	fields := make([]flatbuffers.UOffsetT, len(columns))
-	for i, f := range columns {
-		tag, write, ok := fbType(f.format)
-		if !ok || f.dict != nil || len(f.children) > 0 {
-			return nil
-		}
-		name := b.CreateString(f.name)
-		typ := write(b)
-		b.StartVector(4, 0, 4) // children: required by readers, even when empty
-		children := b.EndVector(0)
-		b.StartObject(7)
-		b.PrependUOffsetTSlot(5, children, 0)
-		b.PrependUOffsetTSlot(3, typ, 0)
-		b.PrependByteSlot(2, tag, 0)
-		b.PrependBoolSlot(1, f.flags&flagNullable != 0, false)
-		b.PrependUOffsetTSlot(0, name, 0)
-		fields[i] = b.EndObject()
+	vec, ok := fbFields(b, columns)
+	if !ok {
+		return nil
 	}
-	b.StartVector(4, len(fields), 4)
-	for i := len(fields) - 1; i >= 0; i-- {
-		b.PrependUOffsetT(fields[i])
-	}
-	vec := b.EndVector(len(fields))
 	b.StartObject(4)
 	b.PrependUOffsetTSlot(1, vec, 0)
 	schema := b.EndObject()
@@ -149,4 +133,35 @@ func (e *encoder) schemaProxy(columns []*field) {
 	e.str("schema_binary_", string(text))
 	e.int("nbytes", int64(len(msg)))
 	e.buf = append(e.buf, '}')
+}
+
+// fbFields writes the vector of Field tables of fs (children first: a
+// flatbuffer table cannot be built inside another); ok is false when a type
+// is not encoded here.
+func fbFields(b *flatbuffers.Builder, fs []*field) (vec flatbuffers.UOffsetT, ok bool) {
+	fields := make([]flatbuffers.UOffsetT, len(fs))
+	for i, f := range fs {
+		tag, write, ok := fbType(f.format)
+		if !ok || f.dict != nil || (len(f.children) > 0) != (tag == fbTypeLargeList) {
+			return 0, false
+		}
+		children, ok := fbFields(b, f.children) // required by readers, even when empty
+		if !ok {
+			return 0, false
+		}
+		name := b.CreateString(f.name)
+		typ := write(b)
+		b.StartObject(7)
+		b.PrependUOffsetTSlot(5, children, 0)
+		b.PrependUOffsetTSlot(3, typ, 0)
+		b.PrependByteSlot(2, tag, 0)
+		b.PrependBoolSlot(1, f.flags&flagNullable != 0, false)
+		b.PrependUOffsetTSlot(0, name, 0)
+		fields[i] = b.EndObject()
+	}
+	b.StartVector(4, len(fields), 4)
+	for i := len(fields) - 1; i >= 0; i-- {
+		b.PrependUOffsetT(fields[i])
+	}
+	return b.EndVector(len(fields)), true
 }

@@ -29,6 +29,7 @@ const (
 	keyDictionary  = "dictionary_"
 	keyBuffers     = "buffers_-"
 	keyChildren    = "children_-"
+	keyValues      = "values_" // children_-0 of a list array (upstream's name)
 	keyColumns     = "__columns_-"
 	keyPartitions  = "partitions_-"
 	keyChunks      = "chunks_-"
@@ -50,6 +51,10 @@ type node struct {
 	bufs     []int
 	children []*node
 	dict     *node
+	// wide is, for a 32-bit string or list array, one more than the index
+	// of the blob of its offsets widened to 64 bits, which upstream's
+	// reader needs (it knows only the large types); 0: none.
+	wide int
 }
 
 // object is a decoded or to-be-stored Arrow object. Every kind is a list of
@@ -157,8 +162,15 @@ func (e *encoder) node(n *node) uint64 {
 	e.upstreamAliases(n)
 	e.int(keyChildren+"size", int64(len(n.children)))
 	for i, c := range n.children {
-		e.key(keyChildren + strconv.Itoa(i))
+		if i == 0 && isList(n) {
+			e.key(keyValues) // upstream's name of a list's values; ours read it as children_-0
+		} else {
+			e.key(keyChildren + strconv.Itoa(i))
+		}
 		nbytes += e.node(c)
+	}
+	if n.wide > 0 {
+		nbytes += e.sizes[n.wide-1]
 	}
 	if n.dict != nil {
 		e.key(keyDictionary)
@@ -183,6 +195,10 @@ func (e *encoder) upstreamAliases(n *node) {
 	if n.f.dict != nil {
 		return
 	}
+	wide := ids.EmptyBlob // the 64-bit offsets of a 32-bit string or list array
+	if n.wide > 0 {
+		wide = e.blobs[n.wide-1]
+	}
 	_, numeric := cppNames[n.f.format]
 	switch id := n.dt.ID(); {
 	case numeric || id == arrow.BOOL || id == arrow.FIXED_SIZE_BINARY:
@@ -195,7 +211,24 @@ func (e *encoder) upstreamAliases(n *node) {
 		e.blob("null_bitmap_", buf(0))
 		e.blob("buffer_offsets_", buf(1))
 		e.blob("buffer_data_", buf(2))
+	case id == arrow.STRING:
+		e.blob("null_bitmap_", buf(0))
+		e.blob("buffer_offsets_", wide)
+		e.blob("buffer_data_", buf(2))
+	case id == arrow.LARGE_LIST:
+		e.blob("null_bitmap_", buf(0))
+		e.blob("buffer_offsets_", buf(1))
+	case id == arrow.LIST:
+		e.blob("null_bitmap_", buf(0))
+		e.blob("buffer_offsets_", wide)
 	}
+}
+
+// isList reports whether n is a list or large list array, whose values
+// child is stored under upstream's "values_".
+func isList(n *node) bool {
+	id := n.dt.ID()
+	return n.f.dict == nil && (id == arrow.LIST || id == arrow.LARGE_LIST)
 }
 
 // batch writes a record batch: a struct item whose children are the columns.

@@ -1,6 +1,7 @@
 package arrowc
 
 import (
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
@@ -79,6 +80,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		{"array", &object{typename: "x", items: []*node{named}}, nil},
 		{"dictionary", &object{typename: "x", items: []*node{dict}}, nil},
 		{"struct", &object{typename: "x", items: []*node{parent(t, "+s", 3, []int{0}, named)}}, nil},
+		{"list", &object{typename: "x", items: []*node{parent(t, "+l", 2, []int{-1, 1}, named)}}, nil}, // values_
 		{"batch", &object{typename: typeRecordBatch, items: []*node{batch}, schema: batch.f}, nil},
 		{"table", &object{typename: typeTable, items: []*node{batch, batch}, schema: batch.f}, nil},
 		{"empty table", &object{typename: typeTable, schema: batch.f}, batch},
@@ -392,5 +394,53 @@ func TestFuzzSeedsReachTheBuilder(t *testing.T) {
 		if err := (&checker{views: fuzzViews(blobs, arena)}).check(o.items[0]); err != nil {
 			t.Errorf("%s: %v", tc.dt, err)
 		}
+	}
+}
+
+func TestWiden(t *testing.T) {
+	src := make([]byte, 12)
+	for i, v := range []int32{0, 7, 1 << 30} {
+		binary.NativeEndian.PutUint32(src[4*i:], uint32(v))
+	}
+	dst := make([]byte, 24)
+	widen(dst, src)
+	for i, want := range []int64{0, 7, 1 << 30} {
+		if got := int64(binary.NativeEndian.Uint64(dst[8*i:])); got != want {
+			t.Errorf("offset %d: %d, want %d", i, got, want)
+		}
+	}
+}
+
+func TestCopyAllWidensInParallel(t *testing.T) {
+	const n = 3 << 20 // 12 MiB of offsets: above parallelCopyMin
+	src := make([]byte, 4*n)
+	for i := range n {
+		binary.NativeEndian.PutUint32(src[4*i:], uint32(i*3))
+	}
+	plain := []byte("plain bytes")
+	dsts := [][]byte{make([]byte, 8*n), make([]byte, len(plain))}
+	copyAll(dsts, [][]byte{src, plain}, []bool{true, false})
+	for i := range n {
+		if got := binary.NativeEndian.Uint64(dsts[0][8*i:]); got != uint64(i*3) {
+			t.Fatalf("offset %d: %d, want %d", i, got, i*3)
+		}
+	}
+	if string(dsts[1]) != string(plain) {
+		t.Errorf("copied %q", dsts[1])
+	}
+}
+
+func TestListValuesAreUpstreamsMember(t *testing.T) {
+	list := parent(t, "+l", 2, []int{-1, 0}, leaf(t, "l", 3, 0, 0, -1, 1))
+	list.wide = 3 // blob 2: the widened offsets
+	tree := string(encodeTree(&object{typename: "x", items: []*node{list}}, nil, []uint64{12, 24, 24}))
+	for _, want := range []string{`"typename":"vineyard::LargeListArray"`, `"values_":{`,
+		`"buffer_offsets_":{"id":"o8000000000000003"}`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("no %s in %s", want, tree)
+		}
+	}
+	if strings.Contains(tree, `"children_-0"`) {
+		t.Errorf("the values are stored twice: %s", tree)
 	}
 }

@@ -46,14 +46,15 @@ const SocketEnv = "VINEYARD_IPC_SOCKET"
 // (see each method), and at the latest until the last Client of the process
 // using that arena is closed; touching them afterwards faults.
 type Client struct {
-	socket     string
-	remote     bool // connected over TCP: nothing shared (remote.go)
-	pid        int
-	instanceID uint64
-	ext        extSet // the daemon's extensions (compat.go); set at Connect
-	roundTrips atomic.Uint64
-	isClosed   atomic.Bool  // closed, readable without mu
-	timeout    atomic.Int64 // time.Duration of each socket operation; set under mu
+	socket        string
+	remote        bool // connected over TCP: nothing shared (remote.go)
+	pid           int
+	instanceID    uint64
+	daemonVersion string // register_reply.version; set at Connect
+	ext           extSet // the daemon's extensions (compat.go); set at Connect
+	roundTrips    atomic.Uint64
+	isClosed      atomic.Bool  // closed, readable without mu
+	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
 
 	mu      sync.Mutex // serialises exchanges; guards the fields below
 	conn    *protocol.Sock
@@ -126,6 +127,7 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
 	c.instanceID = reply.InstanceID
+	c.daemonVersion = reply.Version
 	c.ext = parseExtensions(reply.Extensions)
 	if c.ext.metaEpoch {
 		c.epochOffset = reply.MetaEpochOffset
@@ -159,6 +161,11 @@ func (c *Client) Socket() string { return c.socket }
 
 // InstanceID returns the id of the daemon's instance, from registration.
 func (c *Client) InstanceID() uint64 { return c.instanceID }
+
+// DaemonVersion returns the version the daemon gave at registration, over
+// IPC or RPC (register_reply.version: the upstream release whose protocol it
+// speaks, "0.24.2" for ours), as upstream's client.version gives it.
+func (c *Client) DaemonVersion() string { return c.daemonVersion }
 
 // RoundTrips returns the number of request/reply exchanges made so far,
 // including registration. Tests and benchmarks use it to check that a put

@@ -106,6 +106,7 @@ func connectRPC(endpoint string, o options) (*Client, error) {
 		return nil, status.Errorf(status.ConnectionFailed, "cannot register with vineyardd at %s: %v", endpoint, err)
 	}
 	c.instanceID = reply.InstanceID
+	c.daemonVersion = reply.Version
 	c.ext = parseExtensions(reply.Extensions) // no meta epoch: nothing is mapped
 	return c, nil
 }

@@ -1,10 +1,119 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"net"
 	"strconv"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
+
+// openEtcd opens the etcd metadata backend of a Config with Meta "etcd"
+// (nil, nil for "local"): it connects and registers this instance within
+// cfg.EtcdTimeout, or fails with an error naming the endpoints. The caller
+// owns the backend (Start hands it to the store, which closes it).
+func openEtcd(cfg Config, rpcEndpoint, peerEndpoint string) (*meta.Etcd, error) {
+	if cfg.Meta != "etcd" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.EtcdTimeout)
+	defer cancel()
+	e, err := meta.OpenEtcd(ctx, meta.EtcdConfig{
+		Endpoints:    cfg.EtcdEndpoints,
+		Prefix:       cfg.EtcdPrefix,
+		DialTimeout:  cfg.EtcdTimeout,
+		LeaseTTL:     cfg.EtcdLeaseTTL,
+		Hostname:     hostname,
+		IPCSocket:    cfg.Socket,
+		RPCEndpoint:  rpcEndpoint,
+		PeerEndpoint: peerEndpoint,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return e, nil
+}
+
+// clusterMeta answers cluster_meta in upstream's shape, {"i<N>": {instance_id,
+// hostid, hostname, nodename, ipc_socket, rpc_endpoint, timestamp}}: every
+// live instance of the cluster, read from etcd (an EtcdError when etcd does
+// not answer), or this daemon alone with the local backend.
+func (c *conn) clusterMeta(_ *protocol.ClusterMetaRequest) (protocol.Reply, []int, error) {
+	s := c.s
+	var infos map[uint64]meta.InstanceInfo
+	if s.etcd != nil {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.EtcdTimeout)
+		defer cancel()
+		var err error
+		if infos, err = s.etcd.Instances(ctx); err != nil {
+			return nil, nil, status.Errorf(status.EtcdError, "cluster_meta: %v", err)
+		}
+	} else {
+		id := s.store.InstanceID()
+		infos = map[uint64]meta.InstanceInfo{id: {
+			InstanceID:  id,
+			HostID:      hostID,
+			Hostname:    hostname,
+			Nodename:    hostname,
+			IPCSocket:   s.cfg.Socket,
+			RPCEndpoint: s.rpcEndpoint(),
+			Timestamp:   time.Now().Unix(), // seconds, as meta.Etcd registers
+		}}
+	}
+	out := make(map[string]meta.InstanceInfo, len(infos))
+	for id, info := range infos {
+		out["i"+strconv.FormatUint(id, 10)] = info
+	}
+	body, err := json.Marshal(out)
+	return &protocol.ClusterMetaReply{Meta: body}, nil, err
+}
+
+// syncRemote waits, at most Config.EtcdTimeout, until the store has applied
+// every change etcd had when it was called (get_data's sync_remote). It does
+// nothing with the local backend. The caller decides whether a failure
+// (etcd down) matters: a get answers from what the daemon has anyway, so
+// that local gets keep working while etcd is away.
+func (s *Server) syncRemote() error {
+	if s.etcd == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.EtcdTimeout)
+	defer cancel()
+	if err := s.store.Sync(ctx); err != nil {
+		s.log.Debug("sync with etcd failed; answering from what this daemon has", "err", err)
+		return err
+	}
+	return nil
+}
+
+// syncIfMissing syncs with etcd (as syncRemote) when asked to, or when one
+// of idl is not known here: an object persisted on another instance a moment
+// ago is then found, so a persist on one daemon followed by a get on another
+// never misses, while a get of objects known here never waits on etcd.
+func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) {
+	s := c.s
+	if s.etcd == nil {
+		return
+	}
+	if !always {
+		for _, id := range idl {
+			if !s.store.Exists(id) {
+				always = true
+				break
+			}
+		}
+	}
+	if always {
+		_ = s.syncRemote()
+	}
+}
 
 // defaultRPCPort is upstream's --rpc_socket_port default. Upstream's daemon
 // reports host:port as its rpc_endpoint even when started with --norpc, and
@@ -18,6 +127,13 @@ var hostID = func() uint64 {
 	_, _ = h.Write([]byte(hostname))
 	return h.Sum64() >> 1 // fits an int64: readers that parse signed keep it
 }()
+
+// publishedRPCEndpoint is the rpc_endpoint a daemon whose TCP listener is ln
+// (nil for none) reports: rpcEndpoint's answer, for the etcd registration,
+// which is written before the Server exists.
+func publishedRPCEndpoint(ln *net.TCPListener) string {
+	return (&Server{rpcLn: ln}).rpcEndpoint()
+}
 
 // rpcEndpoint is the rpc_endpoint the daemon reports in register_reply and
 // cluster_meta: host:port of its RPC listener (RPCEndpoint, rpc.go), or in

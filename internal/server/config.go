@@ -29,10 +29,25 @@ type Config struct {
 	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
 	// DefaultPrefaultAhead when zero, none when negative.
 	PrefaultAhead int64
-	// Meta is the metadata backend; only "local" exists for now.
+	// Meta is the metadata backend: "local" (the default) or "etcd".
 	Meta string
-	// InstanceID is this daemon's instance id.
+	// InstanceID is this daemon's instance id with the local backend; with
+	// etcd, the backend allocates a cluster-unique one and InstanceID must be 0.
 	InstanceID uint64
+	// EtcdEndpoints are etcd's client URLs (Meta "etcd");
+	// [DefaultEtcdEndpoint] when empty.
+	EtcdEndpoints []string
+	// EtcdPrefix is the key prefix in etcd; daemons with the same prefix form
+	// one cluster. meta.DefaultEtcdPrefix when empty.
+	EtcdPrefix string
+	// EtcdTimeout bounds the connection to etcd at Start (Start fails after
+	// it, naming the endpoints) and every later call; meta.DefaultEtcdTimeout
+	// when zero. It also bounds the wait of get_data's sync_remote.
+	EtcdTimeout time.Duration
+	// EtcdLeaseTTL is the instance's lease: how long after the daemon dies
+	// its instance and persisted objects disappear from the cluster;
+	// meta.DefaultLeaseTTL when zero.
+	EtcdLeaseTTL time.Duration
 	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
 	MaxFrame int
 	// MaxReplyBytes bounds a reply: a request whose reply would be larger
@@ -73,9 +88,43 @@ type Config struct {
 	PeerSecret string
 	// PeerTLS are the TLS files of the peer service (server and client).
 	PeerTLS peer.TLSFiles
-	// backend replaces the metadata backend (tests: an etcd backend before
-	// the daemon opens one itself).
-	backend meta.Backend
+}
+
+// DefaultEtcdEndpoint is etcd's endpoint when Config.EtcdEndpoints is empty.
+const DefaultEtcdEndpoint = "http://127.0.0.1:2379"
+
+// validateMeta checks the metadata backend's settings and fills in their
+// defaults.
+func (c *Config) validateMeta() error {
+	switch c.Meta {
+	case "local":
+		if len(c.EtcdEndpoints) > 0 || c.EtcdPrefix != "" || c.EtcdTimeout != 0 || c.EtcdLeaseTTL != 0 {
+			return fmt.Errorf("%w: etcd settings given with the local meta backend", ErrBadConfig)
+		}
+		return nil
+	case "etcd":
+	default:
+		return fmt.Errorf("%w: meta backend %q is not supported (want \"local\" or \"etcd\")", ErrBadConfig, c.Meta)
+	}
+	if c.InstanceID != 0 {
+		return fmt.Errorf("%w: an instance id cannot be given with the etcd meta backend (etcd allocates it)", ErrBadConfig)
+	}
+	if c.EtcdTimeout < 0 || c.EtcdLeaseTTL < 0 {
+		return fmt.Errorf("%w: etcd timeout and lease TTL must not be negative", ErrBadConfig)
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		c.EtcdEndpoints = []string{DefaultEtcdEndpoint}
+	}
+	if c.EtcdPrefix == "" {
+		c.EtcdPrefix = meta.DefaultEtcdPrefix
+	}
+	if c.EtcdTimeout == 0 {
+		c.EtcdTimeout = meta.DefaultEtcdTimeout
+	}
+	if c.EtcdLeaseTTL == 0 {
+		c.EtcdLeaseTTL = meta.DefaultLeaseTTL
+	}
+	return nil
 }
 
 // DefaultPrefaultAhead is Config.PrefaultAhead's default: enough for puts
@@ -120,8 +169,8 @@ func (c *Config) Validate() error {
 	if c.Meta == "" {
 		c.Meta = "local"
 	}
-	if c.Meta != "local" {
-		return fmt.Errorf("%w: meta backend %q is not supported (only \"local\")", ErrBadConfig, c.Meta)
+	if err := c.validateMeta(); err != nil {
+		return err
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = protocol.DefaultMaxFrame

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -153,6 +151,7 @@ var handlers = [protocol.NumKinds]handler{
 	}),
 	protocol.KindGetData: on((*conn).getData),
 	protocol.KindListData: on(func(c *conn, r *protocol.ListDataRequest) (protocol.Reply, []int, error) {
+		_ = c.s.syncRemote() // best effort: with etcd away, list what this daemon has
 		content, err := c.s.store.List(r.Pattern, r.Regex, r.Limit)
 		if err != nil {
 			return nil, nil, err
@@ -162,6 +161,7 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindDelData:              on(delData),
 	protocol.KindDelDataWithFeedbacks: on(delData),
 	protocol.KindExists: on(func(c *conn, r *protocol.ExistsRequest) (protocol.Reply, []int, error) {
+		c.syncIfMissing(false, []ids.ObjectID{r.ID})
 		return &protocol.ExistsReply{Exists: c.s.store.Exists(r.ID)}, nil, nil
 	}),
 	protocol.KindPersist: acked(func(c *conn, r *protocol.PersistRequest) error { return c.s.store.Persist(r.ID) }),
@@ -214,21 +214,8 @@ var handlers = [protocol.NumKinds]handler{
 			RPCConnections:   c.s.rpcConnections(),
 		}}, nil, nil
 	}),
-	protocol.KindClusterMeta: on(func(c *conn, _ *protocol.ClusterMetaRequest) (protocol.Reply, []int, error) {
-		st := c.s.store
-		meta, err := json.Marshal(map[string]any{
-			fmt.Sprintf("i%d", st.InstanceID()): map[string]any{
-				"instance_id":  st.InstanceID(),
-				"hostid":       hostID,
-				"hostname":     hostname,
-				"nodename":     hostname,
-				"ipc_socket":   c.s.cfg.Socket,
-				"rpc_endpoint": c.s.rpcEndpoint(),
-				"timestamp":    time.Now().UnixMilli(),
-			},
-		})
-		return &protocol.ClusterMetaReply{Meta: meta}, nil, err
-	}),
+	protocol.KindClusterMeta: on((*conn).clusterMeta),
+
 	protocol.KindDebug: acked(func(*conn, *protocol.DebugRequest) error { return nil }),
 
 	protocol.KindCreateRemoteBuffer:  on(createRemoteBuffer),
@@ -263,6 +250,13 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 		return c.createInline(r)
 	}
 	created, err := c.sess.CreateData(r.Content, r.Seal)
+	if status.CodeOf(err) == status.ObjectNotExists && len(r.Seal) == 0 && c.s.etcd != nil {
+		// A member may be an object persisted elsewhere a moment ago (the
+		// partitions of a global object): catch up with etcd and try again.
+		if c.s.syncRemote() == nil {
+			created, err = c.sess.CreateData(r.Content, r.Seal)
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -275,6 +269,7 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 
 func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
 	st := c.s.store
+	c.syncIfMissing(r.SyncRemote, r.ID)
 	if r.Wait {
 		if _, err := c.wait(-1, func() (bool, error) {
 			for _, id := range r.ID {

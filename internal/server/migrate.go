@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -24,7 +25,8 @@ const MigrateTimeout = 2 * time.Minute
 // Locking: mu guards copies and flights; it is never held while calling the
 // store or the peer client.
 type migrator struct {
-	st     *store.Store
+	st     *store.Store // set once by setStore, before any request is served
+	stp    atomic.Pointer[store.Store]
 	server *peer.Server // nil without Config.PeerEndpoint
 	client *peer.Client
 
@@ -42,16 +44,18 @@ type flight struct {
 }
 
 // startMigrator starts the peer service on cfg.PeerEndpoint (none when
-// empty) and the peer client migrations fetch with.
-func startMigrator(cfg *Config, st *store.Store) (*migrator, error) {
-	m := &migrator{st: st, copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{}}
-	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSink{st})
+// empty) and the peer client migrations fetch with. It runs before the store
+// exists, so that the etcd registration can publish the bound address; until
+// setStore, the service refuses every fetch.
+func startMigrator(cfg *Config) (*migrator, error) {
+	m := &migrator{copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{}}
+	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSink{m})
 	if err != nil {
 		return nil, fmt.Errorf("server: peer client: %w", err)
 	}
 	m.client = c
 	if cfg.PeerEndpoint != "" {
-		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSource{st})
+		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSource{m})
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("server: peer service: %w", err)
@@ -61,12 +65,26 @@ func startMigrator(cfg *Config, st *store.Store) (*migrator, error) {
 	return m, nil
 }
 
-// PeerEndpoint returns the address the peer service listens on, or "".
-func (s *Server) PeerEndpoint() string {
-	if s.migr == nil || s.migr.server == nil {
+// setStore gives the migrator the daemon's store.
+func (m *migrator) setStore(st *store.Store) {
+	m.st = st
+	m.stp.Store(st)
+}
+
+// store returns the daemon's store, or nil before setStore.
+func (m *migrator) store() *store.Store { return m.stp.Load() }
+
+// endpoint is the address the peer service listens on, or "".
+func (m *migrator) endpoint() string {
+	if m.server == nil {
 		return ""
 	}
-	return s.migr.server.Addr()
+	return m.server.Addr()
+}
+
+// PeerEndpoint returns the address the peer service listens on, or "".
+func (s *Server) PeerEndpoint() string {
+	return s.migr.endpoint()
 }
 
 // close stops the peer service (waiting for its streams, which release

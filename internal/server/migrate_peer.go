@@ -14,12 +14,19 @@ import (
 // Sink that allocates the copies of fetched blobs in that arena.
 
 // storeSource is the peer.Source over the daemon's store.
-type storeSource struct{ s *store.Store }
+type storeSource struct{ m *migrator }
+
+// errNoStore is the answer to a fetch before the daemon's store exists.
+var errNoStore = status.Errorf(status.VineyardServerNotReady, "the daemon is starting")
 
 // Pin takes a session reference on every blob: a delete meanwhile hides the
 // blob but frees its memory only when unpin closes the session.
 func (src storeSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
-	ss := src.s.NewSession()
+	st := src.m.store()
+	if st == nil {
+		return nil, nil, errNoStore
+	}
+	ss := st.NewSession()
 	exts, err := ss.GetBuffers(blobs, false)
 	if err != nil {
 		ss.Close()
@@ -39,11 +46,15 @@ func (src storeSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
 }
 
 // storeSink is the peer.Sink over the daemon's store.
-type storeSink struct{ s *store.Store }
+type storeSink struct{ m *migrator }
 
 // Begin opens a transfer with a session of its own.
 func (k storeSink) Begin() (peer.Transfer, error) {
-	return &storeTransfer{s: k.s, ss: k.s.NewSession()}, nil
+	st := k.m.store()
+	if st == nil {
+		return nil, errNoStore
+	}
+	return &storeTransfer{s: st, ss: st.NewSession()}, nil
 }
 
 // storeTransfer allocates the copies of one fetch in one session, so that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,24 +13,9 @@ import (
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/etcdtest"
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
-
-// freeAddr returns a loopback address with a port free at the time of the
-// call: the etcd registration must name the peer endpoint before the daemon
-// starts.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
 
 // clusterServer starts a daemon with an etcd backend and a peer service.
 func clusterServer(t *testing.T, etcd *etcdtest.Server, size uint64) *Server {
@@ -41,16 +25,9 @@ func clusterServer(t *testing.T, etcd *etcdtest.Server, size uint64) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	peerAddr := freeAddr(t)
-	be, err := meta.OpenEtcd(context.Background(), meta.EtcdConfig{
-		Endpoints: []string{etcd.Endpoint()}, Prefix: "migrate-test",
-		LeaseTTL: 2 * time.Second, PeerEndpoint: peerAddr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: size, PrefaultAhead: -1,
-		PeerEndpoint: peerAddr, backend: be})
+		Meta: "etcd", EtcdEndpoints: []string{etcd.Endpoint()}, EtcdPrefix: "migrate-test",
+		EtcdLeaseTTL: 2 * time.Second, PeerEndpoint: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

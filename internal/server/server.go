@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -27,6 +28,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *store.Store
+	etcd   *meta.Etcd // the store's backend with Config.Meta "etcd", else nil (cluster.go)
 	ln     *net.UnixListener
 	rpcLn  *net.TCPListener // nil without Config.RPCEndpoint (rpc.go)
 	ctx    context.Context
@@ -79,39 +81,55 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.New(store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0)), Backend: cfg.backend})
+	rpcLn, err := listenRPC(cfg.RPCEndpoint)
 	if err != nil {
+		return nil, err
+	}
+	// The peer service listens before etcd too (its store comes later).
+	migr, err := startMigrator(&cfg)
+	if err != nil {
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+		return nil, err
+	}
+	closeRPC := func() {
+		migr.close()
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+	}
+	// Opened after the TCP listener, so that the registration publishes
+	// the port it bound; before the store, which then owns it.
+	etcd, err := openEtcd(cfg, publishedRPCEndpoint(rpcLn), migr.endpoint())
+	if err != nil {
+		closeRPC()
+		return nil, err
+	}
+	scfg := store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))}
+	if etcd != nil {
+		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
+	}
+	st, err := store.New(scfg)
+	if err != nil {
+		closeRPC()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	ln, err := listen(cfg.Socket, cfg.SocketMode)
 	if err != nil {
 		_ = st.Close()
+		closeRPC()
 		return nil, err
 	}
 	pl, err := newPoller()
 	if err != nil {
 		_ = ln.Close()
 		_ = st.Close()
+		closeRPC()
 		return nil, err
 	}
-	rpcLn, err := listenRPC(cfg.RPCEndpoint)
-	if err != nil {
-		pl.close()
-		_ = ln.Close()
-		_ = st.Close()
-		return nil, err
-	}
-	migr, err := startMigrator(&cfg, st)
-	if err != nil {
-		if rpcLn != nil {
-			_ = rpcLn.Close()
-		}
-		pl.close()
-		_ = ln.Close()
-		_ = st.Close()
-		return nil, err
-	}
+	migr.setStore(st)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		migr:   migr,
@@ -120,6 +138,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		store:  st,
+		etcd:   etcd,
 		ln:     ln,
 		ctx:    ctx,
 		cancel: cancel,
@@ -137,7 +156,8 @@ func Start(cfg Config) (*Server, error) {
 	}
 	close(s.ready)
 	used, limit := st.Usage()
-	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "size", limit, "used", used, "meta", cfg.Meta)
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "size", limit, "used", used,
+		"meta", cfg.Meta, "instance", st.InstanceID())
 	return s, nil
 }
 

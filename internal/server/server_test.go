@@ -132,7 +132,9 @@ func TestValidate(t *testing.T) {
 	for _, c := range []Config{
 		{Socket: "/tmp/x.sock"},
 		{Socket: "/tmp/" + strings.Repeat("x", 120), Size: 1},
-		{Socket: "/tmp/x.sock", Size: 1, Meta: "etcd"},
+		{Socket: "/tmp/x.sock", Size: 1, Meta: "redis"},
+		{Socket: "/tmp/x.sock", Size: 1, Meta: "etcd", InstanceID: 3},
+		{Socket: "/tmp/x.sock", Size: 1, EtcdPrefix: "v6d"},
 		{Socket: "/tmp/x.sock", Size: 1, SocketMode: 0o10000},
 	} {
 		if err := c.Validate(); err == nil {

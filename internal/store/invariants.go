@@ -105,9 +105,10 @@ func (s *Store) checkNamesLocked(fail func(string, ...any)) {
 		}
 		return
 	}
+	_, alone := s.meta.(*meta.Local)
 	for name, id := range names {
 		o, ok := s.objects[id]
-		if _, alone := s.meta.(*meta.Local); !ok && !alone {
+		if !ok && !alone {
 			// A cluster's names may point at objects of other instances,
 			// or at objects deleted since by their owner.
 			continue
@@ -116,12 +117,19 @@ func (s *Store) checkNamesLocked(fail func(string, ...any)) {
 			fail("name %q points at %v, which is not a live object", name, id)
 			continue
 		}
-		if _, ok := o.names[name]; !ok {
+		// In a cluster, another daemon may have set the name a moment ago,
+		// and the watch not yet reported it (applyNameLocked).
+		if _, ok := o.names[name]; !ok && alone {
 			fail("name %q points at %v, which does not list it", name, id)
 		}
 		if !o.persisted {
 			fail("name %q points at transient %v", name, id)
 		}
+	}
+	if !alone {
+		// Another daemon may have moved or dropped a name an object here
+		// lists, and the watch not yet reported it (applyNameLocked).
+		return
 	}
 	for id, o := range s.objects {
 		for name := range o.names {
@@ -159,6 +167,9 @@ func (s *Store) checkIndexLocked(fail func(string, ...any)) {
 				continue
 			}
 			if !s.existsLocked(m.id) {
+				if o.isGlobal() {
+					continue // a partition on another instance, which may be gone since
+				}
 				fail("member %q (%v) of live %v does not exist", m.key, m.id, id)
 				continue
 			}

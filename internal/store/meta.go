@@ -59,6 +59,10 @@ func (o *object) encodeFields() {
 	o.encoded = buf
 }
 
+// isGlobal reports whether o is a global object (the field "global" is
+// true): its members may be persisted objects of other instances.
+func (o *object) isGlobal() bool { return string(o.fields["global"]) == "true" }
+
 func (o *object) setField(key string, value any) {
 	var raw []byte
 	switch v := value.(type) { // the fields the daemon sets on every object, without reflection
@@ -284,8 +288,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	if o.typename == BlobTypename {
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
+	global := o.isGlobal()
 	for key, raw := range memberTrees {
-		mid, err := s.memberLocked(key, raw, depth, tb)
+		mid, err := s.memberLocked(key, raw, depth, tb, global)
 		if err != nil {
 			return nil, err
 		}
@@ -307,8 +312,10 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 }
 
 // memberLocked resolves the member tree raw under key: the id of an existing
-// object it links, or of a new object built from it (appended to objs).
-func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *treeBuild) (ids.ObjectID, error) {
+// object it links, or of a new object built from it (appended to objs). A
+// global object (global: true) may also link objects persisted by other
+// instances (its partitions), as upstream's global objects do.
+func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *treeBuild, global bool) (ids.ObjectID, error) {
 	var link struct {
 		ID, Typename, Inline json.RawMessage
 	}
@@ -344,7 +351,10 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: %v", key, err)
 	}
 	if !s.existsLocked(mid) {
-		return 0, status.Errorf(status.ObjectNotExists, "member %q (%v) does not exist", key, mid)
+		if _, remote := s.remote[mid]; !global || !remote {
+			return 0, status.Errorf(status.ObjectNotExists, "member %q (%v) does not exist", key, mid)
+		}
+		return mid, nil
 	}
 	if mid.IsBlob() {
 		if b, _ := s.lookupBlobLocked(mid); !b.sealed {

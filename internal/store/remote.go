@@ -61,11 +61,40 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 			delete(s.remote, c.ID)
 			s.bumpEpochLocked()
 		}
+	case meta.NamePut, meta.NameDropped:
+		s.applyNameLocked(c)
 	}
 	if c.Revision > s.metaRev {
 		s.metaRev = c.Revision
 	}
 	s.notifyLocked()
+}
+
+// applyNameLocked makes the "__name" of this daemon's objects follow a name
+// set, moved or dropped in the cluster (by any daemon, this one included:
+// the watch reports them in etcd's order, so the last one wins here as it
+// does in etcd). It scans the objects: names change rarely.
+func (s *Store) applyNameLocked(c meta.Change) {
+	changed := false
+	for id, o := range s.objects {
+		_, listed := o.names[c.Name]
+		switch {
+		case listed && (c.Kind == meta.NameDropped || id != c.ID):
+			delete(o.names, c.Name)
+		case !listed && c.Kind == meta.NamePut && id == c.ID && o.persisted:
+			if o.names == nil {
+				o.names = map[string]struct{}{}
+			}
+			o.names[c.Name] = struct{}{}
+		default:
+			continue
+		}
+		o.refreshName()
+		changed = true
+	}
+	if changed {
+		s.bumpEpochLocked()
+	}
 }
 
 // knownLocked reports whether id is a local object or blob, or the

@@ -20,6 +20,7 @@ from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
 from ._session import INLINE_BYTES, BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
+from .data.global_objects import make_global_object
 from .errors import TimeoutException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
@@ -193,8 +194,10 @@ class Client:
 
     def get_meta(self, object_id: IdLike, sync_remote: bool = True) -> ObjectMeta:
         """Returns the metadata tree of an object. ``sync_remote`` is accepted
-        for upstream's signature and ignored: the daemon always answers from
-        the metadata it has, which already follows the cluster's."""
+        for upstream's signature: a daemon with ``--meta etcd`` that does not
+        know the id first catches up with etcd (bounded by its
+        ``--etcd-timeout``), so an object persisted on another instance a
+        moment ago is found, and a known object never waits on etcd."""
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
         _ffi.call("v6d_get_metadata", self._session.live_handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
         return ObjectMeta(json.loads(_ffi.take_string(p, n)))
@@ -312,11 +315,21 @@ class Client:
         return InstanceStatus(self._json_out("v6d_instance_status"))
 
     @property
+    def version(self) -> str:
+        """The daemon's version, from its register_reply (the upstream
+        release whose protocol it speaks, ``"0.24.2"`` for ours), as
+        upstream's ``client.version`` gives it."""
+        return str(self._json_out("v6d_instance_status").get("version", ""))
+
+    @property
     def meta(self) -> dict[int, Any]:
         """The cluster's metadata as the daemon knows it, as upstream's client
         gives it: ``{instance_id: {"hostid": int, "hostname", "nodename",
         "ipc_socket", "rpc_endpoint": "host:port", "timestamp", ...}}`` (the
-        daemon's keys ``"i<N>"`` become the integers N)."""
+        daemon's keys ``"i<N>"`` become the integers N). With ``--meta etcd``
+        these are the live instances of the cluster, read from etcd (an
+        :class:`EtcdErrorException` when etcd does not answer); otherwise the
+        daemon is the only instance."""
         raw = self._json_out("v6d_cluster_meta")
         out: dict[int, Any] = {}
         for key, value in raw.items():
@@ -382,6 +395,11 @@ class Client:
         Builders registered with :func:`vineyard.register_builder` take
         precedence for their types.
 
+        With ``global_=True``, ``value`` is a list of the ids of persisted
+        objects on any instances, and the result a persisted global object
+        of them (``vineyard::GlobalTensor`` of tensors, ...; see
+        :mod:`vineyard.data.global_objects`).
+
         Keyword arguments: ``persist`` makes the object visible to every
         daemon of the cluster (and required for ``name``); ``name`` then
         names it (:meth:`get_name`); other keywords go to the value's
@@ -394,7 +412,13 @@ class Client:
         ``NotEnoughMemoryException`` when the daemon's memory is full
         (nothing is left half stored), ``ConnectionError`` when the daemon
         is gone."""
-        if type(value) is np.ndarray and not kwargs and data.registry._by_type.get(np.ndarray) is _build_numpy:
+        oid: ObjectID | None
+        if kwargs.pop("global_", False):
+            if not isinstance(value, (list, tuple)):
+                raise TypeError("put(..., global_=True) takes a list of the ids of its partitions, "
+                                f"not {type(value).__name__}")
+            oid = make_global_object(self, value).id
+        elif type(value) is np.ndarray and not kwargs and data.registry._by_type.get(np.ndarray) is _build_numpy:
             oid = self._put_small_array(value)
             if oid is None:
                 oid = data.build(self._session, value)
@@ -409,7 +433,7 @@ class Client:
         return oid
 
     def _put_small_array(self, arr: np.ndarray) -> ObjectID | None:
-        """The put of a small contiguous array, when the built-in builder
+        """The put of a small C-contiguous array, when the built-in builder
         takes NumPy arrays (the caller checks; after a registration it is
         known again once the builders took one array): the tree its builder makes depends only on the
         dtype, shape and order, so its text (with the blob inline) is made
@@ -420,11 +444,9 @@ class Client:
         nbytes = arr.nbytes
         if not 0 < nbytes <= INLINE_BYTES:
             return None
-        flags = arr.flags
-        c_order = flags.c_contiguous
-        if not c_order and not flags.f_contiguous:
-            return None
-        key = (arr.dtype, arr.shape, c_order)
+        if not arr.flags.c_contiguous:
+            return None  # F and strided arrays: the builder stores them in C order (upstream's layout)
+        key = (arr.dtype, arr.shape, True)
         body = _array_trees.get(key)
         if body is None:
             if arr.dtype.hasobject:

@@ -20,6 +20,9 @@ from values import VALUES, check
 
 # Upstream's reader is checked by data, not by pandas internals (values.check).
 LENIENT = os.environ.get("INTEROP_CLIENT") == "upstream"
+# The fields of upstream's client.status.
+STATUS_FIELDS = ("instance_id", "deployment", "memory_usage", "memory_limit", "deferred_requests",
+                 "ipc_connections", "rpc_connections")
 
 
 def main() -> None:
@@ -39,8 +42,10 @@ def main() -> None:
             elif cmd == "delete":
                 client.delete(vineyard.ObjectID(req["id"]))
             elif cmd == "info":
-                out["version"] = getattr(client, "version", None)  # ours does not expose it (yet)
+                out["version"] = client.version
                 out["meta"] = {str(k): v for k, v in client.meta.items()}
+                status = client.status
+                out["status"] = {k: getattr(status, k) for k in STATUS_FIELDS}
             elif cmd == "list":
                 out["n"] = len(client.list_metadatas(req.get("pattern", "*"), limit=req.get("limit", 1000)))
             elif cmd == "loop":  # put → get → delete of a large array, n times

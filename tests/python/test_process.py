@@ -207,10 +207,9 @@ def test_upstream_flag_spellings(tmp_path):
             assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
     finally:
         vineyard.deploy._stop(proc)
-    # Refused, saying the feature is not built yet (or the value is bad).
-    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "etcd metadata backend is not built yet"),
-                       (["--etcd_prefix", "/vineyard"], "etcd metadata backend is not built yet"),
-                       (["--meta", "etcd"], "not built yet"),
+    # Refused: the etcd flags without --meta etcd, and bad values.
+    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "need --meta etcd"),
+                       (["--meta=local", "--etcd_prefix", "/vineyard"], "need --meta etcd"),
                        (["--rpc_socket_port=70000"], "not a port number")):
         r = _daemon(f"--socket={sock}", *args)
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)

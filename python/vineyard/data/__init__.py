@@ -25,7 +25,7 @@ Register your own with :func:`register_builder` / :func:`register_resolver`.
 from __future__ import annotations
 
 from .._objects import object_type, register_object_type
-from . import arrays, arrow, base, dataframe, series, tensor
+from . import arrays, arrow, base, dataframe, global_objects, series, tensor
 from . import torch as torch_types  # never imports torch itself
 from .registry import (
     build,
@@ -48,6 +48,7 @@ def _register_builtins() -> None:
     arrays.register()
     series.register()
     dataframe.register()
+    global_objects.register()
 
 
 _register_builtins()

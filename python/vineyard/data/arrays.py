@@ -9,9 +9,13 @@ Index — stored by dtype (docs/protocol.md, "pandas objects"):
   categories as an Index object;
 - pandas string dtypes, ``pd.ArrowDtype`` and object arrays of only
   str/None/NaN: an Arrow object (``vineyard.data.arrow.put_arrow``) inside
-  ``vineyard::pandas::ArrowArray``, which says how to turn it back;
-- anything else (other object arrays, Period, Interval, Sparse, other
-  extension arrays): ``vineyard::PickleBuffer``.
+  ``vineyard::pandas::ArrowArray``, which says how to turn it back (``kind_``);
+  a single string array goes inside upstream's ``vineyard::Tensor<std::string>``
+  instead (member ``buffer_``), so that upstream's reader takes it too;
+- sparse arrays: upstream's ``vineyard::SparseArray<dtype>``, an
+  ``sp_index`` tensor of positions and an ``sp_values`` tensor;
+- anything else (other object arrays, Period, Interval, other extension
+  arrays): ``vineyard::PickleBuffer``.
 
 On get, tensors come back as read-only views of the store and the masked and
 categorical arrays are built over such views, without a copy; Arrow-backed
@@ -21,9 +25,14 @@ Python objects are made by a copy by nature.
 pandas Index objects live here too (an Index is such an array with a name,
 and a categorical's categories are an Index):
 
-- ``vineyard::RangeIndex``: ``start_``, ``stop_``, ``step_``, ``name``; no blob;
-- ``vineyard::MultiIndex``: ``names_``, ``nlevels_``, members ``levels_-<i>``
-  (Index objects) and ``codes_-<i>`` (tensors);
+- a ``RangeIndex``: ``vineyard::Index`` with ``start_``, ``stop_``, ``step_``
+  (what ours read) and, for upstream's reader, ``value_type_`` ``int64`` and
+  ``value_`` the ``vineyard::PickleBuffer`` of the ``range`` (a few bytes);
+- a ``MultiIndex``: ``vineyard::Index`` with ``names_``, ``nlevels_``, members
+  ``levels_-<i>`` (Index objects) and ``codes_-<i>`` (tensors), what ours read
+  without a copy, and, for upstream's reader (which gives an Index of tuples,
+  as for its own), ``value_type_`` ``object`` and ``value_`` the
+  ``vineyard::PickleBuffer`` of the MultiIndex;
 - ``vineyard::Index``: ``name``, ``value_type_``, ``freq_`` (DatetimeIndex,
   TimedeltaIndex), and its values either as a member ``value_`` (an array by
   dtype, as above) or, for up to ``INLINE_MAX`` object or string labels
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import pickle
 from typing import Any
 
 import numpy as np
@@ -43,7 +53,7 @@ import numpy as np
 from .._types import ObjectMeta
 from . import labels
 from .arrow import put_arrow, resolve_arrow
-from .base import build_pickle, pickle_tree
+from .base import PICKLE, build_pickle, pickle_tree
 from .batch import BlobBatch
 from .registry import register_builder, register_resolver, resolve
 from .tensor import resolve_numpy, tensor_meta
@@ -53,6 +63,8 @@ __all__ = ["build_array", "build_index", "register", "resolve_array", "resolve_i
 MASKED = "vineyard::pandas::MaskedArray"
 CATEGORICAL = "vineyard::pandas::Categorical"
 ARROW = "vineyard::pandas::ArrowArray"
+SPARSE = "vineyard::SparseArray"  # upstream's
+STRING_TENSOR = "vineyard::Tensor<std::string>"  # with kind_: an Arrow-backed array of strings
 
 
 def values_of(obj: Any) -> Any:
@@ -95,6 +107,15 @@ def build_array(session: Any, values: Any, batch: BlobBatch) -> ObjectMeta:
         meta.add_member("values_", tensor_array(batch, values._data))
         meta.add_member("mask_", tensor_array(batch, values._mask))
         meta.nbytes = values._data.nbytes + values._mask.nbytes
+        return meta
+    if isinstance(values, pd.arrays.SparseArray):
+        # upstream's layout: its sp_index (an IntIndex) and sp_values
+        sp_index = values.sp_index.to_int_index()
+        meta = ObjectMeta({"typename": f"{SPARSE}<{dtype.name}>", "value_type_": dtype.name,
+                           "sp_index_name": "IntIndex", "sp_index_size": int(sp_index.length)})
+        meta.add_member("sp_index", tensor_array(batch, sp_index.indices))
+        meta.add_member("sp_values", tensor_array(batch, values.sp_values))
+        meta.nbytes = sp_index.indices.nbytes + values.sp_values.nbytes
         return meta
     if isinstance(dtype, pd.CategoricalDtype):
 
@@ -150,10 +171,21 @@ def _pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
 
 
 def _arrow(session: Any, batch: BlobBatch, arrow: Any, fields: dict[str, Any]) -> ObjectMeta:
-    meta = ObjectMeta({"typename": ARROW, **fields})
+    import pyarrow as pa
+
+    if isinstance(arrow, pa.ChunkedArray) and arrow.num_chunks == 1:
+        arrow = arrow.chunk(0)
+    if isinstance(arrow, pa.Array) and arrow.type in (pa.string(), pa.large_string()):
+        # upstream's string tensor (its reader gives an object array); ours
+        # reads kind_ and the Arrow array zero-copy
+        meta = ObjectMeta({"typename": STRING_TENSOR, "shape_": json.dumps([len(arrow)]), "order_": '"C"',
+                           "partition_index_": "[]", "value_type_": "string", "value_type_meta_": "str", **fields})
+        key = "buffer_"
+    else:
+        meta, key = ObjectMeta({"typename": ARROW, **fields}), "value_"
     oid = put_arrow(session, arrow)
     batch.created.append(int(oid))
-    meta.add_member("value_", oid)
+    meta.add_member(key, oid)
     meta.nbytes = int(arrow.nbytes)
     return meta
 
@@ -185,6 +217,8 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
     typename = str(tree.get("typename", ""))
+    if typename == ARROW or (typename == STRING_TENSOR and "kind_" in tree):
+        return _resolve_arrow_array(session, tree, pin)
     if typename.startswith("vineyard::Tensor"):
         arr = resolve_numpy(session, tree, pin)
         if "tz_" not in tree:
@@ -192,6 +226,8 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         key = labels.decode_field(tree["tz_"])
         dtype = pd.DatetimeTZDtype(arr.dtype.name[11:-1], key)  # "datetime64[ns]" -> "ns"
         return pd.arrays.DatetimeArray._simple_new(arr, dtype=dtype)  # no public zero-copy constructor
+    if typename.startswith(SPARSE + "<"):
+        return _resolve_sparse(session, tree, pin)
     if typename.startswith(MASKED):
         values = resolve_numpy(session, tree["values_"], pin)
         mask = resolve_numpy(session, tree["mask_"], pin)
@@ -203,10 +239,25 @@ def resolve_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         categories = resolve_index(session, tree["categories_"], pin)
         dtype = pd.CategoricalDtype(categories, ordered=bool(tree["ordered_"]))
         return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
-    if typename == ARROW:
-        return _resolve_arrow_array(session, tree, pin)
-
     return resolve(session, tree, pin)  # a pickled array, or a value some other builder stored
+
+
+def _resolve_sparse(session: Any, tree: dict[str, Any], pin: Any) -> Any:
+    """A SparseArray over the stored values and indices (upstream's layout)."""
+    import pandas as pd
+    from pandas._libs.sparse import IntIndex
+
+    if tree.get("sp_index_name") != "IntIndex":
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): sp_index_name "
+                         f"{tree.get('sp_index_name')!r} is not IntIndex")
+    indices = resolve_numpy(session, tree["sp_index"], pin)
+    sp_index = IntIndex(int(tree["sp_index_size"]), np.asarray(indices, dtype=np.int32))
+    sp_values = resolve_numpy(session, tree["sp_values"], pin)
+    dtype = pd.api.types.pandas_dtype(tree["value_type_"])
+    if not isinstance(dtype, pd.SparseDtype) or dtype.subtype != sp_values.dtype:
+        raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): value_type_ "
+                         f"{tree['value_type_']!r} does not fit values of {sp_values.dtype}")
+    return pd.arrays.SparseArray._simple_new(sp_values, sp_index, dtype)  # no copy (pandas internals)
 
 
 def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
@@ -214,7 +265,7 @@ def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     import pyarrow as pa
 
 
-    arrow = resolve_arrow(session, tree["value_"], pin)
+    arrow = resolve_arrow(session, tree["value_" if "value_" in tree else "buffer_"], pin)
     if not isinstance(arrow, pa.ChunkedArray):
         arrow = pa.chunked_array([arrow])
     kind = tree["kind_"]
@@ -236,6 +287,8 @@ def _resolve_arrow_array(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 # ---- Index objects ----------------------------------------------------------
 
 INDEX = "vineyard::Index"
+# Typenames of our RangeIndex and MultiIndex before they carried upstream's
+# value_ (read, never written).
 RANGE_INDEX = "vineyard::RangeIndex"
 MULTI_INDEX = "vineyard::MultiIndex"
 
@@ -248,16 +301,19 @@ def build_index(session: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
 
 
     if isinstance(index, pd.RangeIndex):
-        return ObjectMeta({"typename": RANGE_INDEX, "start_": index.start, "stop_": index.stop,
-                           "step_": index.step, "name": labels.encode_field(index.name)})
+        meta = ObjectMeta({"typename": INDEX, "start_": index.start, "stop_": index.stop, "step_": index.step,
+                           "name": labels.encode_field(index.name), "value_type_": "int64"})
+        meta.add_member("value_", _in_band_pickle(batch, range(index.start, index.stop, index.step)))
+        return meta
     if isinstance(index, pd.MultiIndex):
-        meta = ObjectMeta({"typename": MULTI_INDEX, "nlevels_": index.nlevels,
+        meta = ObjectMeta({"typename": INDEX, "nlevels_": index.nlevels, "name": "null", "value_type_": "object",
                            "names_": json.dumps([labels.encode(n) for n in index.names])})
         if index.sortorder is not None:
             meta["sortorder_"] = int(index.sortorder)
         for i, (level, codes) in enumerate(zip(index.levels, index.codes)):
             meta.add_member(f"levels_-{i}", build_index(session, level, batch))
             meta.add_member(f"codes_-{i}", tensor_array(batch, codes))
+        meta.add_member("value_", _in_band_pickle(batch, index))
         return meta
     meta = ObjectMeta({"typename": INDEX, "name": labels.encode_field(index.name),
                        "value_type_": str(index.dtype)})
@@ -265,6 +321,15 @@ def build_index(session: Any, index: Any, batch: BlobBatch) -> ObjectMeta:
         meta["freq_"] = labels.encode_field(_freq_key(index.freq))
     if not _inline(meta, index):
         meta.add_member("value_", build_array(session, values_of(index), batch))
+    return meta
+
+
+def _in_band_pickle(batch: BlobBatch, value: Any) -> ObjectMeta:
+    """Upstream's ``vineyard::PickleBuffer`` of ``value``: one stream, no
+    out-of-band buffer, so upstream's reader can take it."""
+    data = pickle.dumps(value, protocol=5)
+    meta = ObjectMeta({"typename": PICKLE, "size_": len(data)})
+    batch.add(meta, "buffer_", memoryview(data))
     return meta
 
 
@@ -331,10 +396,10 @@ def resolve_index(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 
     typename = str(tree.get("typename", ""))
-    if typename == RANGE_INDEX:
+    if typename == RANGE_INDEX or (typename == INDEX and "start_" in tree):
         return pd.RangeIndex(int(tree["start_"]), int(tree["stop_"]), int(tree["step_"]),
                              name=labels.decode_field(tree["name"]))
-    if typename == MULTI_INDEX:
+    if typename == MULTI_INDEX or (typename == INDEX and "nlevels_" in tree):
         n = int(tree["nlevels_"])
         return pd.MultiIndex(levels=[resolve_index(session, tree[f"levels_-{i}"], pin) for i in range(n)],
                              codes=[resolve_array(session, tree[f"codes_-{i}"], pin) for i in range(n)],
@@ -364,7 +429,7 @@ def build_pandas_index(session: Any, index: Any, **kw: Any) -> ObjectMeta:
 
 
 def register() -> None:
-    for typename in (MASKED, CATEGORICAL, ARROW):
+    for typename in (MASKED, CATEGORICAL, ARROW, SPARSE):
         register_resolver(typename, resolve_array)
     for qualname in ("pandas.Index", "pandas.core.indexes.base.Index"):
         register_builder(qualname, build_pandas_index)

@@ -107,13 +107,16 @@ def resolve_dataframe(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     blocks, rows = [], 0
     for i in range(int(tree["__values_-size"])):
         column = tree[f"__values_-value-{i}"]
-        if str(column.get("typename", "")).startswith("vineyard::Scalar"):
-            # upstream 0.24.2 under pandas 3 stores the first value of a
-            # string or categorical column as a scalar: the column is lost
+        typename = str(column.get("typename", ""))
+        # upstream 0.24.2 under pandas 3 stores the first value of a string,
+        # categorical or masked column as a scalar (a Scalar, or a pickled
+        # NumPy scalar): the column is lost
+        values = None if typename.startswith("vineyard::Scalar") else resolve_array(session, column, pin)
+        if values is None or np.ndim(values) != 1:
+            what = typename if values is None else f"{typename} holding a {type(values).__name__}"
             raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): column {i} is a "
-                             f"{column.get('typename')}, not an array: its writer lost the column's values "
-                             "(upstream 0.24.2 does so for string and categorical columns under pandas 3)")
-        values = resolve_array(session, column, pin)
+                             f"{what}, not an array: its writer lost the column's values (upstream 0.24.2 does "
+                             "so for string, categorical and nullable columns under pandas 3)")
         rows = len(values)
         if isinstance(values, np.ndarray):
             values = values.reshape(1, -1)  # a block of one column: (columns, rows)

@@ -13,6 +13,7 @@ of our ``buffers_-<i>`` and ``format_``.
 | ``vineyard::SchemaProxy`` | ``schema_binary_``: JSON ``{"bytes": [...]}`` of the IPC schema | or ``buffer_`` |
 | ``vineyard::RecordBatch`` | ``__columns_-size`` | ``schema_`` (SchemaProxy), ``__columns_-<i>`` |
 | ``vineyard::Table`` | ``batch_num_`` | ``schema_``, ``partitions_-<i>`` (record batches) |
+| ``vineyard::PickleBuffer`` (a column or list values) | ``size_`` | ``buffer_``: the pickle of an array upstream has no layout for (struct, 32-bit binary) |
 
 Buffers are the shared memory (``pyarrow.foreign_buffer`` over the blobs,
 kept alive by the get's pin), as for our own layout. A tree that does not
@@ -94,6 +95,15 @@ def resolve_upstream_arrow(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         schema = _schema(session, tree["schema_"], pin)
         columns = [resolve_upstream_arrow(session, tree[f"__columns_-{i}"], pin) for i in range(n)]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
+    if typename == "vineyard::PickleBuffer":
+        # an array upstream has no layout for (a struct, a 32-bit binary
+        # array): its client pickles it, in a batch as alone
+        from .registry import resolve
+
+        value = resolve(session, tree, pin)
+        if not isinstance(value, pa.Array):
+            raise _fail(tree, f"a pickled {type(value).__name__} where an Arrow array was expected")
+        return value
     if typename == "vineyard::NullArray":
         length = _ints(tree, "length_")[0]
         return pa.Array.from_buffers(pa.null(), length, [None], length, 0)
