@@ -106,6 +106,14 @@ func (m *migrator) close() {
 func (s *Server) Migrate(ctx context.Context, id ids.ObjectID) (ids.ObjectID, error) {
 	m := s.migr
 	tree, blobs, local, err := m.st.MigrationSource(id)
+	if status.CodeOf(err) == status.ObjectNotExists {
+		// Not known (yet): catch up with the metadata backend once, as
+		// get_meta does, then look again.
+		if serr := m.st.Sync(ctx); serr != nil {
+			return 0, serr
+		}
+		tree, blobs, local, err = m.st.MigrationSource(id)
+	}
 	if err != nil || local {
 		return id, err
 	}
