@@ -86,9 +86,14 @@ func (f TLSFiles) clientConfig() (*tls.Config, error) {
 // loopback interface. An empty host or a wildcard binds every interface.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && LoopbackHost(host)
+}
+
+// LoopbackHost reports whether host names only this machine's loopback:
+// "localhost" or a loopback IP. An empty host, a wildcard or any other name
+// is taken as reachable from the network. The daemon's TCP listener applies
+// the same rule.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

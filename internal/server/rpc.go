@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -38,21 +39,11 @@ func (c *Config) validateRPC() error {
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || (p == 0 && port != "0") {
 		return fmt.Errorf("%w: rpc port %q is not a port number (0-65535)", ErrBadConfig, port)
 	}
-	if !isLoopback(host) && len(c.RPCSecret) == 0 && !c.RPCInsecure {
+	if !peer.LoopbackHost(host) && len(c.RPCSecret) == 0 && !c.RPCInsecure {
 		return fmt.Errorf("%w: the RPC listener on %q is reachable from other machines: give it a secret "+
 			"(--rpc-auth-file) or accept anyone who can reach the port with --rpc-insecure", ErrBadConfig, c.RPCEndpoint)
 	}
 	return nil
-}
-
-// isLoopback reports whether host names only this machine's loopback: an
-// empty host or a name other than localhost is taken as reachable.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // listenRPC binds the TCP listener of endpoint; nil, nil for "".
