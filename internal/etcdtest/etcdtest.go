@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -35,6 +36,18 @@ type Server struct {
 // Start starts a member keeping its data in dir (created if missing), on
 // free ports of 127.0.0.1. The caller MUST call Stop.
 func Start(dir string) (*Server, error) { return StartAt(dir, 0, 0) }
+
+// Run starts a server in a temporary directory of t, fails t if it cannot,
+// and stops it when t ends.
+func Run(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
 
 // StartAt is Start on the given client and peer ports (0: a free one), for
 // a process that restarts etcd where its clients expect it.

@@ -17,11 +17,7 @@ import (
 // startEtcd starts a real etcd for the test, stopped at its end.
 func startEtcd(t *testing.T) *etcdtest.Server {
 	t.Helper()
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	return srv
 }
 

@@ -41,11 +41,7 @@ func clusterMetaOf(t *testing.T, r *raw) map[string]any {
 // instance ids, both list both in cluster_meta, and an object persisted on
 // one is found by a get_data on the other at once (the miss syncs).
 func TestClusterThroughTheDaemon(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a, b := startEtcdDaemon(t, srv), startEtcdDaemon(t, srv)
 	if a.Store().InstanceID() == b.Store().InstanceID() {
 		t.Fatalf("both daemons have instance id %d", a.Store().InstanceID())

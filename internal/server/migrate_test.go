@@ -120,11 +120,7 @@ func migrateCtx(t *testing.T) context.Context {
 // copy has new ids and the same signature, a second migrate (and concurrent
 // ones) return one copy, the copy persists and migrates on to C.
 func TestMigrate(t *testing.T) {
-	etcd, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
+	etcd := etcdtest.Run(t)
 	a := clusterServer(t, etcd, 64<<20)
 	b := clusterServer(t, etcd, 64<<20)
 	c := clusterServer(t, etcd, 64<<20)
@@ -222,11 +218,7 @@ func TestMigrate(t *testing.T) {
 // with a clear status, leave nothing in the destination, and a retry works
 // once the cause is gone.
 func TestMigrateFaults(t *testing.T) {
-	etcd, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
+	etcd := etcdtest.Run(t)
 	a := clusterServer(t, etcd, 64<<20)
 	b := clusterServer(t, etcd, 8<<20)
 

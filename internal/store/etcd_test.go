@@ -52,11 +52,7 @@ func synced(t *testing.T, s *Store) {
 // read (get_meta, exists, list, names) after a Sync; A's delete and A's
 // end reach them too.
 func TestClusterStores(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a := clusterStore(t, srv, "a", 10*time.Second)
 	b := clusterStore(t, srv, "b", 10*time.Second)
 	c := clusterStore(t, srv, "c", 10*time.Second)
@@ -146,11 +142,7 @@ func TestClusterStores(t *testing.T) {
 // TestClusterEtcdDown: with etcd down, local put/get keep working, persist
 // and names fail with EtcdError naming the endpoint, and nothing changes.
 func TestClusterEtcdDown(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a := clusterStore(t, srv, "a", 2*time.Second)
 	ss := a.NewSession()
 	defer ss.Close()
@@ -160,7 +152,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	if _, ok := a.Tree(id); !ok {
 		t.Fatal("local get with etcd down")
 	}
-	err = a.Persist(id)
+	err := a.Persist(id)
 	if status.CodeOf(err) != status.EtcdError || !strings.Contains(err.Error(), srv.Endpoint()) {
 		t.Fatalf("persist with etcd down: %v", err)
 	}
@@ -194,11 +186,7 @@ func sameJSON(t *testing.T, x, y []byte) bool {
 // key outside the prefix (no watch event of ours reports it; a progress
 // report does).
 func TestClusterSyncOtherKeys(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a := clusterStore(t, srv, "a", 10*time.Second)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
 	if err != nil {

@@ -16,11 +16,7 @@ import (
 // object of another instance (a partition); a non-global one may not; the
 // invariants hold, also once the partition's instance has deleted it.
 func TestGlobalObjectOfRemotePartitions(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a := clusterStore(t, srv, "a", 10*time.Second)
 	b := clusterStore(t, srv, "b", 10*time.Second)
 	sa, sb := a.NewSession(), b.NewSession()
@@ -67,11 +63,7 @@ func TestGlobalObjectOfRemotePartitions(t *testing.T) {
 // TestNameMovedByAnotherInstance: when b moves a name a's object had, a's
 // object stops listing it (its "__name" goes) once a has caught up.
 func TestNameMovedByAnotherInstance(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := etcdtest.Run(t)
 	a := clusterStore(t, srv, "a", 10*time.Second)
 	b := clusterStore(t, srv, "b", 10*time.Second)
 	sa, sb := a.NewSession(), b.NewSession()
