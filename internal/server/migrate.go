@@ -10,6 +10,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/peer"
+	"github.com/v6d-io/v6d-go/internal/peer/peerstore"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -49,13 +50,13 @@ type flight struct {
 // setStore, the service refuses every fetch.
 func startMigrator(cfg *Config) (*migrator, error) {
 	m := &migrator{copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{}}
-	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSink{m})
+	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Sink{Store: m.store})
 	if err != nil {
 		return nil, fmt.Errorf("server: peer client: %w", err)
 	}
 	m.client = c
 	if cfg.PeerEndpoint != "" {
-		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSource{m})
+		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Source{Store: m.store})
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("server: peer service: %w", err)
