@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -92,24 +91,7 @@ func startOwner(t *testing.T, etcd *etcdtest.Server, size int, seed byte) (*exec
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d", ownerEnv, dir, etcd.Endpoint(), size, seed))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("owner process: %v", err)
-	}
+	cmd, line := peertest.StartSelf(t, fmt.Sprintf("%s=%s %s %d %d", ownerEnv, dir, etcd.Endpoint(), size, seed))
 	f := strings.Fields(line)
 	if len(f) != 2 {
 		t.Fatalf("owner process said %q", line)
