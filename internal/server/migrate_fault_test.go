@@ -112,18 +112,24 @@ func viaProxy(t *testing.T, s *Server, target string) *peertest.Proxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	c, err := peer.NewClient(peer.ClientConfig{Dialer: func(ctx context.Context, addr string) (net.Conn, error) {
+	setPeerClient(t, s, peer.ClientConfig{Dialer: func(ctx context.Context, addr string) (net.Conn, error) {
 		if addr == target {
 			addr = p.Addr()
 		}
 		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	}}, peerstore.Sink{Store: s.migr.store})
+	}})
+	return p
+}
+
+// setPeerClient replaces the peer client of s (before any migration).
+func setPeerClient(t testing.TB, s *Server, cfg peer.ClientConfig) {
+	t.Helper()
+	c, err := peer.NewClient(cfg, peerstore.Sink{Store: s.migr.store})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = s.migr.client.Close()
 	s.migr.client = c
-	return p
 }
 
 // clientMigrate migrates id through a client of s (the protocol), failing

@@ -26,7 +26,7 @@ func clusterConfig(dir, etcdEndpoint string, size uint64) Config {
 }
 
 // clusterServer starts a daemon with an etcd backend and a peer service.
-func clusterServer(t *testing.T, etcd *etcdtest.Server, size uint64) *Server {
+func clusterServer(t testing.TB, etcd *etcdtest.Server, size uint64) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-mig-")
 	if err != nil {
@@ -111,7 +111,7 @@ func tensorBytes(t *testing.T, s *Server, id ids.ObjectID) (shape string, data [
 	return n.Shape, append([]byte(nil), ss.Bytes(exts[0])...)
 }
 
-func synced(t *testing.T, s *Server) {
+func synced(t testing.TB, s *Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
