@@ -2,16 +2,16 @@ package server
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/etcdtest"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/store"
+
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/peer/peertest"
-	"github.com/v6d-io/v6d-go/internal/store"
 )
 
 // Migration between two real daemons (in this process, each with its own
@@ -26,20 +26,7 @@ import (
 // default background pre-fault (vineyardd's --prefault-ahead).
 func benchDaemon(b *testing.B, etcd *etcdtest.Server, size uint64) *Server {
 	b.Helper()
-	dir, err := os.MkdirTemp("", "v6d-migb-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg := clusterConfig(dir, etcd.Endpoint(), size)
-	cfg.PrefaultAhead = 0
-	s, err := Start(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
-	return s
+	return clusterServerPrefault(b, etcd, size, 0)
 }
 
 // migrateOnce migrates id through cl and deletes the copy again (untimed),

@@ -25,15 +25,24 @@ func clusterConfig(dir, etcdEndpoint string, size uint64) Config {
 		EtcdLeaseTTL: 2 * time.Second, PeerEndpoint: "127.0.0.1:0"}
 }
 
-// clusterServer starts a daemon with an etcd backend and a peer service.
+// clusterServer starts a daemon with an etcd backend and a peer service,
+// without background pre-fault.
 func clusterServer(t testing.TB, etcd *etcdtest.Server, size uint64) *Server {
+	t.Helper()
+	return clusterServerPrefault(t, etcd, size, -1)
+}
+
+// clusterServerPrefault is clusterServer with Config.PrefaultAhead.
+func clusterServerPrefault(t testing.TB, etcd *etcdtest.Server, size uint64, prefault int64) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-mig-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := Start(clusterConfig(dir, etcd.Endpoint(), size))
+	cfg := clusterConfig(dir, etcd.Endpoint(), size)
+	cfg.PrefaultAhead = prefault
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
