@@ -280,3 +280,46 @@ func TestMigrateConnectionDropped(t *testing.T) {
 	a.store.Delete([]ids.ObjectID{id}, store.DeleteOptions{Deep: true})
 	peertest.Eventually(t, "the owner frees the tensor", func() bool { return used(a) <= aBase-faultSize })
 }
+
+// TestMigrateStaleEndpoint: an owner's remembered peer endpoint that no
+// longer answers (the instance id taken over by a daemon elsewhere) is read
+// again from etcd and the migrate goes through; a dead owner whose record
+// is unchanged fails as before.
+func TestMigrateStaleEndpoint(t *testing.T) {
+	etcd := etcdtest.Run(t)
+	a := clusterServer(t, etcd, 16<<20)
+	b := clusterServer(t, etcd, 16<<20)
+	first, second := putTensor(t, a, 1, 1<<20), putTensor(t, a, 2, 1<<20)
+	synced(t, b)
+	if _, err := clientMigrate(t, b, first); err != nil {
+		t.Fatal(err)
+	}
+	owner := a.store.InstanceID()
+	b.migr.mu.Lock()
+	if b.migr.endpoints[owner] != a.PeerEndpoint() {
+		b.migr.mu.Unlock()
+		t.Fatalf("endpoint of instance %d not remembered: %v", owner, b.migr.endpoints)
+	}
+	dead, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody serves once closed
+	if err != nil {
+		b.migr.mu.Unlock()
+		t.Fatal(err)
+	}
+	b.migr.endpoints[owner] = dead.Addr().String()
+	_ = dead.Close()
+	b.migr.mu.Unlock()
+
+	cp, err := clientMigrate(t, b, second)
+	if err != nil {
+		t.Fatalf("migrate through a stale endpoint: %v", err)
+	}
+	if _, data := tensorBytes(t, b, cp); string(data) != string(pattern(2, 1<<20)) {
+		t.Fatal("the copy differs")
+	}
+	b.migr.mu.Lock()
+	ep := b.migr.endpoints[owner]
+	b.migr.mu.Unlock()
+	if ep != a.PeerEndpoint() {
+		t.Fatalf("remembered %q after the retry, want %q", ep, a.PeerEndpoint())
+	}
+}
