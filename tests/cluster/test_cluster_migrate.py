@@ -147,6 +147,7 @@ def test_migrate_value(cluster: Cluster, kind: str) -> None:
         assert n.id not in origin_ids, f"{n.typename} {n.id} was not copied"
         assert n.instance_id == b.instance_id
     check(b.get(copy), value)
+    assert b.get_object(oid, fetch=True).id == copy
 
     # The copy is an ordinary object: persisted, it migrates on to C.
     b.persist(copy)
