@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,6 +43,9 @@ func clusterServerPrefault(t testing.TB, etcd *etcdtest.Server, size uint64, pre
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	cfg := clusterConfig(dir, etcd.Endpoint(), size)
 	cfg.PrefaultAhead = prefault
+	if _, bench := t.(*testing.B); bench {
+		cfg.Logger = slog.New(slog.DiscardHandler) // keep benchmark output to figures
+	}
 	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
