@@ -153,7 +153,9 @@ func (s *Server) Migrate(ctx context.Context, id ids.ObjectID) (ids.ObjectID, er
 	m.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
-		return 0, fmt.Errorf("migrate %v: %w", id, f.err)
+		// One status prefix for the client, not one per layer.
+		e := status.AsError(f.err)
+		return 0, &status.Error{Code: e.Code, Message: fmt.Sprintf("migrate %v: %s", id, e.Message)}
 	}
 	return f.id, nil
 }

@@ -159,6 +159,20 @@ func clientMigrate(t *testing.T, s *Server, id ids.ObjectID) (ids.ObjectID, erro
 	}
 }
 
+// checkClearError fails unless err is the ConnectionError of a fetch that
+// names the owner it failed on, with one status prefix.
+func checkClearError(t *testing.T, err error) {
+	t.Helper()
+	if status.CodeOf(err) != status.ConnectionError {
+		t.Fatalf("err = %v, want ConnectionError", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "fetch from instance") || strings.Count(msg, "ConnectionError") != 1 {
+		t.Fatalf("unclear error: %q", msg)
+	}
+	t.Logf("the client got: %v", err)
+}
+
 // localObjects lists the ids of the objects s itself holds.
 func localObjects(t *testing.T, s *Server) map[string]bool {
 	t.Helper()
@@ -222,9 +236,7 @@ func TestMigrateOwnerKilled(t *testing.T) {
 
 	proxy.After(faultAfter, func() { _ = cmd.Process.Kill() })
 	_, err := clientMigrate(t, b, id)
-	if status.CodeOf(err) != status.ConnectionError {
-		t.Fatalf("err = %v, want ConnectionError", err)
-	}
+	checkClearError(t, err)
 	if n := proxy.Forwarded(); n <= faultAfter || n >= faultSize {
 		t.Fatalf("%d bytes went through before the failure: the kill did not fall mid-transfer", n)
 	}
@@ -260,9 +272,7 @@ func TestMigrateConnectionDropped(t *testing.T) {
 
 	proxy.After(faultAfter, proxy.Cut)
 	_, err = clientMigrate(t, b, id)
-	if status.CodeOf(err) != status.ConnectionError {
-		t.Fatalf("err = %v, want ConnectionError", err)
-	}
+	checkClearError(t, err)
 	if n := proxy.Forwarded(); n <= faultAfter || n >= faultSize {
 		t.Fatalf("%d bytes went through before the failure: the cut did not fall mid-transfer", n)
 	}
