@@ -46,9 +46,10 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // clients so far.
 func (p *Proxy) Forwarded() int64 { return p.back.Load() }
 
-// After arms f to run once, from a forwarding goroutine, as soon as more
-// than n bytes in total have been forwarded from the target; f must not
-// block for long (Cut and a process kill are what tests pass).
+// After arms f to run once, from a forwarding goroutine, right after the
+// forwarded total from the target passes n bytes (the read that passes it,
+// at most 64 KiB, is forwarded first); f must not block for long (Cut and a
+// process kill are what tests pass).
 func (p *Proxy) After(n int64, f func()) {
 	p.mu.Lock()
 	p.trigger, p.onBytes = n, f
