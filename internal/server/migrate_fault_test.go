@@ -260,7 +260,7 @@ func TestMigrateOwnerKilled(t *testing.T) {
 // tensor there frees it), and with the connection back a retry works.
 func TestMigrateConnectionDropped(t *testing.T) {
 	etcd := etcdtest.Run(t)
-	a := clusterServer(t, etcd, 2*faultSize+32<<20)
+	a := clusterServer(t, etcd, faultSize+32<<20)
 	b := clusterServer(t, etcd, faultSize+64<<20)
 	id, err := storeTensor(a, faultSize, func(p []byte) { bigPattern(p, 5) })
 	if err != nil {
