@@ -238,9 +238,10 @@ bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--q
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-cluster bench-transfer NO_BUILD=1
 
-bench-transfer: ## Remote (TCP) put/get and daemon-to-daemon (gRPC) fetch, 1 MiB..1 GiB, against a raw loopback TCP copy in the same run
+bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (client API), 1 MiB..1 GiB, against memcpy and a raw loopback TCP copy in the same run
 	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
 	$(GO) test -run '^$$' -bench 'Fetch' -benchtime 3x ./internal/peer
+	$(GO) test -run '^$$' -bench 'Migrate' -benchtime 3x ./internal/server
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke

@@ -3,13 +3,10 @@ package peer
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/peer/peertest"
 )
 
 // benchSink hands out one pre-faulted buffer per size, again and again, so
@@ -24,7 +21,7 @@ type benchTransfer struct{ s *benchSink }
 func (t benchTransfer) Alloc(_ ids.ObjectID, size uint64) ([]byte, error) {
 	b, ok := t.s.bufs[size]
 	if !ok {
-		b = prefault(int(size))
+		b = peertest.Prefault(int(size))
 		t.s.bufs[size] = b
 	}
 	return b, nil
@@ -32,36 +29,6 @@ func (t benchTransfer) Alloc(_ ids.ObjectID, size uint64) ([]byte, error) {
 
 func (benchTransfer) Commit() ([]LocalBlob, error) { return []LocalBlob{{}}, nil }
 func (benchTransfer) Abort()                       {}
-
-func prefault(n int) []byte {
-	b := make([]byte, n)
-	for i := 0; i < n; i += 4096 {
-		b[i] = 1
-	}
-	return b
-}
-
-// cpuTime is the user+system CPU time of this process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cpuMeter reports the CPU time of both ends per GB moved (cpu-ms/GB):
-// unlike MB/s it hardly moves when other processes load the machine, so
-// it is the figure to compare between variants on a shared machine.
-type cpuMeter struct{ start time.Duration }
-
-func startCPU(b *testing.B) *cpuMeter {
-	b.ResetTimer()
-	return &cpuMeter{start: cpuTime()}
-}
-
-func (m *cpuMeter) stop(b *testing.B, size int) {
-	used := cpuTime() - m.start
-	b.ReportMetric(float64(used.Milliseconds())/(float64(b.N)*float64(size)/1e9), "cpu-ms/GB")
-}
 
 var benchSizes = []struct {
 	name string
@@ -79,20 +46,13 @@ func BenchmarkFetch(b *testing.B) {
 			continue
 		}
 		src := newFakeSource()
-		data := prefault(sz.size)
+		data := peertest.Prefault(sz.size)
 		src.put(blobID(0), data)
-		dst := prefault(sz.size)
+		dst := peertest.Prefault(sz.size)
 		req := []ids.ObjectID{blobID(0)}
 
-		b.Run(sz.name+"/memcpy", func(b *testing.B) {
-			b.SetBytes(int64(sz.size))
-			m := startCPU(b)
-			for b.Loop() {
-				copy(dst, data)
-			}
-			m.stop(b, sz.size)
-		})
-		b.Run(sz.name+"/tcp", func(b *testing.B) { benchTCP(b, data, dst) })
+		b.Run(sz.name+"/memcpy", func(b *testing.B) { peertest.BenchMemcpy(b, dst, data) })
+		b.Run(sz.name+"/tcp", func(b *testing.B) { peertest.BenchTCP(b, data, dst) })
 		for _, streams := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("%s/grpc-streams=%d", sz.name, streams), func(b *testing.B) {
 				s, err := Listen(ServerConfig{SplitAbove: 8 << 20}, src)
@@ -110,63 +70,16 @@ func BenchmarkFetch(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(sz.size))
-				m := startCPU(b)
+				m := peertest.StartCPU(b)
 				for b.Loop() {
 					if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
 						b.Fatal(err)
 					}
 				}
-				m.stop(b, sz.size)
+				m.Stop(b, sz.size)
 			})
 		}
 	}
-}
-
-// benchTCP copies data over one loopback TCP connection into dst: the
-// sender writes it in one call, the receiver reads it with io.ReadFull; a
-// one-byte acknowledgement ends each round, as Fetch's end of stream does.
-func benchTCP(b *testing.B, data, dst []byte) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = lis.Close() }()
-	go func() {
-		conn, err := lis.Accept()
-		if err != nil {
-			return
-		}
-		defer func() { _ = conn.Close() }()
-		var req [1]byte
-		for {
-			if _, err := io.ReadFull(conn, req[:]); err != nil {
-				return
-			}
-			if _, err := conn.Write(data); err != nil {
-				return
-			}
-		}
-	}()
-	conn, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	round := func() {
-		if _, err := conn.Write([]byte{1}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(conn, dst); err != nil {
-			b.Fatal(err)
-		}
-	}
-	round()
-	b.SetBytes(int64(len(data)))
-	m := startCPU(b)
-	for b.Loop() {
-		round()
-	}
-	m.stop(b, len(data))
 }
 
 // BenchmarkFetchSmall measures the latency of fetching one 64-byte blob (one
@@ -177,7 +90,7 @@ func BenchmarkFetchSmall(b *testing.B) {
 	src := newFakeSource()
 	data := pattern(5, size)
 	src.put(blobID(0), data)
-	b.Run("tcp", func(b *testing.B) { benchTCP(b, data, make([]byte, size)) })
+	b.Run("tcp", func(b *testing.B) { peertest.BenchTCP(b, data, make([]byte, size)) })
 	b.Run("grpc", func(b *testing.B) {
 		s, err := Listen(ServerConfig{}, src)
 		if err != nil {

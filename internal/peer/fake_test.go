@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/peer/peertest"
 )
 
 // fakeSource is a Source over Go slices that counts pins.
@@ -154,30 +154,12 @@ func checkClean(t *testing.T, src *fakeSource, sink *fakeSink) {
 	}
 }
 
-// eventually waits (generously, never asserting speed) for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	peertest.Eventually(t, what, cond)
 }
 
-// pattern returns n bytes that differ per blob and per position.
-func pattern(seed byte, n int) []byte {
-	b := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
+func pattern(seed byte, n int) []byte { return peertest.Pattern(seed, n) }
 
 func blobID(i int) ids.ObjectID { return ids.ObjectID(0x1000+i) | ids.BlobBit }
 
@@ -212,8 +194,4 @@ func newClient(t *testing.T, cfg ClientConfig, sink Sink) *Client {
 	return c
 }
 
-func fetchCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func fetchCtx(t *testing.T) context.Context { return peertest.Context(t) }

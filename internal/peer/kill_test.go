@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/peer/peertest"
 )
 
 // serverEnv, when set in the environment of the test binary, makes it a
@@ -42,24 +42,7 @@ func TestMain(m *testing.M) {
 // startSourceProcess runs the test binary as a source process.
 func startSourceProcess(t *testing.T, size int) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", serverEnv, size))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("source process: %v", err)
-	}
-	return cmd, line[:len(line)-1]
+	return peertest.StartSelf(t, fmt.Sprintf("%s=%d", serverEnv, size))
 }
 
 // countConn calls onBytes once more than after bytes were read from it.

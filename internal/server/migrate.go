@@ -10,6 +10,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/peer"
+	"github.com/v6d-io/v6d-go/internal/peer/peerstore"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -22,8 +23,8 @@ const MigrateTimeout = 2 * time.Minute
 // migrator runs the peer service of the daemon and its migrations
 // (docs/cluster-data-plane.md, "Migration").
 //
-// Locking: mu guards copies and flights; it is never held while calling the
-// store or the peer client.
+// Locking: mu guards copies, flights and endpoints; it is never held while
+// calling the store or the peer client.
 type migrator struct {
 	st     *store.Store // set once by setStore, before any request is served
 	stp    atomic.Pointer[store.Store]
@@ -33,6 +34,10 @@ type migrator struct {
 	mu      sync.Mutex
 	copies  map[ids.ObjectID]ids.ObjectID // origin -> local copy
 	flights map[ids.ObjectID]*flight      // migrations under way
+	// endpoints remembers the peer endpoint each owner published, as read
+	// from the backend (an etcd read costs ~10 client round trips), until a
+	// fetch through it fails.
+	endpoints map[uint64]string
 }
 
 // flight is one migration under way; the callers of the same object wait on
@@ -48,14 +53,15 @@ type flight struct {
 // exists, so that the etcd registration can publish the bound address; until
 // setStore, the service refuses every fetch.
 func startMigrator(cfg *Config) (*migrator, error) {
-	m := &migrator{copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{}}
-	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSink{m})
+	m := &migrator{copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{},
+		endpoints: map[uint64]string{}}
+	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Sink{Store: m.store})
 	if err != nil {
 		return nil, fmt.Errorf("server: peer client: %w", err)
 	}
 	m.client = c
 	if cfg.PeerEndpoint != "" {
-		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, storeSource{m})
+		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Source{Store: m.store})
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("server: peer service: %w", err)
@@ -147,7 +153,9 @@ func (s *Server) Migrate(ctx context.Context, id ids.ObjectID) (ids.ObjectID, er
 	m.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
-		return 0, fmt.Errorf("migrate %v: %w", id, f.err)
+		// One status prefix for the client, not one per layer.
+		e := status.AsError(f.err)
+		return 0, &status.Error{Code: e.Code, Message: fmt.Sprintf("migrate %v: %s", id, e.Message)}
 	}
 	return f.id, nil
 }
@@ -171,13 +179,9 @@ func (m *migrator) migrate(ctx context.Context, tree []byte, blobs []store.Remot
 		return 0, err
 	}
 	for _, owner := range owners {
-		ep, err := m.st.PeerEndpoint(ctx, owner)
+		got, err := m.fetch(ctx, owner, byOwner[owner])
 		if err != nil {
 			return fail(err)
-		}
-		got, err := m.client.Fetch(ctx, ep, byOwner[owner])
-		if err != nil {
-			return fail(fetchError(owner, err))
 		}
 		for _, lb := range got {
 			copies[lb.Source] = lb.ID
@@ -197,6 +201,45 @@ func (m *migrator) migrate(ctx context.Context, tree []byte, blobs []store.Remot
 		return fail(err)
 	}
 	return created.ID, nil
+}
+
+// fetch copies blobs from owner's peer service. It uses the endpoint read
+// from the backend before, if any; when a fetch through that one fails, it
+// reads the backend again and, if owner now publishes another endpoint (an
+// instance id taken over by a new daemon), fetches once more from there.
+func (m *migrator) fetch(ctx context.Context, owner uint64, blobs []ids.ObjectID) ([]peer.LocalBlob, error) {
+	m.mu.Lock()
+	ep, known := m.endpoints[owner]
+	m.mu.Unlock()
+	if known {
+		got, err := m.client.Fetch(ctx, ep, blobs)
+		if err == nil {
+			return got, nil
+		}
+		m.mu.Lock()
+		if m.endpoints[owner] == ep {
+			delete(m.endpoints, owner)
+		}
+		m.mu.Unlock()
+		fresh, lerr := m.st.PeerEndpoint(ctx, owner)
+		if lerr != nil || fresh == ep {
+			return nil, fetchError(owner, err)
+		}
+		ep = fresh
+	} else {
+		var err error
+		if ep, err = m.st.PeerEndpoint(ctx, owner); err != nil {
+			return nil, err
+		}
+	}
+	got, err := m.client.Fetch(ctx, ep, blobs)
+	if err != nil {
+		return nil, fetchError(owner, err)
+	}
+	m.mu.Lock()
+	m.endpoints[owner] = ep
+	m.mu.Unlock()
+	return got, nil
 }
 
 // fetchError gives a failed fetch a status code for the client.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,17 +18,35 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// clusterServer starts a daemon with an etcd backend and a peer service.
-func clusterServer(t *testing.T, etcd *etcdtest.Server, size uint64) *Server {
+// clusterConfig is the configuration of a test daemon with an etcd backend
+// and a peer service, its socket in dir.
+func clusterConfig(dir, etcdEndpoint string, size uint64) Config {
+	return Config{Socket: filepath.Join(dir, "s.sock"), Size: size, PrefaultAhead: -1,
+		Meta: "etcd", EtcdEndpoints: []string{etcdEndpoint}, EtcdPrefix: "migrate-test",
+		EtcdLeaseTTL: 2 * time.Second, PeerEndpoint: "127.0.0.1:0"}
+}
+
+// clusterServer starts a daemon with an etcd backend and a peer service,
+// without background pre-fault.
+func clusterServer(t testing.TB, etcd *etcdtest.Server, size uint64) *Server {
+	t.Helper()
+	return clusterServerPrefault(t, etcd, size, -1)
+}
+
+// clusterServerPrefault is clusterServer with Config.PrefaultAhead.
+func clusterServerPrefault(t testing.TB, etcd *etcdtest.Server, size uint64, prefault int64) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-mig-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: size, PrefaultAhead: -1,
-		Meta: "etcd", EtcdEndpoints: []string{etcd.Endpoint()}, EtcdPrefix: "migrate-test",
-		EtcdLeaseTTL: 2 * time.Second, PeerEndpoint: "127.0.0.1:0"})
+	cfg := clusterConfig(dir, etcd.Endpoint(), size)
+	cfg.PrefaultAhead = prefault
+	if _, bench := t.(*testing.B); bench {
+		cfg.Logger = slog.New(slog.DiscardHandler) // keep benchmark output to figures
+	}
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,29 +64,35 @@ func pattern(seed byte, n int) []byte {
 }
 
 // putTensor stores a NumPy-like tree (a tensor with a buffer blob and a
-// shape) on s, persists it and returns its id and the blob's bytes.
+// shape) of n bytes pattern(seed, n) on s, persists it and returns its id.
 func putTensor(t *testing.T, s *Server, seed byte, n int) ids.ObjectID {
 	t.Helper()
+	id, err := storeTensor(s, n, func(b []byte) { copy(b, pattern(seed, n)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// storeTensor stores and persists a tensor of n bytes that fill writes.
+func storeTensor(s *Server, n int, fill func([]byte)) (ids.ObjectID, error) {
 	ss := s.store.NewSession()
 	defer ss.Close()
 	ext, err := ss.CreateBuffer(uint64(n))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	b, err := ss.OwnedBytes(ext.ID)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	copy(b, pattern(seed, n))
+	fill(b)
 	tree := fmt.Sprintf(`{"typename":"vineyard::Tensor<uint8>","shape_":"[%d]","nbytes":%d,"buffer_":{"id":%q}}`, n, n, ext.ID.String())
 	c, err := ss.CreateData(json.RawMessage(tree), []ids.ObjectID{ext.ID})
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	if err := s.store.Persist(c.ID); err != nil {
-		t.Fatal(err)
-	}
-	return c.ID
+	return c.ID, s.store.Persist(c.ID)
 }
 
 // tensorBytes reads the buffer of a local tensor of s.
@@ -99,7 +124,7 @@ func tensorBytes(t *testing.T, s *Server, id ids.ObjectID) (shape string, data [
 	return n.Shape, append([]byte(nil), ss.Bytes(exts[0])...)
 }
 
-func synced(t *testing.T, s *Server) {
+func synced(t testing.TB, s *Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -498,10 +498,14 @@ class Client:
         finally:
             pin.root = None
 
-    def get_object(self, object_id: IdLike) -> Object:
+    def get_object(self, object_id: IdLike, fetch: bool = False) -> Object:
         """Returns the object (its metadata) without resolving it to a value,
         with its blobs pinned while it lives (one round trip). An Arrow object
-        is an ``ArrowObject``, which exposes the Arrow PyCapsule interface."""
+        is an ``ArrowObject``, which exposes the Arrow PyCapsule interface.
+        With ``fetch=True`` an object of another instance is migrated here
+        first (:meth:`migrate`)."""
+        if fetch:
+            object_id = self.migrate(object_id)
         tree, pin = self._get_tree(_id(object_id))
         return object_type(str(tree.get("typename", "")))(ObjectMeta(tree), pin)
 
