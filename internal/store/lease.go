@@ -167,7 +167,6 @@ func (ss *Session) AdoptLeaseBlobs(bs []LeaseBlob) error {
 		if lb.Offset > cur { // a gap no blob took: back to the allocator
 			_ = s.alloc.Split(cur, lb.Offset)
 			_ = s.alloc.Free(cur)
-			cur = lb.Offset
 		}
 		end := lb.Offset + roundUp(lb.Size)
 		if end < l.end {
