@@ -24,6 +24,9 @@ const (
 	leaseMin = 1 << 20
 	// leaseFactor: a new lease holds this many puts of the size that needed it.
 	leaseFactor = 2
+	// leaseIDsLow is the fewest unused ids a lease the daemon grants holds
+	// (store.leaseIDsLow): a create of more blobs does not use the lease.
+	leaseIDsLow = 256
 )
 
 // leaseState is the client's view of its lease. Guarded by Client.mu.
@@ -52,11 +55,17 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 		total += roundUp(s)
 	}
 	l := &c.lease
+	if len(sizes) > leaseIDsLow {
+		return nil, false, nil // more ids than a renewal promises: the old way
+	}
 	if l.end-l.off < total || l.ids < uint64(len(sizes)) {
 		want := max(leaseFactor*total, leaseMin)
 		var reply protocol.BuffersReply
 		req := &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: want, LeaseNeed: total}
 		if err := c.callLocked(req, &reply); err != nil {
+			// The daemon may have taken the old lease back before it
+			// failed: never carve from it again.
+			l.off, l.end = 0, 0
 			return nil, false, err
 		}
 		if reply.Lease == nil {
@@ -133,9 +142,16 @@ func (c *Client) takeLeaseLocked(req protocol.Request) protocol.Request {
 	return &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseKeep: true, LeaseBlobs: pending}
 }
 
-// leaseRenewedLocked takes the lease a create_data reply carries.
-func (c *Client) leaseRenewedLocked(g *protocol.LeaseGrant) {
+// leaseRenewedLocked takes the lease a create_data reply carries, when the
+// request asked for one (asked bytes). A reply without one, to a request
+// that asked, leaves the client without a lease: the daemon may have taken
+// the old one back.
+func (c *Client) leaseRenewedLocked(asked uint64, g *protocol.LeaseGrant) {
+	if asked == 0 {
+		return
+	}
 	if g == nil {
+		c.lease.off, c.lease.end = 0, 0
 		return
 	}
 	c.lease.set(g)
@@ -155,7 +171,9 @@ func (c *Client) ReleaseLease() error {
 		return c.usableLocked()
 	}
 	var reply protocol.BuffersReply
-	if err := c.callLocked(&protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true}, &reply); err != nil {
+	err := c.callLocked(&protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true}, &reply)
+	c.lease.off, c.lease.end = 0, 0 // returned, or in doubt: never carve from it again
+	if err != nil {
 		return err
 	}
 	if reply.Lease != nil {

@@ -218,3 +218,57 @@ func TestLeaseExtentsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeaseRefusedLeavesNoStaleLease: a lease request the daemon cannot
+// grant takes the old lease back; the client must never carve from it
+// again, where another client's blobs may lie by then.
+func TestLeaseRefusedLeavesNoStaleLease(t *testing.T) {
+	srv := startServer(t, 8<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	putLeased(t, a, 200<<10, 1) // a leases (1 MiB: an eighth of the arena)
+	held := a.lease
+	if held.end-held.off == 0 {
+		t.Fatal("a holds no lease")
+	}
+	// Almost everything else goes to b.
+	for {
+		if _, err := b.CreateBuffers([]uint64{512 << 10}); err != nil {
+			break
+		}
+	}
+	if _, err := a.CreateBuffers([]uint64{4 << 20}); status.CodeOf(err) != status.NotEnoughMemory {
+		t.Fatalf("a put larger than what is free = %v, want NotEnoughMemory", err)
+	}
+	// a's old lease is free memory now: b takes it and fills it.
+	var bufs []Buffer
+	for {
+		got, err := b.CreateBuffers([]uint64{64 << 10})
+		if err != nil {
+			break
+		}
+		fill(got[0].Data, 9)
+		bufs = append(bufs, got[0])
+	}
+	if len(bufs) == 0 {
+		t.Fatal("b got none of a's returned lease")
+	}
+	// a's next put must not land in b's memory (with nothing free, it
+	// cannot lease again).
+	if got, err := a.CreateBuffers([]uint64{1 << 10}); err != nil {
+		if status.CodeOf(err) != status.NotEnoughMemory {
+			t.Fatal(err)
+		}
+	} else {
+		fill(got[0].Data, 5)
+	}
+	want := make([]byte, 64<<10)
+	fill(want, 9)
+	for _, buf := range bufs {
+		if !bytes.Equal(buf.Data, want) {
+			t.Fatalf("b's buffer %v was overwritten", buf.ID)
+		}
+	}
+	if err := srv.Store().CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
