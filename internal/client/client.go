@@ -12,7 +12,6 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -351,7 +350,7 @@ func (c *Client) encode(req protocol.Request) error {
 // fatal set: the connection is out of step with the daemon (it may have sent
 // fds the client cannot account for).
 func decodeReply(body []byte, want string, reply protocol.Reply) (fatal bool, err error) {
-	if err := json.Unmarshal(body, reply); err != nil {
+	if err := protocol.UnmarshalReply(body, reply); err != nil {
 		return true, errBadReply("%v", err)
 	}
 	h := reply.ReplyHeader()

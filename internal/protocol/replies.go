@@ -234,7 +234,7 @@ func EncodeError(err error) []byte {
 // absent from body keep their values.
 func DecodeReply(body []byte, want string, r Reply) error {
 	*r.ReplyHeader() = Header{}
-	if err := json.Unmarshal(body, r); err != nil {
+	if err := UnmarshalReply(body, r); err != nil {
 		return status.Errorf(status.Invalid, "malformed reply: %v", err)
 	}
 	h := r.ReplyHeader()
