@@ -201,7 +201,9 @@ func scanLiteral(s *jsonscan.Scanner, lit string) bool {
 	return s.Pos == len(s.Buf) || !isLetter(s.Buf[s.Pos])
 }
 
-func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isLetter(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // scanIDs reads an array of plain uint64 numbers (or null).
 func scanIDs(s *jsonscan.Scanner) ([]ids.ObjectID, bool) {
@@ -248,7 +250,7 @@ func scanLease(s *jsonscan.Scanner, g *LeaseGrant) bool {
 		if err != nil || escaped || s.Expect(':') != nil {
 			return false
 		}
-		ok := true
+		var ok bool
 		var v uint64
 		switch string(raw[1 : len(raw)-1]) {
 		case "offset":
