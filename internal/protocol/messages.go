@@ -377,7 +377,11 @@ func DecodeRequest(body []byte) (Frame, error) {
 		return f, status.Errorf(status.Invalid, "unknown message type %q", f.Wire)
 	}
 	req := f.Kind.New()
-	err := json.Unmarshal(body, req)
+	var err error
+	if !fastDecodeRequest(body, req) {
+		req = f.Kind.New()
+		err = json.Unmarshal(body, req)
+	}
 	if err != nil {
 		err = status.Errorf(status.Invalid, "bad %s: %v", f.Wire, err)
 	} else if v, ok := req.(validator); ok {
