@@ -91,3 +91,33 @@ func TestLeasesConcurrent(t *testing.T) {
 		t.Fatalf("used %d after a clear", used)
 	}
 }
+
+// TestLeaseIsPrefaulted: the background pre-fault keeps the memory of a
+// lease resident, where its client writes next, not only what lies above
+// the lease.
+func TestLeaseIsPrefaulted(t *testing.T) {
+	const ahead = 4 << 20
+	s, err := New(Config{Size: 64 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer checkInvariants(t, s)
+	waitPrefaulted(t, s, HeaderSize+ahead)
+	// Use up the pre-faulted memory, then lease beyond it.
+	a := s.NewSession()
+	defer a.Close()
+	if _, err := a.CreateBuffer(ahead); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Lease(ahead, ahead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPrefaulted(t, s, l.Offset+l.Size)
+	for i, r := range resident(t, s, l.Offset, l.Size) {
+		if !r {
+			t.Fatalf("page %d of the lease is not resident", i)
+		}
+	}
+}
