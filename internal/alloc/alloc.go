@@ -134,6 +134,27 @@ func (a *Allocator) Shrink(offset, newSize uint64) error {
 	return nil
 }
 
+// Split cuts the live allocation that starts at offset in two at at: the
+// allocations [offset, at) and [at, end) are both live afterwards, each
+// freed, shrunk or split on its own. at must be a multiple of Alignment
+// strictly inside the allocation, else Split fails with ErrBadSize; an
+// offset that is not the start of a live allocation fails with
+// ErrUnknownOffset. Neither failure changes anything. It costs O(1): the
+// store carves the blobs of a lease out of it this way.
+func (a *Allocator) Split(offset, at uint64) error {
+	size, ok := a.live[offset]
+	if !ok {
+		return fmt.Errorf("%w: split of offset %d", ErrUnknownOffset, offset)
+	}
+	if at <= offset || at >= offset+size || at%Alignment != 0 {
+		return fmt.Errorf("%w: cannot split the %d bytes at offset %d at %d",
+			ErrBadSize, size, offset, at)
+	}
+	a.live[offset] = at - offset
+	a.live[at] = offset + size - at
+	return nil
+}
+
 // SizeOf returns the rounded size of the live allocation that starts at
 // offset, and false if there is none.
 func (a *Allocator) SizeOf(offset uint64) (uint64, bool) {

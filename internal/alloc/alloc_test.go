@@ -427,3 +427,50 @@ func TestRandomAgainstModel(t *testing.T) {
 	}
 	checkInvariants(t, a, live)
 }
+
+func TestSplit(t *testing.T) {
+	a := New(4096)
+	left, _ := a.Alloc(64)
+	off, _ := a.Alloc(1024)
+	for _, tc := range []struct {
+		name   string
+		offset uint64
+		at     uint64
+		err    error
+	}{
+		{"unknown offset", 32, 96, ErrUnknownOffset},
+		{"at the start", off, off, ErrBadSize},
+		{"at the end", off, off + 1024, ErrBadSize},
+		{"past the end", off, off + 2048, ErrBadSize},
+		{"unaligned", off, off + 100, ErrBadSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := a.Split(tc.offset, tc.at); !errors.Is(err, tc.err) {
+				t.Fatalf("Split(%d, %d) = %v, want %v", tc.offset, tc.at, err, tc.err)
+			}
+			checkInvariants(t, a, map[uint64]uint64{left: 64, off: 1024})
+		})
+	}
+	// Split in three, free the middle, then the rest: everything coalesces.
+	if err := a.Split(off, off+256); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Split(off+256, off+512); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, a, map[uint64]uint64{left: 64, off: 256, off + 256: 256, off + 512: 512})
+	if err := a.Free(off + 256); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, a, map[uint64]uint64{left: 64, off: 256, off + 512: 512})
+	if err := a.Free(off + 512); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Free(off); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, a, map[uint64]uint64{left: 64})
+	if got := freeExtents(a); !slices.Equal(got, []extent{{64, 4096 - 64}}) {
+		t.Fatalf("free extents %v, want one of everything past left", got)
+	}
+}

@@ -58,3 +58,15 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkPutInline(b *testing.B) {
+	c := connect(b, startServer(b, 64<<20))
+	tree := []byte(`{"typename":"vineyard::Tensor<int64>","value_type_":"int64","shape_":"[1]","order_":"\"C\"","buffer_":{"inline":0}}`)
+	data := [][]byte{[]byte("12345678")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := c.CreateInline(tree, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -22,6 +22,15 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ext.lease && !c.remote {
+		bufs, ok, err := c.leaseBuffersLocked([]uint64{size})
+		if err != nil || ok {
+			if err != nil {
+				return 0, nil, err
+			}
+			return bufs[0].ID, bufs[0].Data, nil
+		}
+	}
 	reply := protocol.CreateBufferReply{Fd: -1}
 	if err := c.callLocked(&protocol.CreateBufferRequest{Size: size}, &reply); err != nil {
 		return 0, nil, err
@@ -56,6 +65,15 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
+	if c.ext.lease && !c.remote {
+		bufs, ok, err := c.leaseBuffersLocked(nonEmpty)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return spreadBuffers(out, sizes, bufs), nil
+		}
+	}
 	req := &protocol.CreateBuffersRequest{Num: len(nonEmpty), Sizes: nonEmpty}
 	if err := c.callLocked(req, &reply); err != nil {
 		return nil, err
@@ -72,6 +90,12 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return spreadBuffers(out, sizes, bufs), nil
+}
+
+// spreadBuffers fills out (one per size) with bufs (one per non-zero size)
+// and the empty blob for the zeros.
+func spreadBuffers(out []Buffer, sizes []uint64, bufs []Buffer) []Buffer {
 	j := 0
 	for i, s := range sizes {
 		if s == 0 {
@@ -81,7 +105,7 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 		out[i] = bufs[j]
 		j++
 	}
-	return out, nil
+	return out
 }
 
 // adoptCreatedLocked records newly created blobs and returns their writable

@@ -12,7 +12,6 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -62,7 +61,8 @@ type Client struct {
 	wbuf    []byte
 	regions map[int]*arena // daemon store_fd → arena
 	closed  bool
-	lost    error // set once the connection broke
+	lost    error      // set once the connection broke
+	lease   leaseState // arena memory and ids to carve blobs from (lease.go)
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
@@ -213,6 +213,7 @@ func (c *Client) disconnectLocked() error {
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
+	c.lease = leaseState{}
 	c.cache.entries = nil
 	c.state.Unlock()
 	for fd, a := range c.regions {
@@ -268,7 +269,11 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	c.validateCacheLocked() // references kept for deleted objects go out with this request
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
-	return c.exchangeLocked(req, reply, c.releaseRequests(rel), trailing)
+	ahead := c.releaseRequests(rel)
+	if flush := c.takeLeaseLocked(req); flush != nil {
+		ahead = append([]protocol.Request{flush}, ahead...)
+	}
+	return c.exchangeLocked(req, reply, ahead, trailing)
 }
 
 // exchangeLocked writes the requests of ahead (releases), req and then the
@@ -345,7 +350,7 @@ func (c *Client) encode(req protocol.Request) error {
 // fatal set: the connection is out of step with the daemon (it may have sent
 // fds the client cannot account for).
 func decodeReply(body []byte, want string, reply protocol.Reply) (fatal bool, err error) {
-	if err := json.Unmarshal(body, reply); err != nil {
+	if err := protocol.UnmarshalReply(body, reply); err != nil {
 		return true, errBadReply("%v", err)
 	}
 	h := reply.ReplyHeader()

@@ -33,7 +33,7 @@ import (
 
 // extSet records which extensions the daemon has.
 type extSet struct {
-	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch bool
+	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch, lease bool
 }
 
 // parseExtensions returns the extensions a register_reply names; unknown
@@ -54,6 +54,8 @@ func parseExtensions(names []string) extSet {
 			e.releaseIDs = true
 		case protocol.ExtMetaEpoch:
 			e.metaEpoch = true
+		case protocol.ExtLease:
+			e.lease = true
 		}
 	}
 	return e

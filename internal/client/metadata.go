@@ -54,6 +54,7 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	if err := c.callLocked(req, &reply); err != nil {
 		return 0, nil, err
 	}
+	c.leaseRenewedLocked(req.LeaseSize, reply.Lease)
 	if len(toSeal) > 0 {
 		c.state.Lock()
 		for _, id := range toSeal {

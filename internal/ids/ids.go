@@ -98,6 +98,34 @@ func (g *Generator) next() uint64 {
 	}
 }
 
+// BlobBlock reserves n consecutive fresh blob ids (1 <= n <= 4096) and
+// returns the first: first, first+1, ..., first+n-1 are blob ids that the
+// generator never returns again. They share one millisecond slot, so the
+// instance bits of each are this generator's. A daemon hands such a block
+// to a client that names its new blobs itself (a lease, internal/store).
+func (g *Generator) BlobBlock(n int) ObjectID {
+	if n < 1 || n > 0x1000 {
+		panic("ids: BlobBlock of an impossible size")
+	}
+	for {
+		ms := uint64(time.Now().UnixMilli()) & 0x1ffffffffff
+		cand := ms<<22 | g.instance<<12
+		last := g.last.Load()
+		cand &^= uint64(BlobBit)
+		if cand <= last {
+			cand = last + 1
+			if cand&0xfff == 0 || cand&0xfff+uint64(n) > 0x1000 { // would leave the slot: take the next whole
+				cand = ((last>>22)+1)<<22 | g.instance<<12
+			}
+		}
+		cand &^= uint64(BlobBit)
+		end := cand + uint64(n) - 1
+		if g.last.CompareAndSwap(last, end) {
+			return ObjectID(cand) | BlobBit
+		}
+	}
+}
+
 // Object returns a fresh non-blob id.
 func (g *Generator) Object() ObjectID { return ObjectID(g.next()) }
 

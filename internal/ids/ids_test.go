@@ -82,3 +82,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestBlobBlock(t *testing.T) {
+	g := NewGenerator(5)
+	seen := map[ObjectID]bool{}
+	for round := 0; round < 50; round++ {
+		first := g.BlobBlock(1000)
+		for i := uint64(0); i < 1000; i++ {
+			id := first + ObjectID(i)
+			if !id.IsBlob() || (uint64(id)>>12)&0x3ff != 5 || seen[id] {
+				t.Fatalf("block id %v: blob %v, instance %d, repeated %v", id, id.IsBlob(), (uint64(id)>>12)&0x3ff, seen[id])
+			}
+			seen[id] = true
+		}
+		if b := g.Blob(); seen[b] {
+			t.Fatalf("Blob %v repeats a block id", b)
+		} else {
+			seen[b] = true
+		}
+	}
+}

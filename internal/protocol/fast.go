@@ -151,6 +151,9 @@ func (r *BuffersReply) appendJSON(dst []byte) ([]byte, bool) {
 	dst = appendInts(dst, "fds", r.Fds)
 	dst = strconv.AppendInt(appendKey(dst, "num"), int64(r.Num), 10)
 	dst = appendBool(dst, "compress", r.Compress)
+	if r.Lease != nil {
+		dst = r.Lease.appendJSON(appendKey(dst, "lease"))
+	}
 	for i := range r.Payloads { // the numbered keys older upstream clients read
 		dst = r.Payloads[i].appendJSON(appendKey(dst, strconv.Itoa(i)))
 	}
@@ -167,7 +170,19 @@ func (r *CreateDataReply) appendJSON(dst []byte) ([]byte, bool) {
 	if len(r.InlineIDs) > 0 {
 		dst = appendUints(dst, "inline_ids", r.InlineIDs)
 	}
+	if r.Lease != nil {
+		dst = r.Lease.appendJSON(appendKey(dst, "lease"))
+	}
 	return append(dst, '}'), true
+}
+
+func (g *LeaseGrant) appendJSON(dst []byte) []byte {
+	dst = strconv.AppendUint(append(dst, `{"offset":`...), g.Offset, 10)
+	dst = appendUint(dst, "size", g.Size)
+	dst = strconv.AppendInt(appendKey(dst, "store_fd"), int64(g.StoreFd), 10)
+	dst = appendUint(dst, "first_id", uint64(g.FirstID))
+	dst = appendUint(dst, "ids", g.IDs)
+	return append(dst, '}')
 }
 
 func (r *GetDataReply) appendJSON(dst []byte) ([]byte, bool) {
@@ -196,7 +211,19 @@ func (r *CreateBufferRequest) appendFields(dst []byte) []byte {
 
 func (r *CreateBuffersRequest) appendFields(dst []byte) []byte {
 	dst = strconv.AppendInt(appendKey(dst, "num"), int64(r.Num), 10)
-	return appendUints(dst, "sizes", r.Sizes)
+	dst = appendUints(dst, "sizes", r.Sizes)
+	if r.Lease {
+		dst = appendBool(dst, "lease", true)
+		if r.LeaseKeep {
+			dst = appendBool(dst, "lease_keep", true)
+		}
+		dst = appendUint(dst, "lease_size", r.LeaseSize)
+		dst = appendUint(dst, "lease_need", r.LeaseNeed)
+		if len(r.LeaseBlobs) > 0 {
+			dst = appendUints(dst, "lease_blobs", r.LeaseBlobs)
+		}
+	}
+	return dst
 }
 
 func (r *SealRequest) appendFields(dst []byte) []byte {
@@ -237,6 +264,12 @@ func (r *CreateDataRequest) appendFields(dst []byte) []byte {
 	}
 	if r.WithContent {
 		dst = appendBool(dst, "with_content", true)
+	}
+	if len(r.LeaseBlobs) > 0 {
+		dst = appendUints(dst, "lease_blobs", r.LeaseBlobs)
+	}
+	if r.LeaseSize > 0 {
+		dst = appendUint(dst, "lease_size", r.LeaseSize)
 	}
 	return dst
 }

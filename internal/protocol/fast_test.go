@@ -26,9 +26,13 @@ func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
 		{"create_buffers", &BuffersReply{Header: Header{Type: "create_buffers_reply"}, IDs: []ids.ObjectID{1, 2},
 			Payloads: []Payload{p, p}, Fds: []int{3}, Num: 2}},
 		{"get_buffers empty", &BuffersReply{Header: Header{Type: "get_buffers_reply"}, Payloads: []Payload{}, Fds: []int{}}},
-		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, nil}},
-		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil, nil}},
-		{"create_data inline", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, []ids.ObjectID{1 << 63, 3}}},
+		{"create_data", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, nil, nil}},
+		{"create_data no content", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil, nil, nil}},
+		{"create_data inline", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, tree, []ids.ObjectID{1 << 63, 3}, nil}},
+		{"create_data lease", &CreateDataReply{Header{Type: "create_data_reply"}, 5, 6, 7, nil, []ids.ObjectID{3},
+			&LeaseGrant{Offset: 4096, Size: 1 << 20, StoreFd: 9, FirstID: 1<<63 | 5, IDs: 1024}}},
+		{"create_buffers lease", &BuffersReply{Header: Header{Type: "create_buffers_reply"}, Payloads: []Payload{},
+			Fds: []int{9}, Lease: &LeaseGrant{Offset: 64, Size: 128, StoreFd: 9, FirstID: 1 << 63, IDs: 1}}},
 		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize}},
 		{"get_data plain", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`)}},
 	} {
@@ -118,6 +122,12 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 		&GetDataRequest{ID: IDList{1}},
 		&CreateDataRequest{Content: tree, Seal: []ids.ObjectID{4}, WithContent: true},
 		&CreateDataRequest{Inline: []uint64{3, 0}},
+		&CreateDataRequest{Content: tree, Seal: []ids.ObjectID{1<<63 | 4}, LeaseBlobs: []uint64{1<<63 | 4, 4096, 10},
+			LeaseSize: 1 << 20},
+		&CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: 1 << 20, LeaseNeed: 64,
+			LeaseBlobs: []uint64{1<<63 | 4, 4096, 10}},
+		&CreateBuffersRequest{Sizes: []uint64{}, Lease: true},
+		&CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseKeep: true, LeaseBlobs: []uint64{1 << 63, 64, 1}},
 	} {
 		body, err := EncodeRequest(req.RequestType(), req)
 		if err != nil {

@@ -97,10 +97,21 @@ type CreateBufferRequest struct {
 	Size uint64 `json:"size"`
 }
 
-// CreateBuffersRequest allocates several unsealed blobs at once.
+// CreateBuffersRequest allocates several unsealed blobs at once. With
+// Lease (our extension, ExtLease) it also replaces the connection's lease:
+// LeaseBlobs (id, offset, size triples carved from the old lease) become
+// unsealed blobs first, then the old lease's rest is returned and a new one
+// of LeaseSize bytes granted (LeaseNeed bytes when LeaseSize are not free;
+// LeaseSize 0 only returns the rest). LeaseKeep adopts LeaseBlobs and keeps
+// the lease as it is (the client names blobs before a request about them).
 type CreateBuffersRequest struct {
-	Num   int      `json:"num"`
-	Sizes []uint64 `json:"sizes"`
+	Num        int      `json:"num"`
+	Sizes      []uint64 `json:"sizes"`
+	Lease      bool     `json:"lease,omitempty"`
+	LeaseKeep  bool     `json:"lease_keep,omitempty"`
+	LeaseSize  uint64   `json:"lease_size,omitempty"`
+	LeaseNeed  uint64   `json:"lease_need,omitempty"`
+	LeaseBlobs []uint64 `json:"lease_blobs,omitempty"`
 }
 
 // SealRequest seals a blob the connection created.
@@ -185,6 +196,12 @@ type CreateDataRequest struct {
 	Inline  []uint64        `json:"inline,omitempty"`
 	// WithContent (our extension) asks for the stored tree in the reply.
 	WithContent bool `json:"with_content,omitempty"`
+	// LeaseBlobs (our extension, ExtLease) are blobs the client carved from
+	// its lease, as (id, offset, size) triples: they become unsealed blobs
+	// of the connection before Seal applies. LeaseSize > 0 asks for a new
+	// lease of that many bytes in the reply, best effort.
+	LeaseBlobs []uint64 `json:"lease_blobs,omitempty"`
+	LeaseSize  uint64   `json:"lease_size,omitempty"`
 }
 
 // CreateDatasRequest stores several trees; Seal as in CreateDataRequest.
@@ -360,7 +377,11 @@ func DecodeRequest(body []byte) (Frame, error) {
 		return f, status.Errorf(status.Invalid, "unknown message type %q", f.Wire)
 	}
 	req := f.Kind.New()
-	err := json.Unmarshal(body, req)
+	var err error
+	if !fastDecodeRequest(body, req) {
+		req = f.Kind.New()
+		err = json.Unmarshal(body, req)
+	}
 	if err != nil {
 		err = status.Errorf(status.Invalid, "bad %s: %v", f.Wire, err)
 	} else if v, ok := req.(validator); ok {

@@ -51,10 +51,26 @@ const (
 	// ExtMetaEpoch is the meta epoch of the arena header and get_data's
 	// meta_epoch (the client's tree cache).
 	ExtMetaEpoch = "meta_epoch"
+	// ExtLease is the lease of create_buffers and create_data: the client
+	// carves its new blobs from leased arena memory and ids, so a put is one
+	// create_data.
+	ExtLease = "lease"
 )
 
 // Extensions is every extension this implementation has, daemon and client.
-var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch}
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease}
+
+// LeaseGrant (our extension) is a connection's lease as a reply reports it:
+// the arena range [Offset, Offset+Size) the client may carve blobs from,
+// mapped through StoreFd (the read-write fd), and the ids [FirstID,
+// FirstID+IDs) it names them with. Size 0: no memory is leased.
+type LeaseGrant struct {
+	Offset  uint64       `json:"offset"`
+	Size    uint64       `json:"size"`
+	StoreFd int          `json:"store_fd"`
+	FirstID ids.ObjectID `json:"first_id"`
+	IDs     uint64       `json:"ids"`
+}
 
 // CreateBufferReply answers create_buffer_request. Fd is the store fd that
 // follows the reply, or -1 when the connection already has it.
@@ -75,6 +91,7 @@ type BuffersReply struct {
 	Fds      []int          `json:"fds"`
 	Num      int            `json:"num"`
 	Compress bool           `json:"compress"`
+	Lease    *LeaseGrant    `json:"lease,omitempty"` // ExtLease
 }
 
 // MarshalJSON adds the numbered keys upstream's readers expect.
@@ -108,6 +125,8 @@ type CreateDataReply struct {
 	Content    json.RawMessage `json:"content,omitempty"`
 	// InlineIDs (our extension) are the ids of the blobs of an inline create.
 	InlineIDs []ids.ObjectID `json:"inline_ids,omitempty"`
+	// Lease (ExtLease) is the new lease, when the request asked for one.
+	Lease *LeaseGrant `json:"lease,omitempty"`
 }
 
 // CreateDatasReply answers create_datas_request.
@@ -176,10 +195,13 @@ type MemoryTrimReply struct {
 
 // InstanceStatus is the body of instance_status_reply's "meta".
 type InstanceStatus struct {
-	InstanceID       uint64 `json:"instance_id"`
-	Deployment       string `json:"deployment"`
-	MemoryUsage      uint64 `json:"memory_usage"`
-	MemoryLimit      uint64 `json:"memory_limit"`
+	InstanceID  uint64 `json:"instance_id"`
+	Deployment  string `json:"deployment"`
+	MemoryUsage uint64 `json:"memory_usage"`
+	MemoryLimit uint64 `json:"memory_limit"`
+	// MemoryLeased (ours) is arena memory leased to clients to carve new
+	// blobs from (ExtLease): not in MemoryUsage, not free for others.
+	MemoryLeased     uint64 `json:"memory_leased"`
 	DeferredRequests int    `json:"deferred_requests"`
 	IPCConnections   int    `json:"ipc_connections"`
 	RPCConnections   int    `json:"rpc_connections"`
@@ -212,7 +234,7 @@ func EncodeError(err error) []byte {
 // absent from body keep their values.
 func DecodeReply(body []byte, want string, r Reply) error {
 	*r.ReplyHeader() = Header{}
-	if err := json.Unmarshal(body, r); err != nil {
+	if err := UnmarshalReply(body, r); err != nil {
 		return status.Errorf(status.Invalid, "malformed reply: %v", err)
 	}
 	h := r.ReplyHeader()

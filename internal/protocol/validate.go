@@ -48,7 +48,12 @@ func checkTree(field string, raw json.RawMessage) error {
 	return nil
 }
 
-func (r *CreateBuffersRequest) validate() error { return tooMany("sizes", len(r.Sizes)) }
+func (r *CreateBuffersRequest) validate() error {
+	if err := checkLeaseBlobs(r.LeaseBlobs); err != nil {
+		return err
+	}
+	return tooMany("sizes", len(r.Sizes))
+}
 
 func (r *GetBuffersRequest) validate() error { return tooMany("ids", len(r.IDs)) }
 
@@ -61,6 +66,9 @@ func (r *CreateDataRequest) validate() error {
 		return err
 	}
 	if err := tooMany("inline", len(r.Inline)); err != nil {
+		return err
+	}
+	if err := checkLeaseBlobs(r.LeaseBlobs); err != nil {
 		return err
 	}
 	return checkTree("content", r.Content)
@@ -112,3 +120,12 @@ func (r *GetNameRequest) validate() error {
 func (r *ListDataRequest) validate() error { return checkName("pattern", r.Pattern) }
 
 func (r *ListNameRequest) validate() error { return checkName("pattern", r.Pattern) }
+
+// checkLeaseBlobs checks the shape of a lease_blobs list: (id, offset, size)
+// triples, at most MaxItems of them.
+func checkLeaseBlobs(v []uint64) error {
+	if len(v)%3 != 0 {
+		return status.Errorf(status.Invalid, "lease_blobs has %d numbers, not (id, offset, size) triples", len(v))
+	}
+	return tooMany("lease_blobs", len(v)/3)
+}

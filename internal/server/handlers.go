@@ -98,6 +98,9 @@ var handlers = [protocol.NumKinds]handler{
 		if r.Num != 0 && r.Num != len(r.Sizes) {
 			return nil, nil, status.Errorf(status.Invalid, "num %d does not match %d sizes", r.Num, len(r.Sizes))
 		}
+		if r.Lease {
+			return c.createBuffersLease(r)
+		}
 		es, err := c.sess.CreateBuffers(r.Sizes)
 		if err != nil {
 			return nil, nil, err
@@ -209,6 +212,7 @@ var handlers = [protocol.NumKinds]handler{
 			Deployment:       c.s.cfg.Deployment,
 			MemoryUsage:      used,
 			MemoryLimit:      limit,
+			MemoryLeased:     st.Leased(),
 			DeferredRequests: c.s.waitingCount(),
 			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
 			RPCConnections:   c.s.rpcConnections(),
@@ -247,7 +251,13 @@ func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error)
 // trailing bytes) it first reads their bytes straight into the arena.
 func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int, error) {
 	if len(r.Inline) > 0 {
+		if len(r.LeaseBlobs) > 0 {
+			return nil, nil, status.Errorf(status.Invalid, "create_data takes either inline or lease blobs, not both")
+		}
 		return c.createInline(r)
+	}
+	if err := c.adoptLeaseBlobs(r.LeaseBlobs); err != nil {
+		return nil, nil, err
 	}
 	created, err := c.sess.CreateData(r.Content, r.Seal)
 	if status.CodeOf(err) == status.ObjectNotExists && len(r.Seal) == 0 && c.s.etcd != nil {
@@ -264,6 +274,7 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 	if r.WithContent {
 		out.Content, _ = c.s.store.Tree(created.ID)
 	}
+	c.renewLease(r, out)
 	return out, nil, nil
 }
 

@@ -33,6 +33,7 @@ type Session struct {
 	s       *Store
 	refs    map[ids.ObjectID]*blob // at most one reference per blob
 	created map[ids.ObjectID]*blob // unsealed blobs this session created
+	lease   lease                  // memory and ids the client carves blobs from (lease.go)
 	closed  bool
 }
 
@@ -60,6 +61,7 @@ func (ss *Session) Close() {
 	for _, b := range ss.created {
 		s.dropUnsealedLocked(b)
 	}
+	ss.returnLeaseLocked()
 	for id := range ss.refs {
 		ss.releaseLocked(id)
 	}
@@ -144,6 +146,11 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	if err != nil {
 		if errors.Is(err, alloc.ErrNotEnoughMemory) {
 			used, limit := s.usageLocked()
+			if s.leased > 0 {
+				return nil, status.Errorf(status.NotEnoughMemory,
+					"failed to allocate %d bytes: %d of %d bytes are in use, %d more leased to clients",
+					size, used, limit, s.leased)
+			}
 			return nil, status.Errorf(status.NotEnoughMemory,
 				"failed to allocate %d bytes: %d of %d bytes are in use", size, used, limit)
 		}

@@ -16,6 +16,7 @@ func FuzzStoreOps(f *testing.F) {
 	f.Add([]byte{0, 0, 200, 1, 0, 0, 10, 0, 0, 5, 1, 0, 6, 1, 0, 4, 1, 3, 7, 0, 0})
 	f.Add([]byte{0, 0, 1, 0, 1, 2, 1, 0, 0, 1, 1, 1, 10, 0, 0, 10, 1, 1, 11, 2, 2, 4, 0, 1, 4, 1, 3, 13, 0, 0})
 	f.Add([]byte{0, 0, 64, 8, 0, 0, 8, 0, 1, 1, 0, 0, 12, 0, 0, 0, 1, 0, 12, 1, 1, 9, 1, 0})
+	f.Add([]byte{16, 0, 90, 17, 20, 0, 17, 20, 1, 1, 0, 0, 17, 8, 66, 16, 4, 200, 17, 9, 3, 9, 0, 0, 16, 1, 40})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		s, err := New(Config{Size: 1 << 16})
 		if err != nil {
@@ -79,7 +80,7 @@ func (fz *storeFuzz) object(i byte) ids.ObjectID {
 // random) and only the invariants judge the outcome.
 func (fz *storeFuzz) step(op, a, b byte) string {
 	s, ss := fz.s, fz.sessions[int(a)%len(fz.sessions)]
-	switch op % 16 {
+	switch op % 18 {
 	case 0:
 		p, err := ss.CreateBuffer(uint64(b) * 97 % 5000)
 		if err == nil && p.ID != ids.EmptyBlob {
@@ -133,6 +134,22 @@ func (fz *storeFuzz) step(op, a, b byte) string {
 	case 14:
 		_, _, _, err := ss.GetDataWithBuffers([]ids.ObjectID{fz.object(a), fz.object(b), fz.object(a)})
 		return fmt.Sprintf("get data %v %v: %v", fz.object(a), fz.object(b), err)
+	case 16:
+		want, need := uint64(b)*131%20000, uint64(0)
+		if a&4 != 0 {
+			need = want / 2
+		}
+		_, err := ss.Lease(want, need)
+		return fmt.Sprintf("lease %d (need %d): %v", want, need, err)
+	case 17:
+		l := ss.Leased()
+		lb := LeaseBlob{ID: l.FirstID + ids.ObjectID(b>>6), Offset: l.Offset + uint64(b%8)*64 - uint64(a&1)*32,
+			Size: uint64(a>>1)*13%400 + uint64(b>>3&1)}
+		err := ss.AdoptLeaseBlobs([]LeaseBlob{lb})
+		if err == nil {
+			fz.blobs = append(fz.blobs, lb.ID)
+		}
+		return fmt.Sprintf("adopt %+v of %+v: %v", lb, l, err)
 	default:
 		return fmt.Sprintf("incref %v: %v", fz.blob(b), ss.IncreaseReferenceCount([]ids.ObjectID{fz.blob(b)}))
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -102,8 +103,8 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 // inlineMember resolves a member {"inline": i} (index is the raw i) against
 // the blobs of an inline create.
 func inlineMember(key string, index json.RawMessage, inline []ids.ObjectID) (ids.ObjectID, error) {
-	var i int
-	if err := json.Unmarshal(index, &i); err != nil || i < 0 || i >= len(inline) {
+	i, err := strconv.Atoi(string(index)) // plain digits, as our clients write them
+	if err != nil && json.Unmarshal(index, &i) != nil || i < 0 || i >= len(inline) {
 		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: no inline blob %s of %d", key, index, len(inline))
 	}
 	return inline[i], nil

@@ -24,8 +24,10 @@ import (
 //   - the reverse index: users of every live object and blob are exactly the
 //     live objects that have it as a member (counting links), and every
 //     member of a live object is live;
-//   - allocator usage equals the header plus the extents of live blobs and
-//     zombies, each blob its own allocation large enough for its size.
+//   - allocator usage equals the header plus the extents of live blobs,
+//     zombies and the sessions' leases, each blob and lease its own
+//     allocation (a blob's large enough for its size), and the leases add
+//     up to the store's count of leased bytes.
 func (s *Store) CheckInvariants() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -239,6 +241,9 @@ func (s *Store) checkAllocLocked(fail func(string, ...any)) {
 	for _, b := range s.zombies {
 		count(b)
 	}
+	lused, llive := s.checkLeasesLocked(fail, offsets)
+	used += lused
+	live += llive
 	if s.alloc.Used() != used || s.alloc.Live() != live {
 		fail("allocator has %d bytes in %d allocations, blobs account for %d bytes in %d",
 			s.alloc.Used(), s.alloc.Live(), used, live)

@@ -279,7 +279,7 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	}); err != nil {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
-	if raw, ok := o.fields["typename"]; !ok || json.Unmarshal(raw, &o.typename) != nil || o.typename == "" {
+	if raw, ok := o.fields["typename"]; !ok || !readString(raw, &o.typename) || o.typename == "" {
 		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
 	}
 	if len(o.typename) > MaxTypenameBytes {
@@ -309,6 +309,26 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	o.encodeFields()
 	tb.objs = append(tb.objs, o)
 	return o, nil
+}
+
+// readString decodes the JSON string raw into out as encoding/json does,
+// plain ASCII strings without a copy beyond the string's own; false if raw
+// is not a string.
+func readString(raw []byte, out *string) bool {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		plain := true
+		for _, c := range raw[1 : n-1] {
+			if c < 0x20 || c >= 0x80 || c == '\\' || c == '"' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			*out = string(raw[1 : n-1])
+			return true
+		}
+	}
+	return json.Unmarshal(raw, out) == nil
 }
 
 // memberLocked resolves the member tree raw under key: the id of an existing

@@ -91,6 +91,7 @@ type Store struct {
 	sessions map[*Session]struct{}          // open sessions
 	closed   bool
 
+	leased      uint64 // bytes the sessions' leases hold (lease.go)
 	hwm         uint64 // the highest end of any allocation so far (prefault.go)
 	prefaultGen uint64 // bumped when trimmed memory may lie above hwm (prefault.go)
 
@@ -181,7 +182,8 @@ func (s *Store) Close() error {
 func (s *Store) InstanceID() uint64 { return s.instance }
 
 // Usage returns the bytes allocated to blobs and the limit (the arena's size
-// without its header).
+// without its header). Memory the sessions lease (lease.go) is not in used:
+// it holds no object yet (Leased counts it), but nobody else can have it.
 func (s *Store) Usage() (used, limit uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,7 +191,7 @@ func (s *Store) Usage() (used, limit uint64) {
 }
 
 func (s *Store) usageLocked() (used, limit uint64) {
-	return s.alloc.Used() - HeaderSize, s.alloc.Capacity() - HeaderSize
+	return s.alloc.Used() - HeaderSize - s.leased, s.alloc.Capacity() - HeaderSize
 }
 
 // Changed returns a channel closed at the next creation of an object or name.

@@ -28,12 +28,17 @@ import (
 //	A release B...           A releases references
 //	A put O JSON             A creates object O; "$X" in JSON is X's id
 //	A close                  A's connection ends
+//	A lease WANT [NEED]      A's lease is replaced by one of WANT bytes (lease.go)
+//	A adopt B:OFF:SIZE[:K]...  A names blobs carved from its lease: B at OFF
+//	                         bytes from the lease's start, with the next
+//	                         unused id of the lease's block (or its K-th)
 //	delete X... [force] [deep] [trim]
 //	persist O | name N O | unname N | clear
 //	expect refs B N          references to B (live or zombie; 0 if freed)
 //	expect exists X yes|no   X is visible
 //	expect zombie B yes|no   B is deleted but still referenced
 //	expect used N            bytes allocated to blobs
+//	expect leased N          bytes the sessions lease
 //	expect objects N | expect blobs N   live objects / live blobs
 //	expect name N O|none     what name N resolves to
 //
@@ -61,7 +66,14 @@ type traceRun struct {
 	sessions map[string]*Session
 	closed   map[string]bool
 	ids      map[string]ids.ObjectID
+	leases   map[string]traceLease
 	where    string // file:line of the step running
+}
+
+// traceLease is a session's last lease grant and the next id index to use.
+type traceLease struct {
+	grant Lease
+	next  uint64
 }
 
 func (r *traceRun) fatalf(format string, args ...any) {
@@ -71,7 +83,8 @@ func (r *traceRun) fatalf(format string, args ...any) {
 
 func runTrace(t *testing.T, file string) {
 	s := newStore(t)
-	r := &traceRun{t: t, s: s, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{}}
+	r := &traceRun{t: t, s: s, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{},
+		leases: map[string]traceLease{}}
 	defer func() {
 		for _, ss := range r.sessions {
 			ss.Close()
@@ -221,6 +234,38 @@ func (r *traceRun) step(line string) error {
 			r.ids[args[0]] = c.ID
 		}
 		return err
+	case "lease":
+		need := uint64(0)
+		if len(args) > 1 {
+			need = r.number(args[1])
+		}
+		g, err := ss.Lease(r.number(args[0]), need)
+		if err == nil {
+			r.leases[f[0]] = traceLease{grant: g}
+		}
+		return err
+	case "adopt":
+		tl := r.leases[f[0]]
+		var bs []LeaseBlob
+		for _, a := range args {
+			p := strings.Split(a, ":")
+			if len(p) < 3 {
+				r.fatalf("adopt wants B:OFF:SIZE[:K], not %q", a)
+			}
+			k := tl.next
+			if len(p) > 3 {
+				k = r.number(p[3])
+			}
+			tl.next = k + 1
+			id := tl.grant.FirstID + ids.ObjectID(k)
+			r.ids[p[0]] = id
+			bs = append(bs, LeaseBlob{ID: id, Offset: tl.grant.Offset + r.number(p[1]), Size: r.number(p[2])})
+		}
+		err := ss.AdoptLeaseBlobs(bs)
+		if err == nil {
+			r.leases[f[0]] = tl
+		}
+		return err
 	case "close":
 		ss.Close()
 		r.closed[f[0]] = true
@@ -254,6 +299,8 @@ func (r *traceRun) expect(f []string) {
 	case "used":
 		used, _ := s.usageLocked()
 		got, want = strconv.FormatUint(used, 10), f[1]
+	case "leased":
+		got, want = strconv.FormatUint(s.leased, 10), f[1]
 	case "objects":
 		got, want = strconv.Itoa(len(s.objects)), f[1]
 	case "blobs":

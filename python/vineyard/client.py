@@ -46,6 +46,7 @@ class InstanceStatus:
         self.instance_id = int(fields.get("instance_id", 0))
         self.deployment = str(fields.get("deployment", ""))
         self.memory_usage = int(fields.get("memory_usage", 0))
+        self.memory_leased = int(fields.get("memory_leased", 0))
         self.memory_limit = int(fields.get("memory_limit", 0))
         self.deferred_requests = int(fields.get("deferred_requests", 0))
         self.ipc_connections = int(fields.get("ipc_connections", 0))

@@ -46,12 +46,16 @@ static int fail(const char *what, v6d_status st, v6d_error *err) {
 
 static uint8_t pattern(size_t i) { return (uint8_t)(i * 13 + i / 4096); }
 
+/* The memory of blobs and of leases (a client's new blobs lie in its lease
+   until it names them to the daemon). */
 static uint64_t memory_usage(v6d_client c) {
   v6d_error err = {0};
   char *json = NULL;
   if (v6d_instance_status(c, &json, NULL, &err) != V6D_OK) return UINT64_MAX;
   const char *p = strstr(json, "\"memory_usage\":");
+  const char *q = strstr(json, "\"memory_leased\":");
   uint64_t v = p ? strtoull(p + strlen("\"memory_usage\":"), NULL, 10) : UINT64_MAX;
+  if (q && v != UINT64_MAX) v += strtoull(q + strlen("\"memory_leased\":"), NULL, 10);
   v6d_free(json);
   return v;
 }

@@ -1,0 +1,188 @@
+package client
+
+import (
+	"github.com/v6d-io/v6d-go/internal/alloc"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+)
+
+// Leases (protocol.ExtLease; the daemon's side is store/lease.go): the
+// daemon leases this connection a range of the arena and a block of blob
+// ids. CreateBuffers carves its blobs from them without a round trip (the
+// blob is this client's to write at once) and remembers them as pending;
+// the next request names them to the daemon: the create_data that seals them
+// carries them (so a put is that one round trip), and any other request
+// goes behind a create_buffers "lease_keep" in the same write, so the daemon
+// knows a blob before it reads a request about it. When the lease is short,
+// CreateBuffers asks for a new one (the round trip create_buffers cost
+// before), and a create_data asks for the next in its reply when what is
+// left is less than the put it seals: a client putting values of one size
+// in a row makes one round trip per put.
+
+const (
+	// leaseMin is the least a client asks to lease.
+	leaseMin = 1 << 20
+	// leaseFactor: a new lease holds this many puts of the size that needed it.
+	leaseFactor = 2
+	// leaseIDsLow is the fewest unused ids a lease the daemon grants holds
+	// (store.leaseIDsLow): a create of more blobs does not use the lease.
+	leaseIDsLow = 256
+)
+
+// leaseState is the client's view of its lease. Guarded by Client.mu.
+type leaseState struct {
+	off, end uint64 // the free part of the lease, arena offsets
+	fd       int    // the daemon's fd number of its arena (Client.regions)
+	next     ids.ObjectID
+	ids      uint64   // unused ids from next
+	pending  []uint64 // (id, offset, size) of blobs carved, not yet named
+	carved   uint64   // bytes carved since the last create_data
+}
+
+// setLocked records a lease grant from a reply.
+func (l *leaseState) set(g *protocol.LeaseGrant) {
+	l.off, l.end, l.fd = g.Offset, g.Offset+g.Size, g.StoreFd
+	l.next, l.ids = g.FirstID, g.IDs
+}
+
+// leaseBuffersLocked creates buffers of sizes (none 0) from the lease,
+// leasing anew first when the lease is short. ok is false when the lease
+// cannot serve them (too many ids): the caller creates them the old way.
+// c.mu must be held.
+func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err error) {
+	var total uint64
+	for _, s := range sizes {
+		total += roundUp(s)
+	}
+	l := &c.lease
+	if len(sizes) > leaseIDsLow {
+		return nil, false, nil // more ids than a renewal promises: the old way
+	}
+	if l.end-l.off < total || l.ids < uint64(len(sizes)) {
+		want := max(leaseFactor*total, leaseMin)
+		var reply protocol.BuffersReply
+		req := &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: want, LeaseNeed: total}
+		if err := c.callLocked(req, &reply); err != nil {
+			// The daemon may have taken the old lease back before it
+			// failed: never carve from it again.
+			l.off, l.end = 0, 0
+			return nil, false, err
+		}
+		if reply.Lease == nil {
+			return nil, false, errBadReply("create_buffers with a lease: no lease in the reply")
+		}
+		l.set(reply.Lease)
+		if l.end-l.off < total || l.ids < uint64(len(sizes)) {
+			return nil, false, nil
+		}
+		if a, ok := c.regions[l.fd]; ok {
+			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
+		}
+	}
+	a, found := c.regions[l.fd]
+	if !found {
+		return nil, false, errBadReply("the lease lies in region %d, whose fd was never received", l.fd)
+	}
+	out = make([]Buffer, len(sizes))
+	entries := make([]*blob, len(sizes))
+	for i, size := range sizes {
+		off := l.off
+		rw, err := a.view(off, size, true)
+		if err != nil {
+			return nil, false, err
+		}
+		ro, err := a.view(off, size, false)
+		if err != nil {
+			return nil, false, err
+		}
+		id := l.next
+		l.pending = append(l.pending, uint64(id), off, size)
+		l.off += roundUp(size)
+		l.next++
+		l.ids--
+		out[i] = Buffer{ID: id, Data: rw}
+		entries[i] = &blob{ro: ro, rw: rw, owned: true}
+	}
+	l.carved += total
+	c.state.Lock()
+	for i, b := range entries {
+		c.blobs[out[i].ID] = b
+	}
+	c.state.Unlock()
+	a.pretouch(l.off)
+	return out, true, nil
+}
+
+// takeLeaseLocked gives req the blobs carved from the lease that the daemon
+// does not know yet, and returns a request to send ahead of req for those
+// req cannot carry (nil if none). c.mu must be held.
+func (c *Client) takeLeaseLocked(req protocol.Request) protocol.Request {
+	l := &c.lease
+	if len(l.pending) == 0 {
+		return nil
+	}
+	pending := l.pending
+	l.pending = nil
+	switch r := req.(type) {
+	case *protocol.CreateDataRequest:
+		if len(r.Inline) == 0 {
+			r.LeaseBlobs = pending
+			if left := l.end - l.off; left < l.carved {
+				r.LeaseSize = max(leaseFactor*l.carved, leaseMin)
+			}
+			l.carved = 0
+			return nil
+		}
+	case *protocol.CreateBuffersRequest:
+		if r.Lease {
+			r.LeaseBlobs = pending
+			return nil
+		}
+	}
+	return &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseKeep: true, LeaseBlobs: pending}
+}
+
+// leaseRenewedLocked takes the lease a create_data reply carries, when the
+// request asked for one (asked bytes). A reply without one, to a request
+// that asked, leaves the client without a lease: the daemon may have taken
+// the old one back.
+func (c *Client) leaseRenewedLocked(asked uint64, g *protocol.LeaseGrant) {
+	if asked == 0 {
+		return
+	}
+	if g == nil {
+		c.lease.off, c.lease.end = 0, 0
+		return
+	}
+	c.lease.set(g)
+	if a, ok := c.regions[g.StoreFd]; ok {
+		a.pretouch(g.Offset)
+	}
+}
+
+// ReleaseLease returns the memory leased to this client to the daemon (it
+// is otherwise returned when the client closes or leases anew); blobs
+// carved from it stay. The next create leases again. Without leases (an
+// upstream or remote daemon) it does nothing.
+func (c *Client) ReleaseLease() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ext.lease || c.remote {
+		return c.usableLocked()
+	}
+	var reply protocol.BuffersReply
+	err := c.callLocked(&protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true}, &reply)
+	c.lease.off, c.lease.end = 0, 0 // returned, or in doubt: never carve from it again
+	if err != nil {
+		return err
+	}
+	if reply.Lease != nil {
+		c.lease.set(reply.Lease)
+	}
+	return nil
+}
+
+// roundUp rounds a blob size up to the daemon's allocation unit.
+func roundUp(size uint64) uint64 {
+	return (size + alloc.Alignment - 1) &^ (alloc.Alignment - 1)
+}

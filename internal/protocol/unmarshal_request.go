@@ -1,0 +1,85 @@
+package protocol
+
+import (
+	"encoding/json"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
+)
+
+// fastDecodeRequest decodes, in place and by hand, the requests of a put
+// that encoding/json decoded for 3-4 µs of the daemon's time each
+// (create_data, and the release and exists that ride with puts); false: it
+// did not (anything unexpected), and req must be decoded again from
+// scratch. What it decodes equals what json.Unmarshal gives
+// (TestDecodeRequestFastMatchesEncodingJSON, FuzzDecodeRequestFast).
+func fastDecodeRequest(body []byte, req Request) bool {
+	var h Header // the "type" has been read already; checked again here
+	switch r := req.(type) {
+	case *CreateDataRequest:
+		return decodeFields(body, &h, func(s *jsonscan.Scanner, k []byte) (bool, bool) {
+			var ok bool
+			switch string(k) {
+			case "content":
+				s.WS()
+				start := s.Pos
+				if s.Skip(1) != nil {
+					return true, false
+				}
+				r.Content = append(json.RawMessage(nil), s.Buf[start:s.Pos]...)
+				ok = json.Valid(r.Content)
+			case "seal":
+				r.Seal, ok = scanIDs(s)
+			case "inline":
+				r.Inline, ok = scanUints(s)
+			case "lease_blobs":
+				r.LeaseBlobs, ok = scanUints(s)
+			case "lease_size":
+				r.LeaseSize, ok = scanUint(s)
+			case "with_content":
+				r.WithContent, ok = scanBool(s)
+			default:
+				return false, true
+			}
+			return true, ok
+		})
+	case *ReleaseRequest:
+		return decodeFields(body, &h, func(s *jsonscan.Scanner, k []byte) (bool, bool) {
+			var ok bool
+			switch string(k) {
+			case "object_id":
+				var v uint64
+				v, ok = scanUint(s)
+				r.ObjectID = ids.ObjectID(v)
+			case "ids":
+				r.IDs, ok = scanIDs(s)
+			default:
+				return false, true
+			}
+			return true, ok
+		})
+	case *ExistsRequest:
+		return decodeFields(body, &h, func(s *jsonscan.Scanner, k []byte) (bool, bool) {
+			if string(k) != "id" {
+				return false, true
+			}
+			v, ok := scanUint(s)
+			r.ID = ids.ObjectID(v)
+			return true, ok
+		})
+	}
+	return false
+}
+
+// scanUints reads an array of plain uint64 numbers (or null).
+func scanUints(s *jsonscan.Scanner) ([]uint64, bool) {
+	got, ok := scanIDs(s)
+	if !ok || got == nil {
+		return nil, ok
+	}
+	out := make([]uint64, len(got))
+	for i, v := range got {
+		out[i] = uint64(v)
+	}
+	return out, true
+}
