@@ -16,6 +16,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,12 @@ type Client struct {
 	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
 	flushArmed bool                              // a timer will send pending
 	cache      treeCache                         // trees got recently (cache.go)
+	dir        *dirState                         // gets without a round trip; nil: none (directory.go)
+	// slotsCleared: a pin slot was cleared since the last FlushReleases;
+	// the daemon notices at this connection's next request.
+	slotsCleared bool
+
+	dirGets atomic.Uint64 // gets the directory answered
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
@@ -86,6 +93,11 @@ type blob struct {
 	pins   int       // the caller's references (gets, seals)
 	cached int       // references of the tree cache (cache.go)
 	mem    *localMem // remote mode: the memory of ro/rw, freed by drop (remote.go)
+	// hold is the pin slot backing a blob got from the directory that no
+	// daemon reference backs (directory.go); dirOnly: the daemon holds no
+	// reference to it, so its last release tells the daemon nothing.
+	hold    *slotHold
+	dirOnly bool
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -121,7 +133,11 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	c := newClient(conn, socket)
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
-	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions}, &reply); err != nil {
+	exts := protocol.Extensions
+	if o.noDirectory || os.Getenv(NoDirectoryEnv) != "" {
+		exts = slices.DeleteFunc(slices.Clone(exts), func(e string) bool { return e == protocol.ExtDirectory })
+	}
+	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: exts}, &reply); err != nil {
 		_ = conn.Close()
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
@@ -214,6 +230,7 @@ func (c *Client) disconnectLocked() error {
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
 	c.cache.entries = nil
+	c.closeDirectoryLocked() // the daemon forgets the pins with the connection
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -324,6 +341,11 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) err
 	}
 	if fds := announcedFds(reply); len(fds) > 0 {
 		if err := c.receiveFdsLocked(fds); err != nil {
+			return c.loseLocked(err)
+		}
+	}
+	if r, ok := reply.(*protocol.RegisterReply); ok && r.Directory != nil {
+		if err := c.receiveDirectoryLocked(r.Directory); err != nil {
 			return c.loseLocked(err)
 		}
 	}

@@ -32,6 +32,18 @@ type RegisterReply struct {
 	// daemon sends none, and a client must then use only upstream's
 	// messages (docs/protocol.md, "Extensions").
 	Extensions []string `json:"extensions,omitempty"`
+	// Directory (our extension, only to a client that listed
+	// ExtDirectory) names the fds that follow the reply, in this order:
+	// the arena's read-only fd, the directory's, and the connection's pin
+	// page (read-write).
+	Directory *DirectoryFds `json:"directory,omitempty"`
+}
+
+// DirectoryFds are the fds of register_reply.directory (daemon fd numbers).
+type DirectoryFds struct {
+	StoreFd     int `json:"store_fd"`
+	DirectoryFd int `json:"directory_fd"`
+	PinsFd      int `json:"pins_fd"`
 }
 
 // The extensions of the protocol, as named in register_request and
@@ -51,10 +63,13 @@ const (
 	// ExtMetaEpoch is the meta epoch of the arena header and get_data's
 	// meta_epoch (the client's tree cache).
 	ExtMetaEpoch = "meta_epoch"
+	// ExtDirectory is the directory and the pin page (register_reply's
+	// directory): gets without a round trip (docs/design.md).
+	ExtDirectory = "get.directory"
 )
 
 // Extensions is every extension this implementation has, daemon and client.
-var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch}
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtDirectory}
 
 // CreateBufferReply answers create_buffer_request. Fd is the store fd that
 // follows the reply, or -1 when the connection already has it.
