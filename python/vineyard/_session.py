@@ -77,17 +77,6 @@ class Session:
         _ffi.check_process()
         return conn.handle
 
-    def live_handle(self) -> int:
-        """:meth:`handle`, after checking that the daemon is alive
-        (``v6d_connected``, a poll that never waits): for the calls libv6d
-        may answer from its cache, which must not outlive the daemon. Calls
-        that go to the daemon fail by themselves with ConnectionError."""
-        handle = self.handle()
-        if not _ffi.function("v6d_connected")(handle):
-            raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
-                                "(the daemon stopped or hung up); connect again")
-        return handle
-
     @property
     def connected(self) -> bool:
         """False once the client is closed or the daemon is gone
