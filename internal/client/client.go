@@ -50,6 +50,7 @@ type Client struct {
 	socket        string
 	remote        bool // connected over TCP: nothing shared (remote.go)
 	pid           int
+	token         uint64 // the process's fork token (fork.go); 0: compare pid
 	instanceID    uint64
 	daemonVersion string // register_reply.version; set at Connect
 	ext           extSet // the daemon's extensions (compat.go); set at Connect
@@ -155,6 +156,7 @@ func newClient(conn *protocol.Sock, socket string) *Client {
 	return &Client{
 		socket:  socket,
 		pid:     os.Getpid(),
+		token:   processToken(),
 		conn:    conn,
 		regions: make(map[int]*arena),
 		blobs:   make(map[ids.ObjectID]*blob),
@@ -197,7 +199,7 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // way. Close is idempotent. In a forked child it does nothing and returns
 // ErrForked: the connection is the parent's.
 func (c *Client) Close() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	c.mu.Lock()
@@ -245,7 +247,7 @@ func (c *Client) disconnectLocked() error {
 // usableLocked reports why the client cannot make a request now, or nil. c.mu must
 // be held.
 func (c *Client) usableLocked() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	if c.closed {
@@ -436,7 +438,7 @@ func (c *Client) viewLocked(p *protocol.Payload, writable bool) ([]byte, error) 
 // check is usableLocked for methods that make no exchange; it takes no lock,
 // so it never waits behind a blocking exchange.
 func (c *Client) check() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	if c.isClosed.Load() {

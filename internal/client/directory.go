@@ -1,8 +1,6 @@
 package client
 
 import (
-	"os"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -162,7 +160,7 @@ func (c *Client) liveLocal() error {
 // usableLocal is usableLocked's answer when it can be had without waiting:
 // the error a lost connection recorded, if any.
 func (c *Client) usableLocal() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	if c.mu.TryLock() {
