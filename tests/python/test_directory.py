@@ -118,6 +118,7 @@ def test_reader_processes_checksum_every_get_while_objects_are_deleted_and_memor
     readers = [subprocess.Popen([sys.executable, "-c", _READER, vineyard_socket], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True) for _ in range(3)]
     with vineyard.connect(vineyard_socket) as writer:
+        previous, previous_size = 0, 0
         try:
             for i in range(300):
                 value = _value(i, 1024 + 97 * (i % 50))
