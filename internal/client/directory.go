@@ -26,7 +26,7 @@ import (
 // hold's slot is cleared when no blob is left in it. Clearing a slot is the
 // release: no message.
 
-// NoDirectoryEnv, when set to a non-empty value, makes Connect ask for no
+// NoDirectoryEnv names the variable that, set to a non-empty value, makes Connect ask for no
 // directory (WithoutDirectory): every get takes the round trip. For
 // measurements and for comparing both paths.
 const NoDirectoryEnv = "VINEYARD_NO_DIRECTORY"
