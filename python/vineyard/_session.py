@@ -125,7 +125,7 @@ class Session:
     def blob_pointer(self, blob_id: int) -> tuple[int, int]:
         """(address, size) of a blob this connection holds; no round trip."""
         ptr, size = ctypes.c_void_p(), ctypes.c_uint64()
-        _ffi.call("v6d_blob_pointer", self.handle(), blob_id, _byref(ptr), _byref(size), None)
+        _ffi.call_retrying("v6d_blob_pointer", self.handle(), blob_id, _byref(ptr), _byref(size), None)
         return ptr.value or 0, size.value
 
     def map_private(self, blob_id: int) -> Any:

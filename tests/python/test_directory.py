@@ -30,6 +30,18 @@ def _start_daemon(tmp_path) -> tuple[subprocess.Popen, str]:
     return proc, sock
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGSTOPs the daemon and waits until it is stopped."""
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
+    raise AssertionError("the daemon did not stop")
+
+
 def test_a_get_needs_no_daemon_when_the_directory_has_the_object(tmp_path):
     # The proof that a get made no round trip: the daemon is stopped
     # (SIGSTOP), so no request could be answered, and the get and its
@@ -39,7 +51,7 @@ def test_a_get_needs_no_daemon_when_the_directory_has_the_object(tmp_path):
         with vineyard.connect(sock) as producer:
             oid = producer.put(_value(1, 4096))
             reader = vineyard.connect(sock, timeout=1.0)
-            proc.send_signal(signal.SIGSTOP)
+            _stop(proc)
             try:
                 arr = reader.get(oid)
                 assert np.array_equal(arr, _value(1, 4096))
@@ -77,7 +89,7 @@ def test_without_the_directory_a_get_needs_the_daemon(tmp_path):
                                      text=True, env={**_ENV, "VINEYARD_NO_DIRECTORY": "1"})
             assert child.stdout is not None and child.stdin is not None
             assert child.stdout.readline().strip() == "ready"
-            proc.send_signal(signal.SIGSTOP)
+            _stop(proc)
             try:
                 child.stdin.write(f"go\n{int(oid)}\n")
                 child.stdin.flush()
