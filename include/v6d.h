@@ -244,11 +244,16 @@ v6d_status v6d_shrink(v6d_client client, uint64_t id, uint64_t size,
  *  (a write faults). The client holds a reference until v6d_release(id);
  *  while held, the bytes never change, even if the blob is deleted. Repeated
  *  gets of the same blob count up; each needs a release. A get of a blob the
- *  client already holds is answered without a round trip. \since 1 */
+ *  client already holds is answered without a round trip, and so is a get
+ *  of any blob the daemon published in its directory (our daemon, over a
+ *  UNIX socket: docs/design.md, "Gets without a round trip"); both first
+ *  check that the daemon is still there (a poll that never waits) and fail
+ *  with V6D_CONNECTION_ERROR once it is gone. \since 1 */
 v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
                    uint64_t *size, v6d_error *err);
 
-/** Gets n blobs in one round trip, as v6d_get does for each. With
+/** Gets n blobs in one round trip (none when the directory has them all),
+ *  as v6d_get does for each. With
  *  V6D_GET_UNSAFE in flags unsealed blobs are allowed. Fails as a whole if
  *  any id is missing. \since 1 */
 v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
@@ -335,15 +340,17 @@ v6d_status v6d_put_inline(v6d_client client, const char *json, size_t len,
 v6d_status v6d_get_metadata(v6d_client client, uint64_t id, char **json,
                             size_t *len, v6d_error *err);
 
-/** Gets an object in one round trip: its metadata tree as v6d_get_metadata
+/** Gets an object in one round trip, or none when the daemon published it in
+ *  its directory (the same result, the same references and release; see
+ *  v6d_get): its metadata tree as v6d_get_metadata
  *  returns it, and a reference to every blob in the tree, so that
  *  v6d_blob_pointer() answers for them without a round trip. For a blob id
  *  the tree is the blob's own. Release with v6d_release(id) once.
  *  A get of an object this client got recently is answered from the client's
  *  cache, without a round trip, unless any client deleted or changed an
  *  object since (the daemon's meta epoch, docs/protocol.md), or the daemon
- *  is gone (see v6d_connected; the cache checks every few milliseconds):
- *  the result is the same as from the daemon. `flags` is reserved and must be 0: no flag
+ *  is gone (every answer without a round trip first polls the socket, as
+ *  v6d_connected does): the result is the same as from the daemon. `flags` is reserved and must be 0: no flag
  *  is defined yet (upstream's sync_remote would be one, once objects live on
  *  several instances), and a set bit is V6D_INVALID. \since 1 */
 v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,

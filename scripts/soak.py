@@ -6,7 +6,10 @@ processes (the "spawn" start method) for --seconds. Each worker does random
 put / get / delete / persist / name operations on NumPy byte arrays of 1 B to
 64 MiB (sizes log-uniform), remembers a checksum of every value it put, and
 checks the checksum of every value it reads back (by id and by name). A
-deleted object must be gone. NotEnoughMemory on a put is expected when the
+deleted object must be gone. Workers also get values other workers put
+("peek": ids passed through a queue), keep the last few while their owners
+delete them and reuse their memory, and check them again on every peek:
+gets from the daemon's directory, pinned without a round trip. NotEnoughMemory on a put is expected when the
 arena is full (the worker deletes some of its objects) and counted apart.
 
 Prints the ops and errors per kind, and exits non-zero on any corruption,
@@ -22,6 +25,7 @@ import collections
 import math
 import multiprocessing as mp
 import os
+import queue
 import random
 import shutil
 import subprocess
@@ -54,7 +58,7 @@ def _crc(value: Any) -> int:
     return zlib.crc32(memoryview(value).cast("B"))
 
 
-def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, out: Any) -> None:
+def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, out: Any, shared: Any) -> None:
     """One soak worker; puts its counters (or a traceback) on out."""
     counts: collections.Counter[str] = collections.Counter()
     failures: list[str] = []
@@ -66,6 +70,7 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
         client = vineyard.connect(socket)
         objects: dict[Any, tuple[int, int]] = {}  # id -> (size, crc)
         names: dict[str, Any] = {}  # name -> id
+        held: list[tuple[Any, Any, int]] = []  # (id, value, crc) got from other workers
         end = time.monotonic() + seconds
 
         def check(oid: Any, value: Any, what: str) -> None:
@@ -74,7 +79,7 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
                 failures.append(f"worker {index}: {what} {oid}: wrong bytes")
 
         while time.monotonic() < end:
-            op = rng.choices(["put", "get", "delete", "persist", "name"], [4, 6, 2, 1, 1])[0]
+            op = rng.choices(["put", "get", "delete", "persist", "name", "peek"], [4, 6, 2, 1, 1, 3])[0]
             if op != "put" and not objects:
                 op = "put"
             try:
@@ -89,6 +94,11 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
                             del objects[victim]
                         continue
                     objects[oid] = (value.nbytes, _crc(value))
+                    if value.nbytes <= 1 << 20:
+                        try:
+                            shared.put_nowait((int(oid), _crc(value)))
+                        except queue.Full:  # the others are behind
+                            counts["put.unshared"] += 1
                 elif op == "get":
                     oid = rng.choice(list(objects))
                     check(oid, client.get(oid), "get")
@@ -100,6 +110,20 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
                         del names[name]
                     if client.exists(oid):
                         failures.append(f"worker {index}: {oid} exists after delete")
+                elif op == "peek":
+                    try:
+                        foreign, crc = shared.get_nowait()
+                    except queue.Empty:
+                        foreign = None
+                    if foreign is not None:
+                        try:
+                            held.append((foreign, client.get(foreign), crc))
+                        except errors.ObjectNotExistsException:
+                            counts["peek.gone"] += 1
+                        held = held[-8:]
+                    for fid, value, crc in held:  # pinned: never freed or reused, deleted or not
+                        if _crc(value) != crc:
+                            failures.append(f"worker {index}: peek of {fid}: wrong bytes")
                 elif op == "persist":
                     client.persist(rng.choice(list(objects)))
                 else:
@@ -117,6 +141,7 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
                 failures.append(f"worker {index}: {op}: {type(e).__name__}: {e}")
                 if len(failures) > 20:
                     break
+        held.clear()
         client.close()
     except Exception:  # noqa: BLE001
         failures.append(f"worker {index}: {traceback.format_exc()}")
@@ -157,8 +182,9 @@ def main() -> int:
     )
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
+    shared = ctx.Queue(maxsize=256)  # ids of recent values, for other workers' peeks
     procs = [
-        ctx.Process(target=worker, args=(i, socket, args.seconds, args.max_size, seed + i, out))
+        ctx.Process(target=worker, args=(i, socket, args.seconds, args.max_size, seed + i, out, shared))
         for i in range(args.workers)
     ]
     for p in procs:

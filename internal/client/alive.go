@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +26,7 @@ func (c *Client) Connected() bool {
 }
 
 func (c *Client) alive() bool {
-	if os.Getpid() != c.pid || c.isClosed.Load() {
+	if c.forked() || c.isClosed.Load() {
 		return false
 	}
 	if c.mu.TryLock() {

@@ -183,6 +183,7 @@ func (c *Client) sealedLocked(id ids.ObjectID) {
 	}
 	b.owned, b.rw = false, nil
 	b.pins++
+	b.dirOnly = false
 }
 
 // Abort drops an unsealed blob this client created; its memory is freed and
@@ -251,6 +252,9 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	if ok, err := c.getHeld(idl, out); ok || err != nil {
 		return out, err
 	}
+	if c.dirGetBuffers(idl, out) {
+		return out, nil
+	}
 	if c.remote {
 		if err := c.getRemote(idl, want, unsafe, out); err != nil {
 			return nil, err
@@ -289,7 +293,7 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 // this connection, so the bytes stay valid, and the count goes up locally.
 // It reports whether it did; out receives the views.
 func (c *Client) getHeld(idl []ids.ObjectID, out [][]byte) (bool, error) {
-	if err := c.check(); err != nil {
+	if err := c.liveLocal(); err != nil {
 		return false, err
 	}
 	c.state.Lock()
@@ -351,6 +355,7 @@ func (c *Client) pinLocked(id ids.ObjectID, ro []byte) {
 		b.ro = ro
 	}
 	b.pins++
+	b.dirOnly = false // the daemon holds a reference now
 }
 
 // BlobPointer returns the view of a blob this client holds (got, or created
@@ -442,4 +447,42 @@ func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.
 		}
 	}
 	return zero
+}
+
+// dirGetBuffers answers GetBuffers from the directory (directory.go), each
+// entry of idl counting one reference; it reports false, having taken
+// nothing, when the directory cannot answer for every blob.
+func (c *Client) dirGetBuffers(idl []ids.ObjectID, out [][]byte) bool {
+	c.state.Lock()
+	defer c.state.Unlock()
+	if c.dir == nil {
+		return false
+	}
+	for i, id := range idl {
+		if id == ids.EmptyBlob {
+			continue
+		}
+		_, bids, ok := c.dirGetLocked(id, true)
+		if !ok || len(bids) != 1 || bids[0] != id {
+			if ok { // not a blob's record: give back what it took
+				c.undoGetLocked(bids)
+			}
+			for _, got := range idl[:i] {
+				if got != ids.EmptyBlob {
+					c.undoGetLocked([]ids.ObjectID{got})
+				}
+			}
+			clear(out)
+			return false
+		}
+		out[i] = c.blobs[id].ro
+	}
+	return true
+}
+
+// undoGetLocked drops one count of each blob. c.state must be held.
+func (c *Client) undoGetLocked(bids []ids.ObjectID) {
+	if zero := c.unpinLocked(ids.EmptyBlob, bids); len(zero) > 0 {
+		c.deferReleaseLocked(zero)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type Client struct {
 	socket        string
 	remote        bool // connected over TCP: nothing shared (remote.go)
 	pid           int
+	token         uint64 // the process's fork token (fork.go); 0: compare pid
 	instanceID    uint64
 	daemonVersion string // register_reply.version; set at Connect
 	ext           extSet // the daemon's extensions (compat.go); set at Connect
@@ -73,6 +75,12 @@ type Client struct {
 	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
 	flushArmed bool                              // a timer will send pending
 	cache      treeCache                         // trees got recently (cache.go)
+	dir        *dirState                         // gets without a round trip; nil: none (directory.go)
+	// slotsCleared: a pin slot was cleared since the last FlushReleases;
+	// the daemon notices at this connection's next request.
+	slotsCleared bool
+
+	dirGets atomic.Uint64 // gets the directory answered
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)
@@ -86,6 +94,11 @@ type blob struct {
 	pins   int       // the caller's references (gets, seals)
 	cached int       // references of the tree cache (cache.go)
 	mem    *localMem // remote mode: the memory of ro/rw, freed by drop (remote.go)
+	// hold is the pin slot backing a blob got from the directory that no
+	// daemon reference backs (directory.go); dirOnly: the daemon holds no
+	// reference to it, so its last release tells the daemon nothing.
+	hold    *slotHold
+	dirOnly bool
 }
 
 // Connect dials the daemon at the UNIX socket path socket (SocketEnv when
@@ -121,7 +134,11 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	c := newClient(conn, socket)
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
-	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions}, &reply); err != nil {
+	exts := protocol.Extensions
+	if o.noDirectory || os.Getenv(NoDirectoryEnv) != "" {
+		exts = slices.DeleteFunc(slices.Clone(exts), func(e string) bool { return e == protocol.ExtDirectory })
+	}
+	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: exts}, &reply); err != nil {
 		_ = conn.Close()
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
@@ -139,6 +156,7 @@ func newClient(conn *protocol.Sock, socket string) *Client {
 	return &Client{
 		socket:  socket,
 		pid:     os.Getpid(),
+		token:   processToken(),
 		conn:    conn,
 		regions: make(map[int]*arena),
 		blobs:   make(map[ids.ObjectID]*blob),
@@ -181,7 +199,7 @@ func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 // way. Close is idempotent. In a forked child it does nothing and returns
 // ErrForked: the connection is the parent's.
 func (c *Client) Close() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	c.mu.Lock()
@@ -215,6 +233,7 @@ func (c *Client) disconnectLocked() error {
 	c.pending = nil // the daemon releases everything at disconnect
 	c.lease = leaseState{}
 	c.cache.entries = nil
+	c.closeDirectoryLocked() // the daemon forgets the pins with the connection
 	c.state.Unlock()
 	for fd, a := range c.regions {
 		a.detach()
@@ -229,7 +248,7 @@ func (c *Client) disconnectLocked() error {
 // usableLocked reports why the client cannot make a request now, or nil. c.mu must
 // be held.
 func (c *Client) usableLocked() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	if c.closed {
@@ -332,6 +351,11 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) err
 			return c.loseLocked(err)
 		}
 	}
+	if r, ok := reply.(*protocol.RegisterReply); ok && r.Directory != nil {
+		if err := c.receiveDirectoryLocked(r.Directory); err != nil {
+			return c.loseLocked(err)
+		}
+	}
 	return nil
 }
 
@@ -419,7 +443,7 @@ func (c *Client) viewLocked(p *protocol.Payload, writable bool) ([]byte, error) 
 // check is usableLocked for methods that make no exchange; it takes no lock,
 // so it never waits behind a blocking exchange.
 func (c *Client) check() error {
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	if c.isClosed.Load() {

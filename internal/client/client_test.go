@@ -73,8 +73,8 @@ func TestPutGetAcrossClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := b.RoundTrips() - before; n != 1 {
-		t.Errorf("get took %d round trips, want 1", n)
+	if n := b.RoundTrips() - before; n != 0 || b.DirectoryGets() != 1 {
+		t.Errorf("get took %d round trips (%d from the directory), want 0 (1)", n, b.DirectoryGets())
 	}
 	if !bytes.Contains(tree, []byte(bid.String())) {
 		t.Fatalf("tree lacks blob: %s", tree)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -99,16 +98,6 @@ func TestLeasePutsTakeOneRoundTrip(t *testing.T) {
 
 // waitFor waits until cond holds (the daemon handles a close on its own
 // goroutine); it fails the test after 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i > 10000 {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestLeaseBlobsOtherRequests(t *testing.T) {
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)

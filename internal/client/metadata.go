@@ -70,11 +70,14 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 // caller owns. Blobs in it are not pinned. A missing object is
 // ObjectNotExists.
 func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
-	if err := c.check(); err != nil {
+	if err := c.liveLocal(); err != nil {
 		return nil, err
 	}
 	c.state.Lock()
 	tree, ok := c.cachedTreeLocked(id, false)
+	if !ok {
+		tree, _, ok = c.dirGetLocked(id, false)
+	}
 	c.state.Unlock()
 	if ok {
 		return tree, nil
@@ -92,11 +95,14 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 // For a blob id the tree is the blob's own and Release(id) drops the blob's
 // reference. A missing object is ObjectNotExists.
 func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
-	if err := c.check(); err != nil {
+	if err := c.liveLocal(); err != nil {
 		return nil, err
 	}
 	c.state.Lock()
 	tree, ok := c.cachedTreeLocked(id, true)
+	if !ok {
+		tree, ok = c.dirGetObjectLocked(id)
+	}
 	c.state.Unlock()
 	if ok {
 		return tree, nil
@@ -288,4 +294,18 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 		return 0, nil, errBadReply("%d inline blob ids for %d blobs", len(reply.InlineIDs), len(data))
 	}
 	return reply.ID, reply.InlineIDs, nil
+}
+
+// dirGetObjectLocked is GetObject answered from the directory
+// (directory.go): the references are those a get with buffers takes,
+// dropped by Release(id). c.state must be held.
+func (c *Client) dirGetObjectLocked(id ids.ObjectID) (json.RawMessage, bool) {
+	tree, bids, ok := c.dirGetLocked(id, true)
+	if !ok {
+		return nil, false
+	}
+	if !id.IsBlob() {
+		c.objects[id] = append(c.objects[id], bids)
+	}
+	return tree, true
 }

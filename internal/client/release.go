@@ -28,7 +28,23 @@ const releaseDelay = 2 * time.Millisecond
 // deferReleaseLocked queues blobs whose count reached zero. c.state must be
 // held.
 func (c *Client) deferReleaseLocked(zero []ids.ObjectID) {
-	c.pending = append(c.pending, zero...)
+	queue := zero[:0:0]
+	for _, id := range zero {
+		b, ok := c.blobs[id]
+		if !ok {
+			continue
+		}
+		c.unholdLocked(b) // its slot may go now (directory.go)
+		if b.dirOnly {
+			delete(c.blobs, id) // no daemon reference to release
+			continue
+		}
+		queue = append(queue, id)
+	}
+	if len(queue) == 0 {
+		return
+	}
+	c.pending = append(c.pending, queue...)
 	if !c.flushArmed {
 		c.flushArmed = true
 		time.AfterFunc(releaseDelay, c.flushReleases)
@@ -96,7 +112,12 @@ func (c *Client) FlushReleases() error {
 	}
 	c.state.Lock()
 	rel := c.takeReleasesLocked()
+	nudge := c.slotsCleared
+	c.slotsCleared = false
 	c.state.Unlock()
+	if len(rel) == 0 && nudge {
+		rel = []ids.ObjectID{ids.EmptyBlob} // a request, so the daemon re-reads the pins (directory.go)
+	}
 	if len(rel) == 0 {
 		return nil
 	}

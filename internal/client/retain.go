@@ -1,7 +1,6 @@
 package client
 
 import (
-	"os"
 	"sync/atomic"
 	"unsafe"
 
@@ -77,7 +76,7 @@ func (l *Lease) Release() error {
 		return nil
 	}
 	c := l.c
-	if os.Getpid() != c.pid {
+	if c.forked() {
 		return ErrForked
 	}
 	c.state.Lock()

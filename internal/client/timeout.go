@@ -32,9 +32,10 @@ const MaxTimeout = math.MaxInt32 * time.Millisecond
 type Option func(*options)
 
 type options struct {
-	timeout   time.Duration
-	secret    string // ConnectRPC's (remote.go)
-	secretSet bool
+	timeout     time.Duration
+	secret      string // ConnectRPC's (remote.go)
+	secretSet   bool
+	noDirectory bool // WithoutDirectory (directory.go)
 }
 
 // WithTimeout sets the timeout of the connect, the registration and every

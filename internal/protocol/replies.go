@@ -32,6 +32,18 @@ type RegisterReply struct {
 	// daemon sends none, and a client must then use only upstream's
 	// messages (docs/protocol.md, "Extensions").
 	Extensions []string `json:"extensions,omitempty"`
+	// Directory (our extension, only to a client that listed
+	// ExtDirectory) names the fds that follow the reply, in this order:
+	// the arena's read-only fd, the directory's, and the connection's pin
+	// page (read-write).
+	Directory *DirectoryFds `json:"directory,omitempty"`
+}
+
+// DirectoryFds are the fds of register_reply.directory (daemon fd numbers).
+type DirectoryFds struct {
+	StoreFd     int `json:"store_fd"`
+	DirectoryFd int `json:"directory_fd"`
+	PinsFd      int `json:"pins_fd"`
 }
 
 // The extensions of the protocol, as named in register_request and
@@ -55,10 +67,13 @@ const (
 	// carves its new blobs from leased arena memory and ids, so a put is one
 	// create_data.
 	ExtLease = "lease"
+	// ExtDirectory is the directory and the pin page (register_reply's
+	// directory): gets without a round trip (docs/design.md).
+	ExtDirectory = "get.directory"
 )
 
 // Extensions is every extension this implementation has, daemon and client.
-var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease}
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease, ExtDirectory}
 
 // LeaseGrant (our extension) is a connection's lease as a reply reports it:
 // the arena range [Offset, Offset+Size) the client may carve blobs from,

@@ -38,12 +38,15 @@ type conn struct {
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
 	secret     []byte    // not empty: register must present it (rpc.go)
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
-	trailing   uint64    // bytes of the current request still unread on the stream
-	out        []byte
-	in         []byte        // the body buffer kept between frames (read.go)
-	charged    int64         // bytes of the current frame charged to Server.inflight
-	spin       bool          // poll for the next request before blocking (recv)
-	wake       chan struct{} // the poller's wake-up while parked (park.go)
+	// closeAfterSend are fds the connection owns until they are sent (a
+	// pin page's, fds.go): flush closes them after sending.
+	closeAfterSend []int
+	trailing       uint64 // bytes of the current request still unread on the stream
+	out            []byte
+	in             []byte        // the body buffer kept between frames (read.go)
+	charged        int64         // bytes of the current frame charged to Server.inflight
+	spin           bool          // poll for the next request before blocking (recv)
+	wake           chan struct{} // the poller's wake-up while parked (park.go)
 
 	// upstream is set for a client that registered without naming our
 	// extensions: upstream's client, which never sends release_request. The
@@ -65,6 +68,7 @@ func newConn(s *Server, sock *protocol.Sock) *conn {
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	defer c.sess.Close()
+	defer c.closeSent() // fds never sent (the client went away first)
 	defer c.r.release()
 	if err := c.setTimeouts(); err != nil {
 		c.s.log.Warn("closing connection", "err", err)
@@ -133,6 +137,9 @@ func (c *conn) handleFrame(body []byte) bool {
 	case !c.registered && f.Kind != protocol.KindRegister && f.Kind != protocol.KindExit:
 		err = errNotRegistered
 	default:
+		if c.sess.HasHolds() {
+			c.sess.RescanPins() // pins cleared since count as released by this request
+		}
 		reply, fds, err = handlers[f.Kind](c, f.Req)
 	}
 	if c.trailing > 0 {
@@ -230,12 +237,22 @@ func (c *conn) flush(fds []int) bool {
 		c.out = nil
 	}
 	if len(fds) > 0 {
-		if err := protocol.SendFds(c.sock, fds); err != nil {
+		err := protocol.SendFds(c.sock, fds)
+		c.closeSent()
+		if err != nil {
 			c.s.log.Warn("send fd failed", "err", err)
 			return false
 		}
 	}
 	return true
+}
+
+// closeSent closes the fds the connection owned until they were sent.
+func (c *conn) closeSent() {
+	for _, fd := range c.closeAfterSend {
+		_ = unix.Close(fd)
+	}
+	c.closeAfterSend = c.closeAfterSend[:0]
 }
 
 // frameBuffered reports whether a whole request frame has been read ahead.

@@ -60,3 +60,27 @@ func (c *conn) unsend(fds []int) {
 		}
 	}
 }
+
+// directoryFds gives the connection its pin page and returns what
+// register_reply.directory announces and the fds that follow it: the
+// arena's read-only fd (counted as sent), the directory's and the pin
+// page's, which is closed once sent (conn.closeAfterSend). Nothing (nil)
+// on a transport without fds, or when the store has no directory: the
+// client then gets with round trips.
+func (c *conn) directoryFds() (*protocol.DirectoryFds, []int) {
+	if !c.passFds {
+		return nil, nil
+	}
+	dir := c.s.store.DirectoryFd()
+	if dir < 0 {
+		return nil, nil
+	}
+	pins, err := c.sess.AttachPins()
+	if err != nil {
+		return nil, nil
+	}
+	ro := c.s.store.ArenaReadOnlyFd()
+	c.sentArena |= sentReadOnly
+	c.closeAfterSend = append(c.closeAfterSend, pins)
+	return &protocol.DirectoryFds{StoreFd: ro, DirectoryFd: dir, PinsFd: pins}, []int{ro, dir, pins}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -68,7 +69,7 @@ var handlers = [protocol.NumKinds]handler{
 		}
 		c.registered = true
 		c.upstream = len(r.Extensions) == 0
-		return &protocol.RegisterReply{
+		reply := &protocol.RegisterReply{
 			IPCSocket:       c.s.cfg.Socket,
 			RPCEndpoint:     c.s.rpcEndpoint(),
 			InstanceID:      c.s.store.InstanceID(),
@@ -76,7 +77,12 @@ var handlers = [protocol.NumKinds]handler{
 			MetaEpochOffset: shm.HeaderEpochOffset,
 			StoreMatch:      true,
 			Extensions:      protocol.Extensions,
-		}, nil, nil
+		}
+		var fds []int
+		if slices.Contains(r.Extensions, protocol.ExtDirectory) {
+			reply.Directory, fds = c.directoryFds()
+		}
+		return reply, fds, nil
 	}),
 	protocol.KindExit: func(*conn, protocol.Request) (protocol.Reply, []int, error) { return nil, nil, errExit },
 

@@ -3,9 +3,11 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -35,6 +37,9 @@ type Session struct {
 	created map[ids.ObjectID]*blob // unsealed blobs this session created
 	lease   lease                  // memory and ids the client carves blobs from (lease.go)
 	closed  bool
+	pins    *shm.PinPage             // the client's pin slots; nil: none (directory.go)
+	holds   map[ids.ObjectID][]*blob // pins of deleted ids: one reference per blob
+	nholds  atomic.Int32             // len(holds), read without the lock (HasHolds)
 }
 
 // NewSession opens a session. The caller MUST call Close when the connection
@@ -65,6 +70,7 @@ func (ss *Session) Close() {
 	for id := range ss.refs {
 		ss.releaseLocked(id)
 	}
+	ss.closePinsLocked()
 }
 
 // addRefLocked gives the session a reference to b (at most one).
@@ -231,6 +237,7 @@ func (ss *Session) sealLocked(id ids.ObjectID) error {
 	b.owner = nil
 	delete(ss.created, id)
 	ss.addRefLocked(b)
+	ss.s.publishLocked(id)
 	return nil
 }
 

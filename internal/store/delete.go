@@ -212,6 +212,7 @@ func repeatsEarlier(members []member, j int) bool {
 // at its last release) is marked for trimming.
 func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 	s := d.s
+	s.retirePinnedLocked(d.order) // before anything is freed
 	var deleted, persisted []ids.ObjectID
 	for _, id := range d.order {
 		if id.IsBlob() {

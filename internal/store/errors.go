@@ -5,6 +5,9 @@ import "github.com/v6d-io/v6d-go/internal/status"
 // Errors of the store. Each carries the Vineyard status code a client sees;
 // test for them with errors.Is.
 var (
+	// errNoDirectory is returned by AttachPins when the store publishes no
+	// directory (Config.NoDirectory) or the session has pins already.
+	errNoDirectory = &status.Error{Code: status.Invalid, Message: "the daemon publishes no directory"}
 	// ErrObjectNotExists is returned when an id or name is unknown.
 	ErrObjectNotExists = &status.Error{Code: status.ObjectNotExists}
 	// ErrObjectSealed is returned when an operation needs an unsealed blob.

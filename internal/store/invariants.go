@@ -24,6 +24,8 @@ import (
 //   - the reverse index: users of every live object and blob are exactly the
 //     live objects that have it as a member (counting links), and every
 //     member of a live object is live;
+//   - directory entries name live objects and sealed blobs, and holds
+//     are counted: holdCount is the number of holds of open sessions;
 //   - allocator usage equals the header plus the extents of live blobs,
 //     zombies and the sessions' leases, each blob and lease its own
 //     allocation (a blob's large enough for its size), and the leases add
@@ -39,6 +41,7 @@ func (s *Store) CheckInvariants() error {
 	s.checkNamesLocked(fail)
 	s.checkIndexLocked(fail)
 	s.checkAllocLocked(fail)
+	s.checkDirectoryLocked(fail)
 	return errors.Join(errs...)
 }
 
@@ -56,6 +59,14 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 			}
 			if s.blobs[id] != b && s.zombies[id] != b {
 				fail("%v holds %v, which is neither live nor a zombie", ss, id)
+			}
+		}
+		for id, bl := range ss.holds {
+			for _, b := range bl {
+				held[b]++ // a hold (a pin of a deleted id) counts one reference per blob
+				if s.blobs[b.id] != b && s.zombies[b.id] != b {
+					fail("%v holds %v for the pin of %v, which is neither live nor a zombie", ss, b.id, id)
+				}
 			}
 		}
 		for id, b := range ss.created {
@@ -247,5 +258,24 @@ func (s *Store) checkAllocLocked(fail func(string, ...any)) {
 	if s.alloc.Used() != used || s.alloc.Live() != live {
 		fail("allocator has %d bytes in %d allocations, blobs account for %d bytes in %d",
 			s.alloc.Used(), s.alloc.Live(), used, live)
+	}
+}
+
+// checkDirectoryLocked checks the directory's entries and the hold count.
+func (s *Store) checkDirectoryLocked(fail func(string, ...any)) {
+	holds := 0
+	for ss := range s.sessions {
+		holds += len(ss.holds)
+	}
+	if holds != s.holdCount {
+		fail("sessions have %d holds, the store counts %d", holds, s.holdCount)
+	}
+	if s.dir == nil {
+		return
+	}
+	for id := range s.dir.entries {
+		if !s.localTreeLocked(id, 0) {
+			fail("directory entry %v names no live local object or sealed blob", id)
+		}
 	}
 }

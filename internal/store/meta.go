@@ -249,7 +249,9 @@ func (s *Store) insertAllLocked(objs []*object) *object {
 	for _, o := range objs {
 		s.insertLocked(o)
 	}
-	return objs[len(objs)-1]
+	root := objs[len(objs)-1]
+	s.publishLocked(root.id)
+	return root
 }
 
 // buildObjectLocked validates the tree content at nesting depth and makes an
@@ -574,6 +576,7 @@ func (s *Store) Persist(id ids.ObjectID) error {
 		}
 		o.setField("transient", false)
 		o.encodeFields()
+		s.treeChangedLocked(o.id)
 		o.persisted = true
 		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
 			s.persistTreesLocked(o)
@@ -677,6 +680,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 	text, _ := json.Marshal(labels)
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	s.treeChangedLocked(o.id)
 	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	return nil

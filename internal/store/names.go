@@ -46,6 +46,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	if prev, ok := s.objects[old]; ok && prev != o {
 		delete(prev.names, name)
 		prev.refreshName()
+		s.treeChangedLocked(prev.id)
 		s.persistTreesLocked(prev)
 	}
 	if o.names == nil {
@@ -54,6 +55,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	o.names[name] = struct{}{}
 	o.setField("__name", name)
 	o.encodeFields()
+	s.treeChangedLocked(o.id)
 	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	s.notifyLocked()
@@ -73,6 +75,7 @@ func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
 	if prev, ok := s.objects[old]; ok {
 		delete(prev.names, name)
 		prev.refreshName()
+		s.treeChangedLocked(prev.id)
 		s.persistTreesLocked(prev)
 		s.bumpEpochLocked()
 	}
@@ -124,6 +127,7 @@ func (s *Store) dropNameLocked(name string, id ids.ObjectID) {
 	if o, ok := s.objects[id]; ok {
 		delete(o.names, name)
 		o.refreshName()
+		s.treeChangedLocked(o.id)
 		s.persistTreesLocked(o)
 		s.bumpEpochLocked()
 	}

@@ -90,6 +90,7 @@ func (s *Store) applyNameLocked(c meta.Change) {
 			continue
 		}
 		o.refreshName()
+		s.treeChangedLocked(o.id)
 		changed = true
 	}
 	if changed {

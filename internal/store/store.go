@@ -57,6 +57,9 @@ type Config struct {
 	// get_buffers): a request whose reply would be larger fails with
 	// status.Invalid instead. 0 means DefaultMaxReplyBytes.
 	MaxReplyBytes uint64
+	// NoDirectory turns off the directory (directory.go): every get then
+	// takes a round trip.
+	NoDirectory bool
 }
 
 // DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
@@ -102,6 +105,10 @@ type Store struct {
 	prefaultOnce sync.Once
 
 	clearHook func() // tests: runs between Clear's batches, without mu
+
+	dir         *directory // gets without a round trip; nil: none (directory.go)
+	holdCount   int        // holds of all sessions (directory.go)
+	rescanArmed bool       // the pin rescan timer runs
 }
 
 // New creates the arena and an empty store. On error, it closes
@@ -158,6 +165,9 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		_ = arena.Close()
 		return nil, err
 	}
+	if !cfg.NoDirectory {
+		s.dir = openDirectory()
+	}
 	go s.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
 		s.startPrefault(cfg.PrefaultAhead)
@@ -175,7 +185,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return errors.Join(s.meta.Close(), s.arena.Close())
+	var dirErr error
+	if s.dir != nil {
+		dirErr = s.dir.d.Close()
+	}
+	return errors.Join(s.meta.Close(), s.arena.Close(), dirErr)
 }
 
 // InstanceID returns the instance id of the store.

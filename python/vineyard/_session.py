@@ -77,17 +77,6 @@ class Session:
         _ffi.check_process()
         return conn.handle
 
-    def live_handle(self) -> int:
-        """:meth:`handle`, after checking that the daemon is alive
-        (``v6d_connected``, a poll that never waits): for the calls libv6d
-        may answer from its cache, which must not outlive the daemon. Calls
-        that go to the daemon fail by themselves with ConnectionError."""
-        handle = self.handle()
-        if not _ffi.function("v6d_connected")(handle):
-            raise exception_for(Status.CONNECTION_ERROR, "vineyard: the connection to the daemon is lost "
-                                "(the daemon stopped or hung up); connect again")
-        return handle
-
     @property
     def connected(self) -> bool:
         """False once the client is closed or the daemon is gone
@@ -136,7 +125,7 @@ class Session:
     def blob_pointer(self, blob_id: int) -> tuple[int, int]:
         """(address, size) of a blob this connection holds; no round trip."""
         ptr, size = ctypes.c_void_p(), ctypes.c_uint64()
-        _ffi.call("v6d_blob_pointer", self.handle(), blob_id, _byref(ptr), _byref(size), None)
+        _ffi.call_retrying("v6d_blob_pointer", self.handle(), blob_id, _byref(ptr), _byref(size), None)
         return ptr.value or 0, size.value
 
     def map_private(self, blob_id: int) -> Any:

@@ -200,7 +200,7 @@ class Client:
         ``--etcd-timeout``), so an object persisted on another instance a
         moment ago is found, and a known object never waits on etcd."""
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _ffi.call("v6d_get_metadata", self._session.live_handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
+        _ffi.call("v6d_get_metadata", self._session.handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
         return ObjectMeta(json.loads(_ffi.take_string(p, n)))
 
     def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> list[ObjectMeta]:
@@ -357,7 +357,7 @@ class Client:
         """One round trip: the tree, with every blob in it pinned."""
         session = self._session
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _ffi.call("v6d_get_object", session.live_handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
+        _ffi.call("v6d_get_object", session.handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
         raw = _ffi.take_string(p, n)
         tree = json.loads(raw)
         pin = session.pin(object_id)

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// Gets without a round trip (docs/design.md). A daemon that has the
+// directory sends, with register_reply, its read-only fd, the arena's
+// read-only fd and a pin page of this connection. A get of an id the
+// directory holds copies its record (tree and blob extents), stores the id
+// in a free pin slot, and checks that the entry did not change meanwhile;
+// then the daemon frees none of its blobs until the slot is cleared, and
+// the get made no round trip. Any failed step (no entry, an entry being
+// written or changed, no free slot) falls back to the round trip.
+//
+// Locally a blob got this way is counted like any other (blob.pins); its
+// bytes are backed by a slot hold (blob.hold) instead of a daemon
+// reference when the client held no reference to it before. A hold lasts
+// while any blob it backs is counted: when the last count of such a blob
+// goes (Release, UnmapPrivate, a lease), the blob leaves its hold, and the
+// hold's slot is cleared when no blob is left in it. Clearing a slot is the
+// release: no message.
+
+// NoDirectoryEnv names the variable that, set to a non-empty value, makes Connect ask for no
+// directory (WithoutDirectory): every get takes the round trip. For
+// measurements and for comparing both paths.
+const NoDirectoryEnv = "VINEYARD_NO_DIRECTORY"
+
+// maxDirRecord bounds the record a lookup copies (the daemon publishes none
+// larger; see store).
+const maxDirRecord = 64 << 10
+
+// WithoutDirectory makes Connect ask the daemon for no directory: every get
+// takes a round trip, as with upstream's daemon.
+func WithoutDirectory() Option {
+	return func(o *options) { o.noDirectory = true }
+}
+
+// dirState is a client's directory and pin page. Guarded by Client.state.
+type dirState struct {
+	view   *shm.DirectoryView
+	dirMap *shm.Mapping
+	pinMap *shm.Mapping
+	pins   *shm.PinView
+	arena  *arena // the arena the extents lie in
+}
+
+// slotHold is one pin slot and the number of blobs it backs.
+type slotHold struct {
+	slot uint64
+	refs int
+}
+
+// receiveDirectoryLocked receives the fds register_reply.directory
+// announces and sets up the directory. Mapping failures leave the client
+// without one (gets take round trips); a failed receive loses the
+// connection. c.mu must be held.
+func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
+	var fds [3]int
+	for i := range fds {
+		fd, err := protocol.RecvFd(c.conn)
+		if err != nil {
+			for _, f := range fds[:i] {
+				_ = unix.Close(f)
+			}
+			return err
+		}
+		fds[i] = fd
+	}
+	a, err := attachArena(fds[0]) // owns fds[0] from here
+	if err != nil {
+		_ = unix.Close(fds[1])
+		_ = unix.Close(fds[2])
+		return err
+	}
+	if old, ok := c.regions[d.StoreFd]; ok {
+		old.detach()
+	}
+	c.regions[d.StoreFd] = a
+	c.noteArenaLocked(a)
+	st, err := openDirectory(fds[1], fds[2])
+	_ = unix.Close(fds[1])
+	_ = unix.Close(fds[2])
+	if err != nil {
+		return nil // no directory: round trips
+	}
+	st.arena = a
+	c.state.Lock()
+	c.dir = st
+	c.state.Unlock()
+	return nil
+}
+
+// openDirectory maps the directory (read-only) and the pin page
+// (read-write); neither is inherited by a forked child (MADV_DONTFORK). The
+// caller keeps the fds.
+func openDirectory(dirFd, pinFd int) (*dirState, error) {
+	size, err := shm.FileSize(dirFd)
+	if err != nil {
+		return nil, err
+	}
+	dm, err := shm.Map(dirFd, size, false)
+	if err != nil {
+		return nil, err
+	}
+	view, err := shm.NewDirectoryView(dm.Bytes())
+	if err != nil {
+		_ = dm.Close()
+		return nil, err
+	}
+	pm, err := shm.Map(pinFd, shm.PinPageSize, true)
+	if err != nil {
+		_ = dm.Close()
+		return nil, err
+	}
+	pins, err := shm.NewPinView(pm.Bytes())
+	if err != nil {
+		_ = dm.Close()
+		_ = pm.Close()
+		return nil, err
+	}
+	_ = unix.Madvise(dm.Bytes(), unix.MADV_DONTFORK)
+	_ = unix.Madvise(pm.Bytes(), unix.MADV_DONTFORK)
+	return &dirState{view: view, dirMap: dm, pinMap: pm, pins: pins}, nil
+}
+
+// closeDirectoryLocked unmaps the directory and the pin page. c.state must
+// be held.
+func (c *Client) closeDirectoryLocked() {
+	if c.dir == nil {
+		return
+	}
+	_ = c.dir.dirMap.Close()
+	_ = c.dir.pinMap.Close()
+	c.dir = nil
+}
+
+// liveLocal is the check of a get the client may answer without the
+// daemon (tree cache, held blobs, directory): the daemon must still be
+// there, so that a dead daemon's memory is never served.
+func (c *Client) liveLocal() error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if !c.Connected() {
+		if err := c.usableLocal(); err != nil {
+			return err
+		}
+		return status.Errorf(status.ConnectionError,
+			"the connection to vineyardd at %s is lost (the daemon stopped or hung up); connect again", c.socket)
+	}
+	return nil
+}
+
+// usableLocal is usableLocked's answer when it can be had without waiting:
+// the error a lost connection recorded, if any.
+func (c *Client) usableLocal() error {
+	if c.forked() {
+		return ErrForked
+	}
+	if c.mu.TryLock() {
+		defer c.mu.Unlock()
+		return c.usableLocked()
+	}
+	return nil
+}
+
+// dirGetLocked answers a get of id from the directory: its tree, and with
+// pin, the blobs of the tree counted once each (as a get with buffers
+// counts them) and backed by a pin slot where nothing backed them yet. It
+// reports false (nothing taken) when the directory cannot answer. c.state
+// must be held.
+func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
+	d := c.dir
+	if d == nil || c.cache.dead.Load() {
+		return nil, nil, false
+	}
+	rec, slot, seq, ok := d.view.Lookup(uint64(id), maxDirRecord)
+	if !ok {
+		return nil, nil, false
+	}
+	if !pin {
+		return rec.Tree, nil, true
+	}
+	views := make([][]byte, len(rec.Blobs))
+	for i, eb := range rec.Blobs {
+		bid := ids.ObjectID(eb.ID)
+		if !bid.IsBlob() || bid == ids.EmptyBlob {
+			return nil, nil, false
+		}
+		v, err := d.arena.view(eb.Offset, eb.Size, false)
+		if err != nil {
+			return nil, nil, false
+		}
+		views[i] = v
+	}
+	k, ok := d.pins.Set(uint64(id))
+	if !ok {
+		return nil, nil, false
+	}
+	if d.view.Seq(slot) != seq { // retired or changed: the pin may be too late
+		d.pins.Clear(k)
+		return nil, nil, false
+	}
+	h := &slotHold{slot: k}
+	bids := make([]ids.ObjectID, len(rec.Blobs))
+	for i, eb := range rec.Blobs {
+		bid := ids.ObjectID(eb.ID)
+		bids[i] = bid
+		b, ok := c.blobs[bid]
+		if !ok {
+			b = &blob{dirOnly: true}
+			c.blobs[bid] = b
+		}
+		if b.ro == nil {
+			b.ro = views[i]
+		}
+		if b.pins == 0 && b.cached == 0 && b.hold == nil {
+			b.hold = h // nothing else backs it
+			h.refs++
+		}
+		b.pins++
+	}
+	if h.refs == 0 {
+		d.pins.Clear(k) // every blob was backed already
+	}
+	c.dirGets.Add(1)
+	return rec.Tree, bids, true
+}
+
+// unholdLocked drops a blob's hold; the last blob of a hold clears its slot.
+// c.state must be held.
+func (c *Client) unholdLocked(b *blob) {
+	h := b.hold
+	if h == nil {
+		return
+	}
+	b.hold = nil
+	if h.refs--; h.refs == 0 && c.dir != nil {
+		c.dir.pins.Clear(h.slot)
+		c.slotsCleared = true
+	}
+}
+
+// DirectoryGets returns how many gets the directory answered (tests and
+// benchmarks).
+func (c *Client) DirectoryGets() uint64 { return c.dirGets.Load() }
+
+// HasDirectory reports whether the client got a directory at registration.
+func (c *Client) HasDirectory() bool {
+	c.state.Lock()
+	defer c.state.Unlock()
+	return c.dir != nil
+}
+
+// PinsInUse returns the pin slots in use (tests).
+func (c *Client) PinsInUse() int {
+	c.state.Lock()
+	defer c.state.Unlock()
+	if c.dir == nil {
+		return 0
+	}
+	return c.dir.pins.InUse()
+}

@@ -1,0 +1,412 @@
+package client
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/status"
+)
+
+// checkStore fails the test on any violation of the store's bookkeeping.
+func checkStore(t testing.TB, srv *server.Server) {
+	t.Helper()
+	if err := srv.Store().CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	if !b.HasDirectory() {
+		t.Fatal("the client got no directory")
+	}
+	id, bid := put(t, a, []byte("hello, directory"))
+	before := b.RoundTrips()
+	tree, err := b.GetObject(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := b.GetMetadata(id)
+	if err != nil || !bytes.Equal(meta, tree) {
+		t.Fatalf("metadata %s (%v), tree %s", meta, err, tree)
+	}
+	want, err := a.GetMetadata(id)
+	if err != nil || !bytes.Equal(want, tree) {
+		t.Fatalf("the directory's tree %s differs from the daemon's %s (%v)", tree, want, err)
+	}
+	data, _, err := b.BlobPointer(bid)
+	if err != nil || string(data) != "hello, directory" {
+		t.Fatalf("BlobPointer = %q, %v", data, err)
+	}
+	blob, err := b.Get(bid) // held: no round trip either
+	if err != nil || string(blob) != "hello, directory" {
+		t.Fatalf("Get = %q, %v", blob, err)
+	}
+	if b.PinsInUse() != 1 {
+		t.Fatalf("%d pin slots in use, want 1", b.PinsInUse())
+	}
+	if err := b.Release(bid); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.RoundTrips() - before; n != 0 {
+		t.Fatalf("get, metadata, blob get and releases took %d round trips, want 0", n)
+	}
+	if b.PinsInUse() != 0 {
+		t.Fatalf("%d pin slots in use after the release, want 0", b.PinsInUse())
+	}
+	if _, _, err := b.BlobPointer(bid); code(err) != status.ObjectNotExists {
+		t.Fatalf("blob still held after release: %v", err)
+	}
+
+	// A blob by its own id, from a third client: one slot, no round trip.
+	c := connect(t, srv)
+	before = c.RoundTrips()
+	got, err := c.GetBuffers([]ids.ObjectID{bid, ids.EmptyBlob, bid}, false)
+	if err != nil || string(got[0]) != "hello, directory" || got[1] != nil || string(got[2]) != "hello, directory" {
+		t.Fatalf("GetBuffers = %q, %v", got, err)
+	}
+	for range 2 {
+		if err := c.Release(bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(bid); code(err) != status.ObjectNotExists {
+		t.Fatalf("third release: %v", err)
+	}
+	if n := c.RoundTrips() - before; n != 0 || c.PinsInUse() != 0 {
+		t.Fatalf("blob gets took %d round trips, %d slots left", n, c.PinsInUse())
+	}
+
+	// Without the directory, as before: one round trip.
+	old, err := Connect(srv.Socket(), WithoutDirectory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	before = old.RoundTrips()
+	if _, err := old.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := old.RoundTrips() - before; n != 1 || old.HasDirectory() {
+		t.Fatalf("get without the directory took %d round trips", n)
+	}
+	checkStore(t, srv)
+}
+
+func TestDirectoryPinOutlivesDelete(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	want := bytes.Repeat([]byte{7}, 64<<10)
+	id, bid := put(t, a, want)
+	if err := a.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	view, _, err := b.BlobPointer(bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Store().Holds() != 1 {
+		t.Fatalf("the delete made %d holds of the pin, want 1", srv.Store().Holds())
+	}
+	checkStore(t, srv)
+	used, _ := srv.Store().Usage()
+	for range 16 { // reuse freed memory as hard as possible
+		_, buf, err := a.CreateBuffer(64 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = 9
+		}
+	}
+	if !bytes.Equal(view, want) {
+		t.Fatal("a deleted blob's memory was reused under a pin")
+	}
+	// A get after the delete misses the directory and fails at the daemon.
+	if _, err := b.GetObject(id); code(err) != status.ObjectNotExists {
+		t.Fatalf("get of a deleted object: %v", err)
+	}
+	used2, _ := srv.Store().Usage()
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushReleases(); err != nil { // the daemon re-reads the pins at the next request
+		t.Fatal(err)
+	}
+	after, _ := srv.Store().Usage()
+	if used2-after != 64<<10 || srv.Store().Holds() != 0 {
+		t.Fatalf("the last release did not free the deleted blob: %d -> %d (%d before reuse), %d holds",
+			used2, after, used, srv.Store().Holds())
+	}
+	checkStore(t, srv)
+}
+
+func TestDirectoryPinsGoWithTheConnection(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a := connect(t, srv)
+	b, err := Connect(srv.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := put(t, a, bytes.Repeat([]byte{3}, 8192))
+	if err := a.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used == 0 || srv.Store().Holds() != 1 {
+		t.Fatalf("pinned memory freed by the delete (used %d, %d holds)", used, srv.Store().Holds())
+	}
+	// The client goes away without releasing (as a killed one would): its
+	// connection's close drops the hold.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exists(id); err != nil { // the daemon has handled b's close by now
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { used, _ := srv.Store().Usage(); return used == 0 })
+	if srv.Store().Holds() != 0 {
+		t.Fatalf("%d holds left", srv.Store().Holds())
+	}
+	checkStore(t, srv)
+}
+
+func TestDirectoryFallbacks(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a, b := connect(t, srv), connect(t, srv)
+
+	// A changed tree (persist) is retired: the get takes the round trip and
+	// sees the new tree.
+	id, _ := put(t, a, []byte("x"))
+	if err := a.Persist(id); err != nil {
+		t.Fatal(err)
+	}
+	before := b.RoundTrips()
+	tree, err := b.GetObject(id)
+	if err != nil || !bytes.Contains(tree, []byte(`"transient":false`)) {
+		t.Fatalf("tree after persist: %s, %v", tree, err)
+	}
+	if n := b.RoundTrips() - before; n != 1 {
+		t.Fatalf("get of a changed object took %d round trips, want 1", n)
+	}
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+
+	// With every pin slot taken, gets take the round trip.
+	var objs []ids.ObjectID
+	for i := range 600 {
+		id, bid := put(t, a, []byte(fmt.Sprint(i)))
+		_ = a.Release(bid)
+		objs = append(objs, id)
+	}
+	before = b.RoundTrips()
+	for _, id := range objs {
+		if _, err := b.GetObject(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.RoundTrips() - before; n == 0 || n >= 600 || b.PinsInUse() == 0 {
+		t.Fatalf("600 held gets took %d round trips with %d slots in use", n, b.PinsInUse())
+	}
+	if _, err := a.Delete(objs, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, srv)
+	for _, id := range objs {
+		if err := b.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if b.PinsInUse() != 0 || srv.Store().Holds() != 0 {
+		t.Fatalf("%d slots, %d holds left", b.PinsInUse(), srv.Store().Holds())
+	}
+	checkStore(t, srv)
+}
+
+// payload returns n bytes derived from seed, with its CRC in the first 4.
+func payload(seed int64, n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b[4:])
+	binary.LittleEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
+	return b
+}
+
+// TestDirectoryRace: readers get objects from the directory while a deleter
+// deletes them and an allocator refills the freed memory; every read is
+// checksummed while pinned. Run under -race.
+func TestDirectoryRace(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	const (
+		readers = 4
+		objects = 64
+		rounds  = 300
+	)
+	writer := connect(t, srv)
+	var mu sync.Mutex
+	live := []ids.ObjectID{}
+	addObject := func(seed int64) {
+		id, bid := put(t, writer, payload(seed, 512+int(seed%4096)))
+		_ = writer.Release(bid)
+		_ = writer.Release(id)
+		mu.Lock()
+		live = append(live, id)
+		mu.Unlock()
+	}
+	for i := range objects {
+		addObject(int64(i))
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var dirGets, misses atomic.Int64
+	errs := make(chan error, readers+2)
+	var clients []*Client
+	for r := range readers {
+		c := connect(t, srv)
+		clients = append(clients, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(r)))
+			for !stop.Load() {
+				mu.Lock()
+				id := live[rng.Intn(len(live))]
+				mu.Unlock()
+				tree, err := c.GetObject(id)
+				if code(err) == status.ObjectNotExists {
+					misses.Add(1)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				bid, err := blobOf(tree)
+				if err != nil {
+					errs <- err
+					return
+				}
+				data, _, err := c.BlobPointer(bid)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for range 4 { // while the others run
+					if binary.LittleEndian.Uint32(data) != crc32.ChecksumIEEE(data[4:]) {
+						errs <- fmt.Errorf("checksum mismatch in pinned blob %v of %v", bid, id)
+						return
+					}
+					runtime.Gosched()
+				}
+				if err := c.Release(id); err != nil {
+					errs <- err
+					return
+				}
+			}
+			dirGets.Add(int64(c.DirectoryGets()))
+		}()
+	}
+	deleter := connect(t, srv)
+	filler := connect(t, srv)
+	seed := int64(objects)
+	for round := range rounds {
+		mu.Lock()
+		i := round % len(live)
+		victim := live[i]
+		live = append(live[:i], live[i+1:]...)
+		mu.Unlock()
+		if _, err := deleter.Delete([]ids.ObjectID{victim}, false, true, false); err != nil {
+			t.Fatal(err)
+		}
+		// Reuse the memory at once: a reader of freed memory sees garbage.
+		for range 4 {
+			bid, buf, err := filler.CreateBuffer(4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range buf {
+				buf[j] = byte(round)
+			}
+			if err := filler.Abort(bid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		addObject(seed)
+		seed++
+		if round%50 == 0 {
+			checkStore(t, srv)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if dirGets.Load() == 0 {
+		t.Fatal("no get came from the directory")
+	}
+	t.Logf("%d gets from the directory, %d of deleted objects", dirGets.Load(), misses.Load())
+	checkStore(t, srv)
+	if _, err := deleter.Delete(live, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(clients, writer, deleter, filler) { // round-trip gets (fallbacks) left deferred releases
+		if err := c.FlushReleases(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Store().RescanPins()
+	if used, _ := srv.Store().Usage(); used != 0 || srv.Store().Holds() != 0 {
+		t.Fatalf("%d bytes, %d holds left after every delete and release", used, srv.Store().Holds())
+	}
+}
+
+// blobOf returns the id of the buffer_ member of a tree put made.
+func blobOf(tree []byte) (ids.ObjectID, error) {
+	i := bytes.Index(tree, []byte(`"buffer_":{"id":"`))
+	if i < 0 {
+		return 0, fmt.Errorf("no buffer_ in %s", tree)
+	}
+	s := tree[i+len(`"buffer_":{"id":"`):]
+	return ids.Parse(string(s[:17]))
+}
+
+// waitFor waits up to 10 s for cond, for effects of another goroutine
+// (the daemon handling a closed connection).
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10 s")
+		}
+	}
+}

@@ -1,0 +1,457 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The directory: what a get needs (id → tree and blob extents), published by
+// the daemon in shared memory that clients map read-only, so a get of a
+// sealed object needs no round trip (docs/design.md, "Gets without a round
+// trip"). This is the one definition of its layout and of both sides of its
+// protocol: the daemon's writer (Directory) and the client's reader
+// (DirectoryView). Every word is a uint64 in native byte order, read and
+// written with atomic operations only.
+//
+// The directory is its own memfd ("vineyard-directory"), sealed against
+// shrinking and growing, mode 0400, sent to clients through a second fd
+// opened O_RDONLY: no client can write it, not even one holding the arena's
+// read-write fd.
+//
+//	word 0  magic "v6ddir\x00\x01"
+//	word 1  entries: number of entry slots, a power of two
+//	word 2  offset of the record area, in bytes
+//	word 3  size of the record area, in bytes
+//	at DirHeaderSize: entries × {seq, id, record offset, record length}
+//	at the record area: records, each 8-byte aligned
+//
+// An entry slot's seq is 0 while it was never used, odd while the daemon
+// writes it, even otherwise; it only grows. A live entry has a non-zero
+// length; a retired one (a tombstone) has id and length 0. Entries are found
+// by linear probing from the id's hash, at most DirMaxProbe slots, stopping
+// at a never-used slot.
+//
+// A record is immutable while an entry names it:
+//
+//	word 0  id
+//	word 1  number of blobs n
+//	word 2  tree length in bytes
+//	n × {blob id, arena offset, size}
+//	the tree (the JSON get_data returns for the id), padded to 8 bytes
+//
+// Writer (the daemon, one at a time): a record is written before the entry
+// that names it is published; publish and retire make seq odd, write the
+// entry's words, then make seq even and larger. A record is reused only
+// after the entry that named it was retired.
+//
+// Reader: load seq (odd: miss); read the entry's words and copy its record;
+// load seq again: if it moved, the copy may be torn or stale: miss. Every
+// offset read is checked against the mapping before use.
+const (
+	// DirHeaderSize is the size of the directory's header.
+	DirHeaderSize = 64
+	// DirEntrySize is the size of one entry slot.
+	DirEntrySize = 32
+	// DirMaxProbe bounds the slots a lookup or a publish visits.
+	DirMaxProbe = 32
+	// DirRecordHeader is the size of a record's fixed words.
+	DirRecordHeader = 24
+	// DirBlobSize is the size of one blob extent in a record.
+	DirBlobSize = 24
+)
+
+// DirMagic identifies the directory layout.
+const DirMagic = "v6ddir\x00\x01"
+
+// directoryName is the memfd name of the directory.
+const directoryName = "vineyard-directory"
+
+// DirBlob is one blob extent of a directory record.
+type DirBlob struct {
+	ID     uint64
+	Offset uint64 // in the arena
+	Size   uint64
+}
+
+// RecordSize returns the bytes of a record with a tree of treeLen bytes and
+// n blobs.
+func RecordSize(treeLen, n int) uint64 {
+	return DirRecordHeader + uint64(n)*DirBlobSize + (uint64(treeLen)+7)&^7
+}
+
+func dirHash(id uint64) uint64 {
+	id ^= id >> 33
+	id *= 0xff51afd7ed558ccd
+	id ^= id >> 33
+	return id
+}
+
+// words returns b as uint64 words (b is page-aligned and a multiple of 8).
+func words(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
+}
+
+// Directory is the daemon's side of the directory: the memfd, its read-only
+// fd for clients and the daemon's read-write mapping. Its methods are not
+// safe for concurrent use: the store calls them under its lock. Records
+// are placed by the caller (RecordArea gives the range).
+type Directory struct {
+	fd, rofd int
+	data     []byte
+	w        []uint64
+	entries  uint64
+	recOff   uint64
+	recSize  uint64
+}
+
+// CreateDirectory makes a directory of entries slots (rounded up to a power
+// of two) and a record area of recordBytes bytes. Its pages are allocated
+// as they are written.
+func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
+	if entries == 0 || entries > 1<<24 || recordBytes == 0 || recordBytes > 1<<34 {
+		return nil, fmt.Errorf("%w: directory of %d entries and %d record bytes", ErrBadSize, entries, recordBytes)
+	}
+	n := uint64(1)
+	for n < entries {
+		n <<= 1
+	}
+	recOff := (DirHeaderSize + n*DirEntrySize + pageSize - 1) &^ (pageSize - 1)
+	recordBytes = (recordBytes + pageSize - 1) &^ (pageSize - 1)
+	size := recOff + recordBytes
+	fd, data, err := sealedMemfd(directoryName, size)
+	if err != nil {
+		return nil, err
+	}
+	rofd, err := reopenReadOnly(fd)
+	if err != nil {
+		_ = unix.Munmap(data)
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: read-only reopen of the directory: %w", err)
+	}
+	d := &Directory{fd: fd, rofd: rofd, data: data, w: words(data), entries: n, recOff: recOff, recSize: recordBytes}
+	copy(data, DirMagic)
+	atomic.StoreUint64(&d.w[1], n)
+	atomic.StoreUint64(&d.w[2], recOff)
+	atomic.StoreUint64(&d.w[3], recordBytes)
+	return d, nil
+}
+
+// sealedMemfd creates a memfd of size bytes sealed against shrinking and
+// growing, mode 0400, mapped read-write.
+func sealedMemfd(name string, size uint64) (int, []byte, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return -1, nil, fmt.Errorf("shm: memfd_create %s: %w", name, err)
+	}
+	fail := func(op string, err error) (int, []byte, error) {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shm: %s of %s: %w", op, name, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, arenaSeals); err != nil {
+		return fail("F_ADD_SEALS", err)
+	}
+	if err := unix.Fchmod(fd, 0o400); err != nil {
+		return fail("fchmod", err)
+	}
+	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	return fd, data, nil
+}
+
+// ReadOnlyFd returns the fd clients get (O_RDONLY), owned by the Directory.
+func (d *Directory) ReadOnlyFd() int { return d.rofd }
+
+// RecordArea returns the offset and size of the record area.
+func (d *Directory) RecordArea() (off, size uint64) { return d.recOff, d.recSize }
+
+// Entries returns the number of entry slots.
+func (d *Directory) Entries() uint64 { return d.entries }
+
+// Close unmaps the directory and closes its fds; clients keep their
+// mappings.
+func (d *Directory) Close() error {
+	if d.data == nil {
+		return nil
+	}
+	err := unix.Munmap(d.data)
+	unix.Close(d.fd)
+	unix.Close(d.rofd)
+	d.data, d.w = nil, nil
+	return err
+}
+
+// WriteRecord writes the record of id at off (8-aligned, inside the record
+// area, RecordSize bytes reserved by the caller, named by no live entry).
+func (d *Directory) WriteRecord(off uint64, id uint64, tree []byte, blobs []DirBlob) {
+	w := d.w[off/8:]
+	atomic.StoreUint64(&w[0], id)
+	atomic.StoreUint64(&w[1], uint64(len(blobs)))
+	atomic.StoreUint64(&w[2], uint64(len(tree)))
+	i := 3
+	for _, b := range blobs {
+		atomic.StoreUint64(&w[i], b.ID)
+		atomic.StoreUint64(&w[i+1], b.Offset)
+		atomic.StoreUint64(&w[i+2], b.Size)
+		i += 3
+	}
+	var word [8]byte
+	for len(tree) > 0 {
+		n := copy(word[:], tree)
+		clear(word[n:])
+		atomic.StoreUint64(&w[i], *(*uint64)(unsafe.Pointer(&word)))
+		tree = tree[n:]
+		i++
+	}
+}
+
+// entry returns the words of entry slot i.
+func (d *Directory) entry(i uint64) []uint64 {
+	at := (DirHeaderSize + i*DirEntrySize) / 8
+	return d.w[at : at+4 : at+4]
+}
+
+// Publish makes an entry for id naming the record [off, off+size) and
+// returns its slot, or false when no slot within DirMaxProbe is free. id
+// must have no live entry.
+func (d *Directory) Publish(id, off, size uint64) (uint64, bool) {
+	h := dirHash(id)
+	for p := uint64(0); p < DirMaxProbe; p++ {
+		i := (h + p) & (d.entries - 1)
+		e := d.entry(i)
+		if atomic.LoadUint64(&e[3]) != 0 {
+			continue
+		}
+		seq := atomic.LoadUint64(&e[0])
+		atomic.StoreUint64(&e[0], seq+1)
+		atomic.StoreUint64(&e[1], id)
+		atomic.StoreUint64(&e[2], off)
+		atomic.StoreUint64(&e[3], size)
+		atomic.StoreUint64(&e[0], seq+2)
+		return i, true
+	}
+	return 0, false
+}
+
+// Retire turns entry slot i into a tombstone. After it returns, a reader
+// that validates a copy against the seq it read before sees the change.
+func (d *Directory) Retire(i uint64) {
+	e := d.entry(i)
+	seq := atomic.LoadUint64(&e[0])
+	atomic.StoreUint64(&e[0], seq+1)
+	atomic.StoreUint64(&e[1], 0)
+	atomic.StoreUint64(&e[2], 0)
+	atomic.StoreUint64(&e[3], 0)
+	atomic.StoreUint64(&e[0], seq+2)
+}
+
+// DirectoryView is a client's read-only view of a directory. It is safe
+// for concurrent use; it owns nothing (the caller owns the mapping).
+type DirectoryView struct {
+	w       []uint64
+	entries uint64
+	recOff  uint64
+	recEnd  uint64
+}
+
+// NewDirectoryView checks the header of a mapped directory.
+func NewDirectoryView(b []byte) (*DirectoryView, error) {
+	if len(b) < DirHeaderSize || string(b[:8]) != DirMagic {
+		return nil, errors.New("shm: not a directory (bad magic)")
+	}
+	w := words(b)
+	v := &DirectoryView{w: w, entries: atomic.LoadUint64(&w[1]), recOff: atomic.LoadUint64(&w[2])}
+	size := atomic.LoadUint64(&w[3])
+	n := uint64(len(b))
+	if v.entries == 0 || v.entries&(v.entries-1) != 0 || v.entries > (n-DirHeaderSize)/DirEntrySize ||
+		v.recOff < DirHeaderSize+v.entries*DirEntrySize || v.recOff%8 != 0 || v.recOff > n || size > n-v.recOff {
+		return nil, errors.New("shm: directory header out of bounds")
+	}
+	v.recEnd = v.recOff + size
+	return v, nil
+}
+
+// Record is a copy of a directory record.
+type Record struct {
+	Tree  []byte
+	Blobs []DirBlob
+}
+
+// Lookup finds the entry of id and copies its record. It returns the entry
+// slot and the seq the copy is valid for (see Seq), or false: no entry, an
+// entry being written, or a copy the daemon changed meanwhile. maxRecord
+// bounds the bytes copied.
+func (v *DirectoryView) Lookup(id uint64, maxRecord uint64) (Record, uint64, uint64, bool) {
+	if id == 0 {
+		return Record{}, 0, 0, false
+	}
+	h := dirHash(id)
+	for p := uint64(0); p < DirMaxProbe; p++ {
+		i := (h + p) & (v.entries - 1)
+		at := (DirHeaderSize + i*DirEntrySize) / 8
+		e := v.w[at : at+4 : at+4]
+		seq := atomic.LoadUint64(&e[0])
+		if seq == 0 {
+			return Record{}, 0, 0, false // never used: the probe ends
+		}
+		if seq&1 != 0 {
+			return Record{}, 0, 0, false // being written
+		}
+		if atomic.LoadUint64(&e[1]) != id {
+			continue
+		}
+		off, size := atomic.LoadUint64(&e[2]), atomic.LoadUint64(&e[3])
+		if size == 0 || size > maxRecord || size%8 != 0 || off%8 != 0 || off < v.recOff || off > v.recEnd || size > v.recEnd-off {
+			return Record{}, 0, 0, false
+		}
+		rec, ok := v.copyRecord(off, size, id)
+		if !ok || atomic.LoadUint64(&e[0]) != seq {
+			return Record{}, 0, 0, false
+		}
+		return rec, i, seq, true
+	}
+	return Record{}, 0, 0, false
+}
+
+// copyRecord copies and decodes the record [off, off+size); false when it
+// does not parse (torn: the caller's seq check would fail too).
+func (v *DirectoryView) copyRecord(off, size, id uint64) (Record, bool) {
+	src := v.w[off/8 : (off+size)/8]
+	buf := make([]uint64, len(src))
+	for i := range src {
+		buf[i] = atomic.LoadUint64(&src[i])
+	}
+	if len(buf) < 3 || buf[0] != id {
+		return Record{}, false
+	}
+	n, treeLen := buf[1], buf[2]
+	if n > (size-DirRecordHeader)/DirBlobSize || RecordSize(0, int(n))+((treeLen+7)&^7) != size {
+		return Record{}, false
+	}
+	blobs := make([]DirBlob, n)
+	for j := range blobs {
+		blobs[j] = DirBlob{ID: buf[3+3*j], Offset: buf[4+3*j], Size: buf[5+3*j]}
+	}
+	all := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)*8)
+	start := DirRecordHeader + n*DirBlobSize
+	return Record{Tree: all[start : start+treeLen : start+treeLen], Blobs: blobs}, true
+}
+
+// Seq returns the current seq of entry slot i (slot < entries).
+func (v *DirectoryView) Seq(i uint64) uint64 {
+	return atomic.LoadUint64(&v.w[(DirHeaderSize+i*DirEntrySize)/8])
+}
+
+// Pin slots: one page per connection, its own memfd ("vineyard-pins"), that
+// the daemon creates and maps, and the connection's client maps writable.
+// Word 0 is the client's hint: no slot at or above it is in use (the daemon
+// clamps it); words 1..PinSlots are slots holding the id of an object or
+// blob the client pinned, 0 when free. The client stores a slot, then loads
+// the entry's seq (both atomic, so sequentially consistent); the daemon
+// retires an entry, then loads the slots: either the client sees the new
+// seq and does not use the pin, or the daemon sees the pin.
+const (
+	// PinPageSize is the size of a connection's pin page.
+	PinPageSize = 4096
+	// PinSlots is the number of slots of a pin page.
+	PinSlots = PinPageSize/8 - 1
+)
+
+// pinsName is the memfd name of a pin page.
+const pinsName = "vineyard-pins"
+
+// PinPage is the daemon's mapping of one connection's pin page.
+type PinPage struct {
+	w    []uint64
+	data []byte
+}
+
+// CreatePinPage makes a pin page and returns it and its read-write fd,
+// which the caller sends to the client and then closes.
+func CreatePinPage() (*PinPage, int, error) {
+	fd, data, err := sealedMemfd(pinsName, PinPageSize)
+	if err != nil {
+		return nil, -1, err
+	}
+	return &PinPage{w: words(data), data: data}, fd, nil
+}
+
+// Scan calls fn with every non-zero slot value, reading each slot once.
+func (p *PinPage) Scan(fn func(id uint64)) {
+	if p == nil || p.w == nil {
+		return
+	}
+	limit := min(atomic.LoadUint64(&p.w[0]), PinSlots)
+	for i := uint64(1); i <= limit; i++ {
+		if v := atomic.LoadUint64(&p.w[i]); v != 0 {
+			fn(v)
+		}
+	}
+}
+
+// Close unmaps the page.
+func (p *PinPage) Close() {
+	if p != nil && p.data != nil {
+		_ = unix.Munmap(p.data)
+		p.data, p.w = nil, nil
+	}
+}
+
+// PinView is the client's writable mapping of its pin page. Its methods are
+// not safe for concurrent use (the client calls them under its lock).
+type PinView struct {
+	w    []uint64
+	hint uint64
+	free []uint64 // free slot numbers, highest first
+}
+
+// NewPinView wraps a writable mapping of a pin page.
+func NewPinView(b []byte) (*PinView, error) {
+	if len(b) < PinPageSize {
+		return nil, errors.New("shm: pin page too small")
+	}
+	v := &PinView{w: words(b)}
+	for i := uint64(PinSlots); i >= 1; i-- {
+		v.free = append(v.free, i)
+	}
+	return v, nil
+}
+
+// Set takes a free slot, stores id in it and returns its number, or false
+// when every slot is taken.
+func (v *PinView) Set(id uint64) (uint64, bool) {
+	if len(v.free) == 0 {
+		return 0, false
+	}
+	i := v.free[len(v.free)-1]
+	v.free = v.free[:len(v.free)-1]
+	if i >= v.hint {
+		v.hint = i + 1
+		atomic.StoreUint64(&v.w[0], v.hint) // before the slot: the daemon reads the hint first
+	}
+	atomic.StoreUint64(&v.w[i], id)
+	return i, true
+}
+
+// Clear frees slot i.
+func (v *PinView) Clear(i uint64) {
+	atomic.StoreUint64(&v.w[i], 0)
+	v.free = append(v.free, i)
+}
+
+// InUse returns the number of slots taken (tests).
+func (v *PinView) InUse() int { return PinSlots - len(v.free) }

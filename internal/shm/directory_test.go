@@ -1,0 +1,136 @@
+package shm
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestDirectoryPublishLookupRetire(t *testing.T) {
+	d, err := CreateDirectory(16, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m, err := Map(d.ReadOnlyFd(), uint64(len(d.data)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v, err := NewDirectoryView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recOff, _ := d.RecordArea()
+	tree := []byte(`{"id":"o0000000000000007","typename":"t"}`)
+	blobs := []DirBlob{{ID: 1<<63 | 5, Offset: 4096, Size: 10}}
+	size := RecordSize(len(tree), len(blobs))
+	d.WriteRecord(recOff, 7, tree, blobs)
+	slot, ok := d.Publish(7, recOff, size)
+	if !ok {
+		t.Fatal("publish failed")
+	}
+	rec, got, seq, ok := v.Lookup(7, 1<<16)
+	if !ok || got != slot || !bytes.Equal(rec.Tree, tree) || len(rec.Blobs) != 1 || rec.Blobs[0] != blobs[0] {
+		t.Fatalf("lookup = %+v %d %v", rec, got, ok)
+	}
+	if _, _, _, ok := v.Lookup(8, 1<<16); ok {
+		t.Fatal("found an id never published")
+	}
+	if _, _, _, ok := v.Lookup(7, size-8); ok {
+		t.Fatal("copied a record over the limit")
+	}
+	// A reader that validates after a retire sees the change.
+	d.Retire(slot)
+	if v.Seq(slot) == seq {
+		t.Fatal("retire did not move seq")
+	}
+	if _, _, _, ok := v.Lookup(7, 1<<16); ok {
+		t.Fatal("found a retired id")
+	}
+	// The tombstone is reused, and a lookup probes past it.
+	d.WriteRecord(recOff, 9, tree, nil)
+	if _, ok := d.Publish(9, recOff, RecordSize(len(tree), 0)); !ok {
+		t.Fatal("publish after retire failed")
+	}
+	// Records whose words do not parse are misses, never panics.
+	d.WriteRecord(recOff, 9, tree, nil)
+	d.w[recOff/8+2] = 1 << 40 // tree length past the record
+	if _, _, _, ok := v.Lookup(9, 1<<16); ok {
+		t.Fatal("a corrupt record was returned")
+	}
+}
+
+func TestDirectoryProbeBound(t *testing.T) {
+	d, err := CreateDirectory(DirMaxProbe*2, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	full := 0
+	for id := uint64(1); id <= DirMaxProbe*2+10; id++ {
+		if _, ok := d.Publish(id, 0, 8); !ok {
+			full++
+		}
+	}
+	if full == 0 {
+		t.Fatal("a table with more ids than slots took them all")
+	}
+}
+
+func TestDirectoryViewRejectsBadHeaders(t *testing.T) {
+	if _, err := NewDirectoryView(make([]byte, 4096)); err == nil {
+		t.Fatal("accepted a page without the magic")
+	}
+	b := make([]byte, 4096)
+	copy(b, DirMagic)
+	words(b)[1] = 3 // not a power of two
+	if _, err := NewDirectoryView(b); err == nil {
+		t.Fatal("accepted a bad entry count")
+	}
+}
+
+func TestPinPage(t *testing.T) {
+	p, fd, err := CreatePinPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m, err := Map(fd, PinPageSize, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v, err := NewPinView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := v.Set(11)
+	b, _ := v.Set(12)
+	seen := map[uint64]bool{}
+	p.Scan(func(id uint64) { seen[id] = true })
+	if !seen[11] || !seen[12] || len(seen) != 2 {
+		t.Fatalf("scan saw %v", seen)
+	}
+	v.Clear(a)
+	clear(seen)
+	p.Scan(func(id uint64) { seen[id] = true })
+	if seen[11] || !seen[12] {
+		t.Fatalf("scan after clear saw %v", seen)
+	}
+	v.Clear(b)
+	for range PinSlots {
+		if _, ok := v.Set(1); !ok {
+			t.Fatal("a free slot was refused")
+		}
+	}
+	if _, ok := v.Set(1); ok {
+		t.Fatal("more slots than the page has")
+	}
+	// The daemon never reads past the page, whatever the client's hint.
+	words(m.Bytes())[0] = 1 << 40
+	n := 0
+	p.Scan(func(uint64) { n++ })
+	if n != PinSlots {
+		t.Fatalf("scanned %d slots", n)
+	}
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/alloc"
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
+)
+
+// The directory (shm/directory.go has its layout and protocol; docs/design.md,
+// "Gets without a round trip", the argument). The store publishes an entry
+// for every sealed blob and for the root of every object created whose tree
+// is local (no member of another instance) and small, so that a client gets
+// it without asking; it retires entries before anything they name changes
+// or is freed.
+//
+// Clients pin what they got from the directory in their connection's pin
+// page (a Session's pins), without telling the daemon. A delete retires the
+// entries of what it deletes, then reads every pin page: each pin of a
+// deleted id becomes a hold of that session (Session.holds), which counts
+// one reference on each blob of the id, like a session's own references, so
+// the memory is freed only after the pin is gone. A timer re-reads the pages
+// of sessions with holds every pinRescan and drops the holds whose pins were
+// cleared; closing a session drops all of its holds.
+
+const (
+	dirEntries     = 1 << 16  // entry slots
+	dirRecordBytes = 64 << 20 // record area (pages allocated as written)
+	maxDirRecord   = 64 << 10 // larger records are not published: the round trip serves them
+	maxDirDepth    = 64       // deeper trees are not published
+	pinRescan      = 5 * time.Millisecond
+)
+
+// directory is the store's side of the directory. Guarded by Store.mu.
+type directory struct {
+	d       *shm.Directory
+	recs    *alloc.Allocator // offsets in the record area
+	recOff  uint64
+	entries map[ids.ObjectID]dirEntry
+}
+
+type dirEntry struct {
+	slot, off uint64
+}
+
+// openDirectory creates the directory; nil (no directory) on failure: gets
+// then take the round trip.
+func openDirectory() *directory {
+	d, err := shm.CreateDirectory(dirEntries, dirRecordBytes)
+	if err != nil {
+		return nil
+	}
+	off, size := d.RecordArea()
+	return &directory{d: d, recs: alloc.New(size), recOff: off, entries: map[ids.ObjectID]dirEntry{}}
+}
+
+// DirectoryFd returns the read-only fd of the directory, owned by the
+// store, or -1 when there is none.
+func (s *Store) DirectoryFd() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == nil || s.closed {
+		return -1
+	}
+	return s.dir.d.ReadOnlyFd()
+}
+
+// AttachPins gives the session a pin page and returns its read-write fd,
+// which the caller sends to the client and then closes. It fails when the
+// store has no directory or the page cannot be made.
+func (ss *Session) AttachPins() (int, error) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == nil || ss.closed || ss.pins != nil {
+		return -1, errNoDirectory
+	}
+	p, fd, err := shm.CreatePinPage()
+	if err != nil {
+		return -1, err
+	}
+	ss.pins = p
+	return fd, nil
+}
+
+// publishLocked publishes id (a sealed blob, or an object whose tree is
+// local), unless it is published already, too large, or the directory full.
+func (s *Store) publishLocked(id ids.ObjectID) {
+	dir := s.dir
+	if dir == nil || s.closed || id == ids.EmptyBlob {
+		return
+	}
+	if _, ok := dir.entries[id]; ok || !s.localTreeLocked(id, 0) {
+		return
+	}
+	tree := s.appendTreeLocked(nil, id)
+	bl := s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
+	extents := make([]shm.DirBlob, 0, len(bl))
+	for _, b := range bl {
+		if b.id != ids.EmptyBlob {
+			extents = append(extents, shm.DirBlob{ID: uint64(b.id), Offset: b.offset, Size: b.size})
+		}
+	}
+	size := shm.RecordSize(len(tree), len(extents))
+	if size > maxDirRecord {
+		return
+	}
+	off, err := dir.recs.Alloc(size)
+	if err != nil {
+		return
+	}
+	dir.d.WriteRecord(dir.recOff+off, uint64(id), tree, extents)
+	slot, ok := dir.d.Publish(uint64(id), dir.recOff+off, size)
+	if !ok {
+		_ = dir.recs.Free(off)
+		return
+	}
+	dir.entries[id] = dirEntry{slot: slot, off: off}
+}
+
+// localTreeLocked reports whether id is a live sealed blob, or a live
+// object whose members are, recursively: a tree the directory may hold.
+func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
+	if depth > maxDirDepth {
+		return false
+	}
+	if id.IsBlob() {
+		b, ok := s.lookupBlobLocked(id)
+		return ok && b.sealed && !b.hollow
+	}
+	o, ok := s.objects[id]
+	if !ok || o.isGlobal() {
+		return false
+	}
+	for i, m := range o.members {
+		if !repeatsEarlier(o.members, i) && !s.localTreeLocked(m.id, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// unpublishLocked retires the entry of id, if any. Readers that copied it
+// see the change when they validate.
+func (s *Store) unpublishLocked(id ids.ObjectID) {
+	dir := s.dir
+	if dir == nil {
+		return
+	}
+	e, ok := dir.entries[id]
+	if !ok {
+		return
+	}
+	delete(dir.entries, id)
+	if !s.closed {
+		dir.d.Retire(e.slot)
+	}
+	_ = dir.recs.Free(e.off)
+}
+
+// treeChangedLocked retires the entries of id and of every object whose
+// tree contains it (its users, recursively): their published trees are
+// stale. Called after an existing object's fields change.
+func (s *Store) treeChangedLocked(id ids.ObjectID) {
+	if s.dir == nil || len(s.dir.entries) == 0 {
+		return
+	}
+	seen := map[ids.ObjectID]bool{}
+	var walk func(ids.ObjectID)
+	walk = func(id ids.ObjectID) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		s.unpublishLocked(id)
+		for u := range s.usersOfLocked(id) {
+			walk(u)
+		}
+	}
+	walk(id)
+}
+
+// retirePinnedLocked is the first step of a delete of the ids of order:
+// it retires their entries, then turns every pin of one of them into a hold
+// (holdLocked), before anything is freed. The order matters: a client that
+// pins after the entry is retired sees the retirement when it validates its
+// pin, and a pin stored before it is seen here.
+func (s *Store) retirePinnedLocked(order []ids.ObjectID) {
+	if s.dir == nil {
+		return
+	}
+	for _, id := range order {
+		s.unpublishLocked(id)
+	}
+	gone := make(map[ids.ObjectID]bool, len(order))
+	for _, id := range order {
+		gone[id] = true
+	}
+	for ss := range s.sessions {
+		if ss.pins == nil {
+			continue
+		}
+		ss.pins.Scan(func(v uint64) {
+			if id := ids.ObjectID(v); gone[id] {
+				s.holdLocked(ss, id)
+			}
+		})
+	}
+	if s.holdCount > 0 && !s.rescanArmed {
+		s.rescanArmed = true
+		time.AfterFunc(pinRescan, s.rescanPins)
+	}
+}
+
+// holdLocked gives ss a hold on the blobs of id (one reference each), once.
+func (s *Store) holdLocked(ss *Session, id ids.ObjectID) {
+	if _, ok := ss.holds[id]; ok {
+		return
+	}
+	bl := s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
+	kept := bl[:0]
+	for _, b := range bl {
+		if b.id != ids.EmptyBlob {
+			b.refs++
+			kept = append(kept, b)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	if ss.holds == nil {
+		ss.holds = map[ids.ObjectID][]*blob{}
+	}
+	ss.holds[id] = kept
+	ss.nholds.Add(1)
+	s.holdCount++
+}
+
+// dropHoldLocked drops a hold, freeing deleted blobs nothing else holds.
+func (s *Store) dropHoldLocked(ss *Session, id ids.ObjectID) {
+	for _, b := range ss.holds[id] {
+		b.refs--
+		if b.refs == 0 && b.deleted {
+			s.freeLocked(b)
+		}
+	}
+	delete(ss.holds, id)
+	ss.nholds.Add(-1)
+	s.holdCount--
+}
+
+// rescanPins drops the holds whose pins are gone; it runs on a timer while
+// there are holds.
+func (s *Store) rescanPins() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.rescanArmed = false
+		return
+	}
+	s.rescanLocked()
+	if s.holdCount == 0 {
+		s.rescanArmed = false
+		return
+	}
+	time.AfterFunc(pinRescan, s.rescanPins)
+}
+
+// rescanLocked drops every hold no pin names any more.
+func (s *Store) rescanLocked() {
+	for ss := range s.sessions {
+		if len(ss.holds) == 0 {
+			continue
+		}
+		ss.rescanLocked()
+	}
+}
+
+// rescanLocked drops the session's holds no pin names any more.
+func (ss *Session) rescanLocked() {
+	pinned := map[ids.ObjectID]bool{}
+	ss.pins.Scan(func(v uint64) { pinned[ids.ObjectID(v)] = true })
+	for id := range ss.holds {
+		if !pinned[id] {
+			ss.s.dropHoldLocked(ss, id)
+		}
+	}
+}
+
+// HasHolds reports, without the store lock, whether the session holds
+// memory for pins of deleted ids. The server then calls RescanPins before
+// each request, so a client's cleared pins count as released by its next
+// request, as deferred releases do.
+func (ss *Session) HasHolds() bool { return ss.nholds.Load() > 0 }
+
+// RescanPins drops the session's holds whose pins were cleared.
+func (ss *Session) RescanPins() {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	if !ss.closed {
+		ss.rescanLocked()
+	}
+}
+
+// RescanPins drops the holds whose pins are gone now, as the timer does
+// (tests).
+func (s *Store) RescanPins() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rescanLocked()
+}
+
+// Holds returns the number of holds of all sessions (tests).
+func (s *Store) Holds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holdCount
+}
+
+// Published returns the number of directory entries (tests).
+func (s *Store) Published() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == nil {
+		return 0
+	}
+	return len(s.dir.entries)
+}
+
+// closePinsLocked drops the session's holds and its pin page: a client that
+// died loses its pins with its connection.
+func (ss *Session) closePinsLocked() {
+	for id := range ss.holds {
+		ss.s.dropHoldLocked(ss, id)
+	}
+	ss.pins.Close()
+	ss.pins = nil
+}
