@@ -97,27 +97,35 @@ func BenchmarkFetchSmall(b *testing.B) {
 	data := pattern(5, size)
 	src.put(blobID(0), data)
 	b.Run("tcp", func(b *testing.B) { peertest.BenchTCP(b, data, make([]byte, size)) })
-	b.Run("grpc", func(b *testing.B) {
-		s, err := Listen(ServerConfig{}, src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
-		c, err := NewClient(ClientConfig{}, &benchSink{bufs: map[uint64][]byte{}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = c.Close() }()
-		ctx := context.Background()
-		req := []ids.ObjectID{blobID(0)}
-		if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for b.Loop() {
+	// grpc is the default path (bytes in gRPC messages below RawAbove);
+	// grpc-raw forces a raw data connection, to show its fixed cost (a TCP
+	// connect and the ticket) against the round trip.
+	for _, v := range []struct {
+		name     string
+		rawAbove int64
+	}{{"grpc", 0}, {"grpc-raw", 1}} {
+		b.Run(v.name, func(b *testing.B) {
+			s, err := Listen(ServerConfig{RawAbove: v.rawAbove}, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			c, err := NewClient(ClientConfig{}, &benchSink{bufs: map[uint64][]byte{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			ctx := context.Background()
+			req := []ids.ObjectID{blobID(0)}
 			if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
