@@ -37,6 +37,9 @@ type ClientConfig struct {
 	// decoded, per stream.
 	StreamWindow, ConnWindow int32
 	BufferSize               int
+	// NoRaw keeps every byte inside gRPC messages: the client never asks
+	// for raw data connections (raw.go). With TLS it never does anyway.
+	NoRaw bool
 	// Dialer, when set, makes the connections (tests use it to cut them).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
@@ -362,7 +365,7 @@ func (f *fetch) open(ctx context.Context, cancel context.CancelCauseFunc, k int,
 		return nil, err
 	}
 	s := &stream{cs: cs, ranges: ranges, watch: watch}
-	req := fetchRequest{Ranges: ranges, MaxStreams: uint32(streams), Raw: !f.c.cfg.TLS.enabled()}
+	req := fetchRequest{Ranges: ranges, MaxStreams: uint32(streams), Raw: !f.c.cfg.NoRaw && !f.c.cfg.TLS.enabled()}
 	if err := cs.SendMsg(&req); err != nil && !errors.Is(err, io.EOF) {
 		s.close()
 		return nil, err

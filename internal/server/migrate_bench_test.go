@@ -97,18 +97,29 @@ func BenchmarkMigrateColdDestination(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(size)
-	for b.Loop() {
-		b.StopTimer()
-		dst := clusterServer(b, etcd, size+32<<20) // no background pre-fault
-		synced(b, dst)
-		b.StartTimer()
-		if _, err := dst.Migrate(b.Context(), id); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		_ = dst.Close()
-		b.StartTimer()
+	// raw is the default data path, chunks the bytes inside gRPC messages
+	// (peer.ClientConfig.NoRaw): they fault the destination's pages in the
+	// kernel's copy and in the client's decode respectively.
+	for _, v := range []struct {
+		name  string
+		noRaw bool
+	}{{"raw", false}, {"chunks", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				b.StopTimer()
+				dst := clusterServer(b, etcd, size+32<<20) // no background pre-fault
+				setPeerClient(b, dst, peer.ClientConfig{NoRaw: v.noRaw})
+				synced(b, dst)
+				b.StartTimer()
+				if _, err := dst.Migrate(b.Context(), id); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = dst.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
 
