@@ -207,14 +207,17 @@ func (r *rawClaims) expect() (ticket, <-chan net.Conn, func(), error) {
 // connection closed without a byte.
 func (r *rawClaims) claim(t ticket, c net.Conn) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	ch, ok := r.waiting[t]
-	delete(r.waiting, t)
-	r.mu.Unlock()
 	if !ok {
 		_ = c.Close()
 		return
 	}
-	ch <- c // buffered, and only ever sent once
+	delete(r.waiting, t)
+	// Under the lock, so that done, which deletes the ticket under it
+	// first, finds the connection in ch or it never gets there. ch is
+	// buffered and only ever sent to once.
+	ch <- c
 }
 
 // sendRaw writes the pieces of views over c, in order. ctx ending closes c.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -68,9 +67,15 @@ func BenchmarkMigrate(b *testing.B) {
 		b.Run(sz.name+"/tcp", func(b *testing.B) { peertest.BenchTCP(b, data, into) })
 		data, into = nil, nil
 		// peer.DefaultMaxStreams is one of these: one per core, at most 4.
-		for _, streams := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("%s/migrate-streams=%d", sz.name, streams), func(b *testing.B) {
-				setPeerClient(b, dst, peer.ClientConfig{MaxStreams: streams})
+		// chunks-streams=2 keeps the bytes inside gRPC messages (no raw data
+		// connections: peer.ClientConfig.NoRaw), the path before them.
+		for _, v := range []struct {
+			name    string
+			streams int
+			noRaw   bool
+		}{{"migrate-streams=1", 1, false}, {"migrate-streams=2", 2, false}, {"migrate-streams=4", 4, false}, {"migrate-chunks-streams=2", 2, true}} {
+			b.Run(sz.name+"/"+v.name, func(b *testing.B) {
+				setPeerClient(b, dst, peer.ClientConfig{MaxStreams: v.streams, NoRaw: v.noRaw})
 				migrateOnce(b, dst, cl, id) // connect; the destination's memory touched once
 				b.SetBytes(int64(sz.size))
 				m := peertest.StartCPU(b)
