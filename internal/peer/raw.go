@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -84,8 +86,10 @@ func (l *sniffListener) run() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			// As gRPC's own accept loop: retry what the system calls
+			// temporary (EMFILE, ENFILE, ...), after a pause.
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
@@ -113,10 +117,17 @@ func (l *sniffListener) run() {
 func (l *sniffListener) sniff(c net.Conn) {
 	var head [len(rawMagic) + ticketLen]byte
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	n, err := io.ReadFull(c, head[:len(rawMagic)])
+	n, peeked, err := peek(c, head[:len(rawMagic)])
+	if !peeked {
+		n, err = io.ReadFull(c, head[:len(rawMagic)])
+	}
 	raw := err == nil && string(head[:n]) == rawMagic
 	if raw {
-		_, err = io.ReadFull(c, head[len(rawMagic):])
+		if peeked {
+			_, err = io.ReadFull(c, head[:])
+		} else {
+			_, err = io.ReadFull(c, head[len(rawMagic):])
+		}
 	}
 	l.mu.Lock()
 	delete(l.open, c)
@@ -132,11 +143,50 @@ func (l *sniffListener) sniff(c net.Conn) {
 		l.claim(t, c)
 		return
 	}
-	pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(head[:n]), c)}
+	if !peeked {
+		c = &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(head[:n]), c)}
+	}
 	select {
-	case l.conns <- pc:
+	case l.conns <- c:
 	case <-l.done:
 		_ = c.Close()
+	}
+}
+
+// peek fills b with the first bytes of c without consuming them, when c is
+// a *net.TCPConn: gRPC then gets the connection itself, on which it sets
+// socket options (TCP_USER_TIMEOUT) that a wrapper would silently lose.
+// peeked is false for any other kind of connection (tests wrap them).
+func peek(c net.Conn, b []byte) (n int, peeked bool, err error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, false, nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false, nil
+	}
+	until := time.Now().Add(sniffTimeout)
+	for {
+		var rerr error
+		err = rc.Read(func(fd uintptr) bool {
+			n, _, rerr = syscall.Recvfrom(int(fd), b, syscall.MSG_PEEK)
+			return !errors.Is(rerr, syscall.EAGAIN)
+		})
+		switch {
+		case err != nil:
+			return n, true, err
+		case rerr != nil:
+			return 0, true, rerr
+		case n == 0:
+			return 0, true, io.EOF
+		case n == len(b):
+			return n, true, nil
+		case time.Now().After(until):
+			return n, true, os.ErrDeadlineExceeded
+		}
+		// Part of the first bytes arrived: wait for the rest.
+		time.Sleep(time.Millisecond)
 	}
 }
 

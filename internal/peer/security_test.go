@@ -96,7 +96,12 @@ func TestRawUnknownTicket(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = conn.SetDeadline(time.Now().Add(sniffTimeout + 5*time.Second))
-		if _, err := conn.Write(hello); err != nil {
+		// The first bytes in two pieces: the listener waits for all 8.
+		if _, err := conn.Write(hello[:3]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := conn.Write(hello[3:]); err != nil {
 			t.Fatal(err)
 		}
 		if tcp, ok := conn.(*net.TCPConn); ok {
