@@ -112,6 +112,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(chunkPrefix(nil, 1, 2, 3))
 	f.Add((&fetchRequest{Ranges: []Range{{Blob: ids.ObjectID(1) | ids.BlobBit, Offset: 1, Length: 2}}, MaxStreams: 3}).append(nil))
 	f.Add((&header{Sizes: []uint64{1, 2}, Plan: [][]Range{{{Blob: 1, Length: 1}}}}).append(nil))
+	f.Add((&header{Sizes: []uint64{1}, Ticket: make([]byte, ticketLen)}).append(nil))
+	f.Add((&fetchRequest{Ranges: []Range{{Blob: ids.ObjectID(1) | ids.BlobBit}}, Raw: true}).append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var req fetchRequest
 		_ = req.unmarshal(b)
