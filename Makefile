@@ -240,8 +240,13 @@ bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--q
 
 bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (client API), 1 MiB..1 GiB, against memcpy and a raw loopback TCP copy in the same run
 	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
-	$(GO) test -run '^$$' -bench 'Fetch' -benchtime 3x ./internal/peer
-	$(GO) test -run '^$$' -bench 'Migrate' -benchtime 3x ./internal/server
+	$(GO) test -run '^$$' -bench 'Fetch$$/(1MiB|64MiB)/' -benchtime 20x ./internal/peer
+	$(GO) test -run '^$$' -bench 'Fetch$$/1GiB/' -benchtime 3x ./internal/peer
+	$(GO) test -run '^$$' -bench 'FetchSmall' ./internal/peer
+	$(GO) test -run '^$$' -bench 'Migrate$$/(1MiB|64MiB)/' -benchtime 20x ./internal/server
+	$(GO) test -run '^$$' -bench 'Migrate$$/1GiB/' -benchtime 3x ./internal/server
+	$(GO) test -run '^$$' -bench 'MigrateCold' -benchtime 3x ./internal/server
+	$(GO) test -run '^$$' -bench 'MigrateSmall' ./internal/server
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke

@@ -45,16 +45,25 @@ func BenchmarkFetch(b *testing.B) {
 		if testing.Short() && sz.size > 64<<20 {
 			continue
 		}
-		src := newFakeSource()
-		data := peertest.Prefault(sz.size)
-		src.put(blobID(0), data)
-		dst := peertest.Prefault(sz.size)
+		// Made on first use, so that a -bench filter leaving out a size
+		// does not pay for faulting its buffers in.
+		var src *fakeSource
+		var data, dst []byte
+		prep := func() {
+			if src == nil {
+				src = newFakeSource()
+				data = peertest.Prefault(sz.size)
+				src.put(blobID(0), data)
+				dst = peertest.Prefault(sz.size)
+			}
+		}
 		req := []ids.ObjectID{blobID(0)}
 
-		b.Run(sz.name+"/memcpy", func(b *testing.B) { peertest.BenchMemcpy(b, dst, data) })
-		b.Run(sz.name+"/tcp", func(b *testing.B) { peertest.BenchTCP(b, data, dst) })
+		b.Run(sz.name+"/memcpy", func(b *testing.B) { prep(); peertest.BenchMemcpy(b, dst, data) })
+		b.Run(sz.name+"/tcp", func(b *testing.B) { prep(); peertest.BenchTCP(b, data, dst) })
 		for _, streams := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("%s/grpc-streams=%d", sz.name, streams), func(b *testing.B) {
+				prep()
 				s, err := Listen(ServerConfig{SplitAbove: 8 << 20}, src)
 				if err != nil {
 					b.Fatal(err)
