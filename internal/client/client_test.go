@@ -32,6 +32,22 @@ func startServer(t testing.TB, size uint64) *server.Server {
 	return srv
 }
 
+// refillFreed creates and fills 16 buffers of 64 KiB, to reuse memory a
+// delete freed as hard as possible: a view that must survive the delete
+// (pinned or private) shows the fill if that memory was freed under it.
+func refillFreed(t testing.TB, c *Client) {
+	t.Helper()
+	for range 16 {
+		_, buf, err := c.CreateBuffer(64 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = 9
+		}
+	}
+}
+
 func connect(t testing.TB, srv *server.Server) *Client {
 	t.Helper()
 	c, err := Connect(srv.Socket())

@@ -130,15 +130,7 @@ func TestDirectoryPinOutlivesDelete(t *testing.T) {
 	}
 	checkStore(t, srv)
 	used, _ := srv.Store().Usage()
-	for range 16 { // reuse freed memory as hard as possible
-		_, buf, err := a.CreateBuffer(64 << 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range buf {
-			buf[j] = 9
-		}
-	}
+	refillFreed(t, a)
 	if !bytes.Equal(view, want) {
 		t.Fatal("a deleted blob's memory was reused under a pin")
 	}

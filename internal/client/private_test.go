@@ -158,15 +158,7 @@ func TestPrivateViewPinsItsBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	used, _ := srv.Store().Usage()
-	for i := 0; i < 16; i++ { // reuse freed memory as hard as possible
-		_, buf, err := a.CreateBuffer(64 << 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range buf {
-			buf[j] = 9
-		}
-	}
+	refillFreed(t, a)
 	if !bytes.Equal(view, want) {
 		t.Fatal("a deleted blob's memory was reused under a live private view")
 	}

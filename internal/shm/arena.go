@@ -65,35 +65,15 @@ func Create(size uint64) (*Arena, error) {
 	}
 	size = (size + pageSize - 1) &^ (pageSize - 1)
 
-	fd, err := unix.MemfdCreate(arenaName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
-	if errors.Is(err, unix.EINVAL) {
-		// Kernels before 6.3 do not know MFD_NOEXEC_SEAL.
-		fd, err = unix.MemfdCreate(arenaName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	}
+	fd, data, err := sealedMemfd(arenaName, size)
 	if err != nil {
-		return nil, fmt.Errorf("shm: memfd_create: %w", err)
-	}
-	fail := func(op string, err error) (*Arena, error) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: %s of a %d-byte arena: %w", op, size, err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail("ftruncate", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, arenaSeals); err != nil {
-		return fail("F_ADD_SEALS", err)
-	}
-	if err := unix.Fchmod(fd, 0o400); err != nil {
-		return fail("fchmod", err)
+		return nil, fmt.Errorf("%w (a %d-byte arena)", err, size)
 	}
 	rofd, err := reopenReadOnly(fd)
 	if err != nil {
-		return fail("read-only reopen", err)
-	}
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(rofd)
-		return fail("mmap", err)
+		_ = unix.Munmap(data)
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: read-only reopen of a %d-byte arena: %w", size, err)
 	}
 	return &Arena{fd: fd, rofd: rofd, size: size, data: data}, nil
 }

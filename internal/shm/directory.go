@@ -144,10 +144,12 @@ func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
 }
 
 // sealedMemfd creates a memfd of size bytes sealed against shrinking and
-// growing, mode 0400, mapped read-write.
+// growing, mode 0400, mapped read-write: the arena, the directory and the
+// pin pages are all made by it.
 func sealedMemfd(name string, size uint64) (int, []byte, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
 	if errors.Is(err, unix.EINVAL) {
+		// Kernels before 6.3 do not know MFD_NOEXEC_SEAL.
 		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
