@@ -275,7 +275,7 @@ type treeBuild struct {
 // the new members first (depth-first), the root last. inline are the blobs
 // of an inline create (nil otherwise).
 func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID) ([]*object, error) {
-	if !json.Valid(content) {
+	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
