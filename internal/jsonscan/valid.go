@@ -191,17 +191,14 @@ func (v *validator) number() bool {
 	case b[i] == '0':
 		i++
 	case b[i] >= '1' && b[i] <= '9':
-		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		}
+		i = digits(b, i+1)
 	default:
 		return false
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
 		start := i
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		}
-		if i == start {
+		if i = digits(b, i); i == start {
 			return false
 		}
 	}
@@ -211,12 +208,19 @@ func (v *validator) number() bool {
 			i++
 		}
 		start := i
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		}
-		if i == start {
+		if i = digits(b, i); i == start {
 			return false
 		}
 	}
 	v.i = i
 	return true
+}
+
+// digits returns the index of the first byte at or after i that is not a
+// decimal digit.
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }
