@@ -60,6 +60,9 @@ type Client struct {
 	mu      sync.Mutex // serialises exchanges; guards the fields below
 	conn    *protocol.Sock
 	rbuf    []byte
+	ahead   []byte // read-ahead of replies (readahead.go); bytes ahead[apos:aend] unread
+	apos    int
+	aend    int
 	wbuf    []byte
 	regions map[int]*arena // daemon store_fd → arena
 	closed  bool
@@ -299,10 +302,19 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 // raw bytes of trailing (an inline create's blobs) in one write, reads the
 // acknowledgements of ahead and then req's reply into reply, and receives
 // the fds the reply announces. c.mu must be held.
+// Every caller checked usableLocked (the fork check, a system call) just
+// before; this checks again only what may have changed since.
 func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead []protocol.Request, trailing [][]byte) error {
-	if err := c.usableLocked(); err != nil {
-		return err
+	if c.closed {
+		return ErrClosed
 	}
+	if c.lost != nil {
+		return c.lost
+	}
+	if c.apos != c.aend {
+		return c.loseLocked(errBadReply("%d bytes came with no request", c.aend-c.apos))
+	}
+	readAhead := noFdsFollow(reply)
 	c.wbuf = c.wbuf[:0]
 	for _, r := range append(ahead, req) {
 		if r == nil {
@@ -322,23 +334,37 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 	}
 	for _, r := range ahead {
 		var ack protocol.AckReply
-		if err := c.readReplyLocked(r, &ack); err != nil && c.lost != nil {
+		if err := c.readReplyLocked(r, &ack, readAhead); err != nil && c.lost != nil {
 			return err
 		} // an error reply to a release (upstream's daemon: a blob gone) leaves the stream in step
 	}
-	return c.readReplyLocked(req, reply)
+	if err := c.readReplyLocked(req, reply, readAhead); err != nil {
+		return err
+	}
+	if c.apos != c.aend {
+		return c.loseLocked(errBadReply("%d bytes came after the reply", c.aend-c.apos))
+	}
+	return nil
 }
 
 // readReplyLocked reads the reply to req into reply, and the fds it
-// announces. c.mu must be held.
-func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) error {
-	spin.Poll(c.conn.Fd(), replySpin)
-	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
+// announces; with readAhead (see noFdsFollow), through the read-ahead
+// buffer. c.mu must be held.
+func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, readAhead bool) error {
+	var body []byte
+	var err error
+	if readAhead {
+		if c.apos == c.aend {
+			spin.Poll(c.conn.Fd(), replySpin)
+		}
+		body, err = c.readAheadLocked(protocol.DefaultMaxFrame)
+	} else {
+		spin.Poll(c.conn.Fd(), replySpin)
+		body, err = protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
+		c.keepReadBufLocked(body)
+	}
 	if err != nil {
 		return c.loseLocked(err)
-	}
-	if cap(body) > cap(c.rbuf) && cap(body) <= 1<<20 {
-		c.rbuf = body[:0] // keep a grown buffer, unless it is huge
 	}
 	if fatal, err := decodeReply(body, protocol.ReplyType(req.RequestType()), reply); err != nil {
 		if fatal {
@@ -357,6 +383,14 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply) err
 		}
 	}
 	return nil
+}
+
+// keepReadBufLocked keeps body, a reply read into c.rbuf or a grown
+// replacement, as c.rbuf, unless it is huge.
+func (c *Client) keepReadBufLocked(body []byte) {
+	if cap(body) > cap(c.rbuf) && cap(body) <= 1<<20 {
+		c.rbuf = body[:0]
+	}
 }
 
 // encode appends the frame of req to c.wbuf.

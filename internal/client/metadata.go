@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/jsonscan"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -28,7 +29,7 @@ func (c *Client) Create(tree []byte, seal []ids.ObjectID) (ids.ObjectID, error) 
 }
 
 func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
-	if !json.Valid(tree) {
+	if !jsonscan.Valid(tree) {
 		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")
 	}
 	toSeal := make([]ids.ObjectID, 0, len(seal))
@@ -266,7 +267,7 @@ const MaxInline = protocol.DefaultMaxFrame
 // and the blobs' ids. The client holds no reference to what it created.
 // Bytes of more than MaxInline in all are Invalid.
 func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
-	if len(tree) > 0 && !json.Valid(tree) {
+	if len(tree) > 0 && !jsonscan.Valid(tree) {
 		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")
 	}
 	if len(data) == 0 {

@@ -11,6 +11,14 @@ var ErrNotObject = errors.New("jsonscan: not a JSON object")
 // that is not an object is ErrNotObject; a malformed one a *SyntaxError (or
 // ErrNotObject); an error of fn stops the scan and is returned.
 func ObjectFields(obj []byte, fn func(key string, raw []byte) error) error {
+	return ObjectFieldBytes(obj, func(key, raw []byte) error { return fn(string(key), raw) })
+}
+
+// ObjectFieldBytes is ObjectFields with each key as bytes, so that a caller
+// that keeps obj can keep its keys without a copy: a plain key (no escape,
+// printable ASCII) is a slice of obj, an escaped one a new slice of its
+// value. Neither is ever written by ObjectFieldBytes.
+func ObjectFieldBytes(obj []byte, fn func(key, raw []byte) error) error {
 	s := Scanner{Buf: obj}
 	if s.Peek() != '{' {
 		return ErrNotObject
@@ -21,15 +29,9 @@ func ObjectFields(obj []byte, fn func(key string, raw []byte) error) error {
 		return s.end()
 	}
 	for {
-		raw, escaped, err := s.RawString()
+		key, err := s.Key()
 		if err != nil {
 			return err
-		}
-		key := string(raw[1 : len(raw)-1])
-		if escaped {
-			if key, err = s.Unquote(raw); err != nil {
-				return err
-			}
 		}
 		if err := s.Expect(':'); err != nil {
 			return err

@@ -27,7 +27,7 @@ func fastDecodeRequest(body []byte, req Request) bool {
 					return true, false
 				}
 				r.Content = append(json.RawMessage(nil), s.Buf[start:s.Pos]...)
-				ok = json.Valid(r.Content)
+				ok = jsonscan.Valid(r.Content)
 			case "seal":
 				r.Seal, ok = scanIDs(s)
 			case "inline":

@@ -14,6 +14,13 @@ import (
 // benchConn returns a connection of s served in-process over a socketpair,
 // with a goroutine draining the replies on the other end.
 func benchConn(tb testing.TB, s *Server) *conn {
+	c, _ := benchConnPeer(tb, s)
+	return c
+}
+
+// benchConnPeer is benchConn that also returns the client's end of the
+// socket, for writing the bytes that follow a request.
+func benchConnPeer(tb testing.TB, s *Server) (*conn, *os.File) {
 	tb.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -39,7 +46,7 @@ func benchConn(tb testing.TB, s *Server) *conn {
 	if !c.handleFrame([]byte(`{"type":"register_request","version":"0.24.0"}`)) {
 		tb.Fatal("register failed")
 	}
-	return c
+	return c, peer
 }
 
 // BenchmarkDispatch measures handleFrame (decode, dispatch, encode, write)
@@ -61,5 +68,32 @@ func BenchmarkDispatch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPutInline measures handleFrame for the put of a small NumPy
+// array as the Python client sends it: one create_data of a tensor tree
+// with its 8-byte blob inline (read from the socket), then the release of
+// the blob the create took, as the client's next request carries it.
+func BenchmarkPutInline(b *testing.B) {
+	c, peer := benchConnPeer(b, start(b))
+	body := []byte(`{"type":"create_data_request","content":{"typename": "vineyard::Tensor<int64>", ` +
+		`"shape_": "[1]", "partition_index_": "[]", "order_": "\"C\"", "value_type_": "int64", ` +
+		`"value_type_meta_": "<i8", "nbytes": 8, "buffer_": {"inline": 0}},"inline":[8]}`)
+	data := make([]byte, 8)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := peer.Write(data); err != nil {
+			b.Fatal(err)
+		}
+		if !c.handleFrame(body) {
+			b.Fatalf("connection closed at %d", i)
+		}
+		if i%1024 == 1023 {
+			b.StopTimer()
+			c.sess.Close() // drop what the puts hold, as a client's deletes would
+			c.sess = c.s.store.NewSession()
+			b.StartTimer()
+		}
 	}
 }

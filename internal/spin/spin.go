@@ -5,11 +5,18 @@
 // virtual machine whose CPU went idle) but holds a CPU. That is free while a
 // CPU is idle and costly when another thread is waiting for one: then the
 // poller delays the very peer it waits for. So a waiter polls only while no
-// runnable thread of the machine is left without a CPU: the kernel's count of
-// runnable threads (/proc/loadavg, fourth field, the caller included) is at
-// most the number of CPUs. The count is re-read every checkEvery while
-// polling, and the poll ends as soon as it goes over; reading it costs about
-// 1 µs (one pread of a file kept open).
+// runnable thread of the machine is left without a CPU, judged by two
+// signals:
+//
+//   - the kernel's count of runnable threads (/proc/loadavg, fourth field,
+//     the caller included) is at most the number of CPUs. Reading it costs
+//     1-2 µs of kernel time (the kernel formats the whole file), so one
+//     reading stands for the whole process for recheck;
+//   - while polling, the poller's thread was not preempted (its count of
+//     involuntary context switches, getrusage RUSAGE_THREAD, about 0.3 µs,
+//     checked every checkEvery): a preemption means a runnable thread wanted
+//     this CPU. The poll then ends, and nobody in the process polls until the
+//     next reading of the count.
 //
 // With one client calling in a row on two CPUs, the client and the daemon
 // each hold one CPU and both poll, as before; with more busy clients than
@@ -20,25 +27,48 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// checkEvery is how often a poll re-reads the count of runnable threads.
+// checkEvery is how often a poll checks whether its thread was preempted.
 const checkEvery = 10 * time.Microsecond
+
+// recheck is how long one reading of the count of runnable threads stands
+// for every poller of the process.
+const recheck = time.Millisecond
 
 var (
 	loadOnce sync.Once
 	loadFd   = -1
 	ncpu     = runtime.NumCPU()
+
+	clock  = time.Now() // the origin of readAt
+	readAt atomic.Int64 // when the count was last read, in ns since clock, plus 1; 0: never
+	free   atomic.Bool  // what that reading said; false once a poller was preempted since
 )
 
-// Idle reports whether a CPU is free for the caller to poll on: the machine
-// has no runnable thread beyond one per CPU, the caller counted. Where
-// /proc/loadavg cannot be read it reports true (polling stays bounded by the
-// callers' own limits).
+// Idle reports whether a CPU is free for the caller to poll on: at the
+// latest reading (at most recheck old) the machine had no runnable thread
+// beyond one per CPU, the caller counted, and no poller of the process was
+// preempted since. Where /proc/loadavg cannot be read it reports true
+// (polling stays bounded by the callers' own limits and by preemption).
 func Idle() bool {
+	now := int64(time.Since(clock)) + 1
+	if at := readAt.Load(); at != 0 && now-at < int64(recheck) {
+		return free.Load()
+	}
+	readAt.Store(now) // two threads may both read: the later result stands
+	f := readIdle()
+	free.Store(f)
+	return f
+}
+
+// readIdle reads the count of runnable threads and reports whether it is at
+// most the number of CPUs.
+func readIdle() bool {
 	loadOnce.Do(func() {
 		fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
@@ -77,15 +107,29 @@ func parseRunning(b []byte) (int, bool) {
 	return 0, false
 }
 
+// involuntary returns the calling thread's count of involuntary context
+// switches (preemptions), and whether it could be read.
+func involuntary() (int64, bool) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0, false
+	}
+	return ru.Nivcsw, true
+}
+
 // Poll waits up to limit for data (or the end of the stream, or an error) to
 // be readable on the socket fd, polling without blocking while Idle holds,
 // and reports whether some is there. It returns false at once when no CPU is
-// free, and as soon as one stops being free: the caller then blocks in its
-// read as usual.
+// free, and as soon as its thread is preempted (a runnable thread wanted the
+// CPU; Idle then reports false until the next reading): the caller then
+// blocks in its read as usual.
 func Poll(fd int, limit time.Duration) bool {
 	if limit <= 0 || !Idle() {
 		return false
 	}
+	runtime.LockOSThread() // the count of preemptions is the thread's
+	defer runtime.UnlockOSThread()
+	before, counted := involuntary()
 	var b [1]byte
 	start := time.Now()
 	check := start.Add(checkEvery)
@@ -98,8 +142,9 @@ func Poll(fd int, limit time.Duration) bool {
 		if now.Sub(start) >= limit {
 			return false
 		}
-		if now.After(check) {
-			if !Idle() {
+		if counted && now.After(check) {
+			if n, ok := involuntary(); ok && n != before {
+				free.Store(false)
 				return false
 			}
 			check = now.Add(checkEvery)

@@ -56,9 +56,53 @@ func TestPoll(t *testing.T) {
 	}
 }
 
-// BenchmarkIdle is the cost of one decision (docs/performance.md: ~1 µs).
+// TestVerdictStands checks that a reading of the load stands for recheck:
+// once a poller was preempted (free false), nobody polls, data or not,
+// until the count is read again.
+func TestVerdictStands(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if _, err := unix.Write(fds[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	defer readAt.Store(0) // the next Idle reads the count again
+	readAt.Store(int64(time.Since(clock)) + 1)
+	free.Store(false)
+	if Idle() || Poll(fds[0], time.Millisecond) {
+		t.Fatal("polled although a poller was preempted since the last reading")
+	}
+	readAt.Store(0)
+	if got, want := Idle(), readIdle(); got != want {
+		t.Logf("the load changed between two readings: %v, %v", got, want)
+	}
+	if _, ok := involuntary(); !ok {
+		t.Fatal("getrusage(RUSAGE_THREAD) failed: a poll could not see its preemption")
+	}
+}
+
+// BenchmarkIdle is the cost of one decision: a cached verdict, re-read
+// from /proc/loadavg once per recheck.
 func BenchmarkIdle(b *testing.B) {
 	for b.Loop() {
 		Idle()
+	}
+}
+
+// BenchmarkReadIdle is the cost of one reading of /proc/loadavg (~1-2 µs).
+func BenchmarkReadIdle(b *testing.B) {
+	for b.Loop() {
+		readIdle()
+	}
+}
+
+// BenchmarkInvoluntary is the cost of one check for preemption while
+// polling.
+func BenchmarkInvoluntary(b *testing.B) {
+	for b.Loop() {
+		involuntary()
 	}
 }

@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
@@ -22,15 +24,59 @@ type member struct {
 	id  ids.ObjectID
 }
 
+// field is one scalar field of an object: its key and its raw JSON value.
+// Neither is ever written after it is made (values are replaced, not
+// changed), so both may share memory with the tree they came from.
+type field struct {
+	key string
+	raw []byte
+}
+
+// fieldList is an object's scalar fields, sorted by key, each key once. An
+// object has a dozen of them: a sorted slice costs one allocation where a
+// map costs several, and encodes without sorting (BenchmarkPutInline in
+// internal/server).
+type fieldList []field
+
+// find returns where key is or would be, and whether it is there.
+func (l fieldList) find(key string) (int, bool) {
+	return slices.BinarySearchFunc(l, key, func(f field, k string) int { return strings.Compare(f.key, k) })
+}
+
+// get returns the raw value of key.
+func (l fieldList) get(key string) ([]byte, bool) {
+	if i, ok := l.find(key); ok {
+		return l[i].raw, true
+	}
+	return nil, false
+}
+
+// set sets the raw value of key.
+func (l *fieldList) set(key string, raw []byte) {
+	i, ok := l.find(key)
+	if ok {
+		(*l)[i].raw = raw
+		return
+	}
+	*l = slices.Insert(*l, i, field{key: key, raw: raw})
+}
+
+// del removes key.
+func (l *fieldList) del(key string) {
+	if i, ok := l.find(key); ok {
+		*l = slices.Delete(*l, i, i+1)
+	}
+}
+
 // object is a stored metadata tree. Its own scalar fields are kept as raw
 // JSON; members are links, spliced into replies, so a tree is never decoded
 // again after creation.
 type object struct {
 	id        ids.ObjectID
 	typename  string
-	fields    map[string]json.RawMessage // own scalar fields, incl. id, typename, ...
-	encoded   []byte                     // fields encoded as `"k":v,...` (sorted), cache
-	members   []member
+	fields    fieldList            // own scalar fields, incl. id, typename, ...
+	encoded   []byte               // fields encoded as `"k":v,...` (sorted), cache
+	members   []member             // sorted by key
 	users     map[ids.ObjectID]int // objects that have this one as a member
 	persisted bool
 	names     map[string]struct{}
@@ -38,30 +84,28 @@ type object struct {
 
 // encodeFields refreshes o.encoded from o.fields.
 func (o *object) encodeFields() {
-	keys := make([]string, 0, len(o.fields))
-	for k := range o.fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	size := 0
-	for k, v := range o.fields {
-		size += len(k) + len(v) + 4
+	for _, f := range o.fields {
+		size += len(f.key) + len(f.raw) + 4
 	}
 	buf := make([]byte, 0, size)
-	for i, k := range keys {
+	for i, f := range o.fields {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = jsontext.AppendString(buf, k)
+		buf = jsontext.AppendString(buf, f.key)
 		buf = append(buf, ':')
-		buf = append(buf, o.fields[k]...)
+		buf = append(buf, f.raw...)
 	}
 	o.encoded = buf
 }
 
 // isGlobal reports whether o is a global object (the field "global" is
 // true): its members may be persisted objects of other instances.
-func (o *object) isGlobal() bool { return string(o.fields["global"]) == "true" }
+func (o *object) isGlobal() bool {
+	raw, _ := o.fields.get("global")
+	return string(raw) == "true"
+}
 
 func (o *object) setField(key string, value any) {
 	var raw []byte
@@ -77,7 +121,7 @@ func (o *object) setField(key string, value any) {
 	default:
 		raw, _ = jsontext.Marshal(value)
 	}
-	o.fields[key] = raw
+	o.fields.set(key, raw)
 }
 
 // appendBlobTree appends the metadata tree of blob b.
@@ -217,7 +261,8 @@ const maxTreeDepth = 128
 
 // parseSignature returns the signature field of o.
 func parseSignature(o *object) (uint64, error) {
-	return strconv.ParseUint(string(o.fields["signature"]), 10, 64)
+	raw, _ := o.fields.get("signature")
+	return strconv.ParseUint(string(raw), 10, 64)
 }
 
 // treeBuild is one tree being validated and turned into objects.
@@ -230,7 +275,7 @@ type treeBuild struct {
 // the new members first (depth-first), the root last. inline are the blobs
 // of an inline create (nil otherwise).
 func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID) ([]*object, error) {
-	if !json.Valid(content) {
+	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
@@ -261,27 +306,38 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
 	o := &object{
-		id:     s.gen.Object(),
-		fields: make(map[string]json.RawMessage, 12),
-		users:  map[ids.ObjectID]int{},
+		id:    s.gen.Object(),
+		users: map[ids.ObjectID]int{},
 	}
-	var memberTrees map[string]json.RawMessage
-	if err := jsonscan.ObjectFields(content, func(key string, raw []byte) error {
-		if len(raw) > 0 && raw[0] == '{' {
-			delete(o.fields, key) // a repeated key: the last one counts
-			if memberTrees == nil {
-				memberTrees = make(map[string]json.RawMessage)
-			}
-			memberTrees[key] = raw
-			return nil
-		}
-		delete(memberTrees, key)
-		o.fields[key] = raw
+	// Every entry in the order written, room left for the fields the daemon
+	// adds; then sorted (stably: of a repeated key, the last one counts)
+	// and split into scalar fields and member trees (values that are
+	// objects), both in key order. Keys share the memory of content, which
+	// the object keeps and nobody writes (buildTreeLocked copied it).
+	all := make(fieldList, 0, 16)
+	if err := jsonscan.ObjectFieldBytes(content, func(key, raw []byte) error {
+		all = append(all, field{key: unsafe.String(unsafe.SliceData(key), len(key)), raw: raw})
 		return nil
 	}); err != nil {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
-	if raw, ok := o.fields["typename"]; !ok || !readString(raw, &o.typename) || o.typename == "" {
+	slices.SortStableFunc(all, func(a, b field) int { return strings.Compare(a.key, b.key) })
+	var memberTrees []field
+	n := 0
+	for i, f := range all {
+		if i+1 < len(all) && all[i+1].key == f.key {
+			continue // a later value of the same key counts
+		}
+		if len(f.raw) > 0 && f.raw[0] == '{' {
+			memberTrees = append(memberTrees, f)
+			continue
+		}
+		all[n] = f
+		n++
+	}
+	clear(all[n:])
+	o.fields = all[:n]
+	if raw, ok := o.fields.get("typename"); !ok || !readString(raw, &o.typename) || o.typename == "" {
 		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
 	}
 	if len(o.typename) > MaxTypenameBytes {
@@ -291,27 +347,43 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
 	global := o.isGlobal()
-	for key, raw := range memberTrees {
-		mid, err := s.memberLocked(key, raw, depth, tb, global)
+	if len(memberTrees) > 0 {
+		o.members = make([]member, 0, len(memberTrees))
+	}
+	for _, m := range memberTrees {
+		mid, err := s.memberLocked(m.key, m.raw, depth, tb, global)
 		if err != nil {
 			return nil, err
 		}
-		o.members = append(o.members, member{key: key, id: mid})
+		o.members = append(o.members, member{key: m.key, id: mid})
 	}
-	sort.Slice(o.members, func(i, j int) bool { return o.members[i].key < o.members[j].key })
-	o.setField("id", o.id.String())
-	if _, ok := o.fields["signature"]; !ok {
-		o.setField("signature", s.gen.Signature())
+	// The fields the daemon sets, their values in one buffer.
+	vals := make([]byte, 0, 64)
+	vals = append(vals, '"')
+	vals = append(o.id.AppendText(vals), '"')
+	o.fields.set("id", vals[:len(vals):len(vals)])
+	if _, ok := o.fields.get("signature"); !ok {
+		at := len(vals)
+		vals = strconv.AppendUint(vals, s.gen.Signature(), 10)
+		o.fields.set("signature", vals[at:len(vals):len(vals)])
 	}
-	o.setField("instance_id", s.instance)
-	o.setField("transient", true)
-	if _, ok := o.fields["nbytes"]; !ok {
-		o.setField("nbytes", 0)
+	at := len(vals)
+	vals = strconv.AppendUint(vals, s.instance, 10)
+	o.fields.set("instance_id", vals[at:len(vals):len(vals)])
+	o.fields.set("transient", rawTrue)
+	if _, ok := o.fields.get("nbytes"); !ok {
+		o.fields.set("nbytes", rawZero)
 	}
 	o.encodeFields()
 	tb.objs = append(tb.objs, o)
 	return o, nil
 }
+
+// rawTrue and rawZero are shared raw values of fields (never written).
+var (
+	rawTrue = []byte("true")
+	rawZero = []byte("0")
+)
 
 // readString decodes the JSON string raw into out as encoding/json does,
 // plain ASCII strings without a copy beyond the string's own; false if raw
@@ -517,7 +589,7 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 			}
 		}
 	}
-	sort.Slice(found, func(i, j int) bool { return found[i] < found[j] })
+	slices.Sort(found)
 	if limit > 0 && uint64(len(found)) > limit {
 		found = found[:limit]
 	}
@@ -668,7 +740,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	labels := map[string]string{}
-	if raw, ok := o.fields["__labels"]; ok {
+	if raw, ok := o.fields.get("__labels"); ok {
 		var text string
 		if json.Unmarshal(raw, &text) == nil {
 			_ = json.Unmarshal([]byte(text), &labels)
@@ -712,17 +784,14 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 	o := &object{
 		id:       s.gen.Object(),
 		typename: src.typename,
-		fields:   make(map[string]json.RawMessage, len(src.fields)+len(add)),
+		fields:   slices.Clone(src.fields),
 		members:  append([]member(nil), src.members...),
 		users:    map[ids.ObjectID]int{},
 	}
-	for k, v := range src.fields {
-		o.fields[k] = v
-	}
 	for k, v := range add {
-		o.fields[k] = v
+		o.fields.set(k, v)
 	}
-	delete(o.fields, "__name")
+	o.fields.del("__name")
 	o.setField("id", o.id.String())
 	o.setField("signature", s.gen.Signature())
 	o.setField("transient", true)

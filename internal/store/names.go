@@ -86,7 +86,7 @@ func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
 // refreshName rewrites "__name" after a name left the object.
 func (o *object) refreshName() {
 	if len(o.names) == 0 {
-		delete(o.fields, "__name")
+		o.fields.del("__name")
 	} else {
 		for n := range o.names {
 			o.setField("__name", n)

@@ -33,6 +33,19 @@ _build_numpy = data.tensor.build_numpy
 _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 
 
+def _address(arr: np.ndarray) -> int:
+    """The address of a C-contiguous array's first byte. ctypes over the
+    array's buffer costs a third of NumPy's ``arr.ctypes.data`` (0.3 vs
+    0.9-1.2 µs of a small put); it needs a writable array whose dtype the
+    buffer protocol takes (not datetime64/timedelta64)."""
+    if arr.flags.writeable:
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(cast(Any, arr)))
+        except (BufferError, TypeError, ValueError):
+            pass
+    return int(arr.ctypes.data)
+
+
 def _id(value: IdLike) -> int:
     if isinstance(value, ObjectMeta):
         return int(value.id)
@@ -458,7 +471,7 @@ class Client:
             if len(_array_trees) >= 1024:
                 _array_trees.clear()
             _array_trees[key] = body
-        return self._session.put_tree_inline(body, arr.ctypes.data, nbytes)
+        return self._session.put_tree_inline(body, _address(arr), nbytes)
 
     def get(self, object_id: IdLike | None = None, name: str | None = None, fetch: bool = False, **kwargs: Any) -> Any:
         """Returns the value stored as ``object_id`` (an :class:`ObjectID`,

@@ -29,6 +29,9 @@ ARRAYS = [
     np.array(["a", "bc"]),
     np.zeros(3, dtype=[("x", "<i4"), ("y", "<f8")]),
     np.arange(8192, dtype=np.int64),  # 64 KiB: the inline limit
+    np.arange(0, 3, dtype="M8[ns]"),  # no buffer protocol: its address from arr.ctypes
+    np.frombuffer(b"12345678", dtype=np.uint8),  # read-only
+    np.arange(20, dtype=np.int16)[5:9],  # a view starting inside its base
 ]
 
 
