@@ -57,11 +57,15 @@ class Pin:
     (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
     and a finalizer costs several times more to create.)"""
 
-    __slots__ = ("__weakref__", "conn", "oid", "root")  # pandas tracks a got frame's references by weakref
+    __slots__ = ("__weakref__", "conn", "oid", "root", "views")  # pandas tracks a got frame's references by weakref
 
-    def __init__(self, conn: Conn, oid: int) -> None:
+    def __init__(self, conn: Conn, oid: int, views: dict[int, tuple[int, int]] | None = None) -> None:
         self.conn = conn
         self.oid = oid
+        # blob id -> (address, size) of the blobs the get pinned, as the get
+        # returned them (v6d_get_object_into): Session.pinned_blob answers
+        # from it without a v6d_blob_pointer call.
+        self.views = views
         # (root tree, its JSON) while a get resolves: a resolver that hands
         # the tree back to libv6d reuses the JSON instead of re-encoding it.
         self.root: tuple[dict[str, Any], bytes] | None = None

@@ -355,12 +355,8 @@ class Client:
 
     def _get_tree(self, object_id: int) -> tuple[dict[str, Any], Pin]:
         """One round trip: the tree, with every blob in it pinned."""
-        session = self._session
-        p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _ffi.call("v6d_get_object", session.handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
-        raw = _ffi.take_string(p, n)
+        raw, pin = self._session.get(object_id)
         tree = json.loads(raw)
-        pin = session.pin(object_id)
         pin.root = (tree, raw)
         return tree, pin
 
