@@ -34,6 +34,8 @@ _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 
 
 def _id(value: IdLike) -> int:
+    if type(value) is ObjectID:
+        return int(value)  # checked when made
     if isinstance(value, ObjectMeta):
         return int(value.id)
     return int(ObjectID(value))
