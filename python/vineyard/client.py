@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-from . import _ffi, data
+from . import _ffi, _trees, data
 from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
@@ -358,7 +358,7 @@ class Client:
     def _get_tree(self, object_id: int) -> tuple[dict[str, Any], Pin]:
         """One round trip: the tree, with every blob in it pinned."""
         raw, pin = self._session.get(object_id)
-        tree = json.loads(raw)
+        tree = _trees.loads(raw)
         pin.root = (tree, raw)
         return tree, pin
 
