@@ -47,7 +47,7 @@ extern "C" {
 /** The version of this ABI; v6d_abi_version() returns the library's. Each
  *  version only adds functions to the one before; `\since N` on a function
  *  names the version that added it. */
-#define V6D_ABI_VERSION 3
+#define V6D_ABI_VERSION 4
 
 /** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
  *  above are this library's own (they never appear on the wire). */
@@ -364,6 +364,29 @@ v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
 v6d_status v6d_blob_pointer(v6d_client client, uint64_t id,
                             const uint8_t **data, uint64_t *size,
                             int32_t *writable, v6d_error *err);
+
+/** Gets an object as v6d_get_object does (the same tree, the same references,
+ *  released with v6d_release(id) once), into memory the caller provides, and
+ *  with the blobs it pinned: for callers that make many gets, it allocates
+ *  nothing and saves a v6d_blob_pointer call per blob.
+ *
+ *  The tree's JSON (not NUL-terminated) is copied into json (cap bytes) and
+ *  *len receives its length. For each blob the get pinned (each once, in no
+ *  particular order; never the empty blob) blob_ids, datas and sizes receive
+ *  its id, and its bytes as v6d_blob_pointer gives them, up to max_blobs of
+ *  them; *n_blobs receives their count. When the tree is longer than cap or
+ *  there are more than max_blobs blobs, the get is done all the same (release
+ *  it as always) and *len and *n_blobs hold what it needs, but nothing is
+ *  written to json, blob_ids, datas or sizes: the caller may release and get
+ *  again with more room. len and n_blobs must not be NULL; json, blob_ids,
+ *  datas and sizes may be NULL when cap, resp. max_blobs, is 0. `flags` is
+ *  v6d_get_object's (none defined: 0). On failure nothing is written and
+ *  nothing is held. \since 4 */
+v6d_status v6d_get_object_into(v6d_client client, uint64_t id, uint32_t flags,
+                               char *json, size_t cap, size_t *len,
+                               size_t max_blobs, uint64_t *blob_ids,
+                               const uint8_t **datas, uint64_t *sizes,
+                               size_t *n_blobs, v6d_error *err);
 
 /** Lists objects whose typename matches `pattern` (a glob, or an ECMAScript
  *  style full-match regex when regex != 0), at most `limit` of them (0 means

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
 # Flags of v6d_get_buffers:
@@ -74,6 +74,11 @@ SIGNATURES = {
     "v6d_get_metadata": (c_int32, [_client, c_uint64, _charpp, _sizep, _err]),
     "v6d_get_object": (c_int32, [_client, c_uint64, c_uint32, _charpp, _sizep, _err]),
     "v6d_blob_pointer": (c_int32, [_client, c_uint64, POINTER(c_void_p), POINTER(c_uint64), POINTER(c_int32), _err]),
+    "v6d_get_object_into": (
+        c_int32,
+        [_client, c_uint64, c_uint32, c_void_p, c_size_t, _sizep, c_size_t, POINTER(c_uint64), POINTER(c_void_p),
+         POINTER(c_uint64), _sizep, _err],
+    ),
     "v6d_list": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
     "v6d_delete": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, _err]),
     "v6d_exists": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),

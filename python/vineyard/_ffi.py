@@ -29,7 +29,8 @@ from . import _bindings
 from ._bindings import V6DError
 from .errors import ForkError, VineyardException, exception_for
 
-__all__ = ["call", "check_process", "function", "lib", "library_path", "loaded", "on_fork", "take_string", "usable"]
+__all__ = ["call", "check_process", "function", "lib", "library_path", "loaded", "on_fork", "raise_status", "take_string",
+           "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
@@ -179,6 +180,16 @@ def call(name: str, *args: Any) -> None:
         message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
         function("v6d_error_release")(_byref(err))
         raise exception_for(status, message)
+
+
+def raise_status(status: int, err: V6DError) -> None:
+    """Raises the exception of a failed call's ``status`` with the message
+    in ``err`` (its out-parameter), which it releases and clears so that
+    ``err`` can be passed again."""
+    message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
+    function("v6d_error_release")(_byref(err))
+    err.code, err.message = 0, None
+    raise exception_for(status, message)
 
 
 def call_retrying(name: str, *args: Any) -> None:

@@ -48,8 +48,7 @@ def _release(conn: Conn, oid: int) -> None:
     # Errors are of no use here (the connection may be gone): no v6d_error,
     # which saves a third of the cost of a release from a directory get.
     if _ffi.usable():
-        with contextlib.suppress(Exception):
-            _ffi.function("v6d_release")(conn.handle, oid, None)
+        _ffi.function("v6d_release")(conn.handle, oid, None)
 
 
 class Pin:
@@ -57,18 +56,24 @@ class Pin:
     (``__del__`` rather than ``weakref.finalize``: a pin is made on every get,
     and a finalizer costs several times more to create.)"""
 
-    __slots__ = ("__weakref__", "conn", "oid", "root")  # pandas tracks a got frame's references by weakref
+    __slots__ = ("__weakref__", "conn", "oid", "root", "views")  # pandas tracks a got frame's references by weakref
 
-    def __init__(self, conn: Conn, oid: int) -> None:
+    def __init__(self, conn: Conn, oid: int, views: dict[int, tuple[int, int]] | None = None) -> None:
         self.conn = conn
         self.oid = oid
+        # blob id -> (address, size) of the blobs the get pinned, as the get
+        # returned them (v6d_get_object_into): Session.pinned_blob answers
+        # from it without a v6d_blob_pointer call.
+        self.views = views
         # (root tree, its JSON) while a get resolves: a resolver that hands
         # the tree back to libv6d reuses the JSON instead of re-encoding it.
         self.root: tuple[dict[str, Any], bytes] | None = None
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # also at interpreter shutdown
+        try:  # not contextlib.suppress: a pin dies on every get, the context manager costs
             _release(self.conn, self.oid)
+        except Exception:  # noqa: BLE001,S110 - also at interpreter shutdown
+            pass
 
     def __repr__(self) -> str:
         return f"Pin <o{self.oid:016x}>"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any, overload
@@ -21,6 +22,7 @@ from typing import Any, overload
 import numpy as np
 
 from . import _ffi
+from ._bindings import V6DError
 from ._handles import ArrayHolder, Conn, Pin, map_private
 from ._types import ObjectID, ObjectMeta
 from .errors import Status, exception_for
@@ -41,6 +43,50 @@ def address_of(data: Any) -> tuple[int, int, Any]:
     """(address, nbytes, object keeping them alive) of contiguous data."""
     arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     return arr.ctypes.data, arr.nbytes, arr
+
+
+class _GetRoom(threading.local):
+    """The memory a get writes into (v6d_get_object_into), one per thread: a
+    get allocates nothing in C and no ctypes objects in Python. It grows
+    when a tree or a blob list does not fit."""
+
+    def __init__(self) -> None:
+        self.err = V6DError()
+        self.err_ref = _byref(self.err)
+        self.len = ctypes.c_size_t()
+        self.len_ref = _byref(self.len)
+        self.n = ctypes.c_size_t()
+        self.n_ref = _byref(self.n)
+        self.grow(4096, 16)
+
+    def grow(self, cap: int, blobs: int) -> None:
+        self.cap = cap
+        self.buf = ctypes.create_string_buffer(cap)
+        self.addr = ctypes.addressof(self.buf)
+        self.blobs = blobs
+        self.ids = (ctypes.c_uint64 * blobs)()
+        self.datas = (ctypes.c_void_p * blobs)()
+        self.sizes = (ctypes.c_uint64 * blobs)()
+        # v6d_get_object_into's arguments after (client, id, flags), in one
+        # tuple: one attribute load of this thread-local per get, not nine.
+        self.args = (self.addr, cap, self.len_ref, blobs, self.ids, self.datas, self.sizes, self.n_ref, self.err_ref)
+
+
+_room = _GetRoom()
+
+
+def _blob_id(value: Any) -> int:
+    """The id of a tree's ``"id"`` text, faster than ObjectID for the
+    canonical ``o`` + 16 hex digits (every id the daemon writes); anything
+    else goes through ObjectID, which explains what it refuses."""
+    if type(value) is str and len(value) == 17 and value[0] == "o":
+        digits = value[1:]
+        if digits.isascii() and digits.isalnum():
+            try:
+                return int(digits, 16)
+            except ValueError:
+                pass
+    return int(ObjectID(value))
 
 
 def _inline_total(inline: Sequence[tuple[dict[str, Any], Any]]) -> int:
@@ -94,6 +140,45 @@ class Session:
         if conn is None:
             raise exception_for(Status.INVALID_HANDLE, "vineyard: the client is closed")
         return Pin(conn, oid)
+
+    def get(self, oid: int) -> tuple[bytes, Pin]:
+        """One get (no round trip when the directory has ``oid``): the tree's
+        JSON, and the pin of every blob in it, which knows their views."""
+        handle = self.handle()
+        conn = self.conn
+        assert conn is not None
+        room = _room
+        fn = _ffi.function("v6d_get_object_into")
+        while True:
+            status = fn(handle, oid, 0, *room.args)
+            if status:
+                _ffi.raise_status(status, room.err)
+            n, nblobs = room.len.value, room.n.value
+            if n <= room.cap and nblobs <= room.blobs:
+                break
+            # Too little room: the get is done; drop it and get again with more.
+            _ffi.call("v6d_release", handle, oid)
+            room.grow(max(n, room.cap), max(nblobs, room.blobs))
+        ids, datas, sizes = room.ids, room.datas, room.sizes
+        if nblobs == 1:
+            views = {ids[0]: (datas[0] or 0, sizes[0])}
+        else:
+            views = {ids[i]: (datas[i] or 0, sizes[i]) for i in range(nblobs)}
+        pin = Pin(conn, oid, views)
+        return ctypes.string_at(room.addr, n), pin
+
+    def pinned_blob(self, pin: Pin | None, blob_id: int | str) -> tuple[int, int]:
+        """(address, size) of a blob of the get that made ``pin`` (its id, or
+        the id's text as the tree holds it): from the views that get
+        returned, else as :meth:`blob_pointer`."""
+        if type(blob_id) is not int:
+            blob_id = _blob_id(blob_id)
+        views = pin.views if pin is not None else None
+        if views:
+            view = views.get(blob_id)
+            if view is not None:
+                return view
+        return self.blob_pointer(blob_id)
 
     # -- blobs ------------------------------------------------------------
 

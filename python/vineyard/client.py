@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-from . import _ffi, data
+from . import _ffi, _trees, data
 from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
@@ -47,6 +47,8 @@ def _address(arr: np.ndarray) -> int:
 
 
 def _id(value: IdLike) -> int:
+    if type(value) is ObjectID:
+        return int(value)  # checked when made
     if isinstance(value, ObjectMeta):
         return int(value.id)
     return int(ObjectID(value))
@@ -368,12 +370,8 @@ class Client:
 
     def _get_tree(self, object_id: int) -> tuple[dict[str, Any], Pin]:
         """One round trip: the tree, with every blob in it pinned."""
-        session = self._session
-        p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _ffi.call("v6d_get_object", session.handle(), object_id, 0, ctypes.byref(p), ctypes.byref(n))
-        raw = _ffi.take_string(p, n)
-        tree = json.loads(raw)
-        pin = session.pin(object_id)
+        raw, pin = self._session.get(object_id)
+        tree = _trees.loads(raw)
         pin.root = (tree, raw)
         return tree, pin
 

@@ -112,6 +112,44 @@ int main(int argc, char **argv) {
     CHECK(v6d_release(c, id, &err));
     EXPECT(v6d_blob_pointer(c, bid, &data, &size, NULL, &err), V6D_OBJECT_NOT_EXISTS);
     printf("ok %" PRIu64 "\n", size);
+  } else if (strcmp(mode, "getinto") == 0) {
+    /* v6d_get_object_into: too little room still gets (and must be released),
+       then the tree and the blob's view land in the caller's memory. */
+    uint64_t id = 0;
+    CHECK(v6d_get_name(c, "c-object", 0, 0, &id, &err));
+    char small[8];
+    size_t len = 0, n = 0;
+    CHECK(v6d_get_object_into(c, id, 0, small, sizeof small, &len, 0, NULL, NULL, NULL, &n, &err));
+    if (len <= sizeof small || n != 1) return 1;
+    CHECK(v6d_release(c, id, &err));
+    char json[4096];
+    uint64_t bids[4] = {0};
+    const uint8_t *datas[4] = {NULL};
+    uint64_t sizes[4] = {0};
+    CHECK(v6d_get_object_into(c, id, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, &err));
+    if (len == 0 || len >= sizeof json || n != 1 || sizes[0] != SIZE) return 1;
+    json[len] = 0;
+    const char *b = strstr(json, "\"buffer_\":{\"id\":\"");
+    if (!b || parse_id(b + strlen("\"buffer_\":{\"id\":\"")) != bids[0]) return 1;
+    const uint8_t *data = NULL;
+    uint64_t size = 0;
+    CHECK(v6d_blob_pointer(c, bids[0], &data, &size, NULL, &err));
+    if (data != datas[0] || size != SIZE) return 1;
+    for (size_t i = 0; i < size; i++)
+      if (datas[0][i] != pattern(i)) return 1;
+    CHECK(v6d_release(c, id, &err));
+    EXPECT(v6d_blob_pointer(c, bids[0], &data, &size, NULL, &err), V6D_OBJECT_NOT_EXISTS);
+    EXPECT(v6d_get_object_into(c, id, 0, json, sizeof json, NULL, 4, bids, datas, sizes, &n, &err),
+           V6D_INVALID);
+    EXPECT(v6d_get_object_into(c, id, 0, json, sizeof json, &len, 4, NULL, datas, sizes, &n, &err),
+           V6D_INVALID);
+    EXPECT(v6d_get_object_into(c, id, 1, json, sizeof json, &len, 4, bids, datas, sizes, &n, &err),
+           V6D_INVALID);
+    EXPECT(v6d_get_object_into(c, 12345, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, &err),
+           V6D_OBJECT_NOT_EXISTS);
+    /* Nothing is held after the refusals. */
+    EXPECT(v6d_release(c, id, &err), V6D_OBJECT_NOT_EXISTS);
+    printf("getinto ok\n");
   } else if (strcmp(mode, "fault") == 0) {
     const uint8_t *data = NULL;
     uint64_t size = 0;

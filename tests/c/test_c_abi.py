@@ -31,6 +31,15 @@ def test_put_in_one_process_get_in_another(c_daemon, c_programs):
     assert got.stdout.strip() == f"ok {1 << 20}"
 
 
+def test_get_object_into_fills_caller_memory(c_daemon, c_programs):
+    prog = c_programs / "abi_test"
+    put = run(prog, "put", c_daemon)
+    assert put.returncode == 0, put.stderr
+    got = run(prog, "getinto", c_daemon)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "getinto ok"
+
+
 def test_write_through_got_pointer_faults(c_daemon, c_programs):
     prog = c_programs / "abi_test"
     put = run(prog, "put", c_daemon)

@@ -32,7 +32,7 @@ def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
     bid = int(ObjectID(tree["id"]))
     # The empty blob alone has no bytes: "length" is not trusted (upstream's
     # daemon stores 0 there for every blob).
-    address, size = session.blob_pointer(bid) if bid != 1 << 63 else (0, 0)
+    address, size = session.pinned_blob(pin, bid) if bid != 1 << 63 else (0, 0)
     return memoryview(Blob(bid, address, size, pin))
 
 

@@ -144,7 +144,7 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         out = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
         out.flags.writeable = False
         return out
-    address, size = session.blob_pointer(int(ObjectID(blob["id"])))
+    address, size = session.pinned_blob(pin, blob["id"])
     if need > size:  # a bad tree, or bytes that never arrived: never a view past its blob, never zeros
         raise ValueError(f"vineyard: object {tree.get('id')} ({tree.get('typename')}): a tensor of shape "
                          f"{shape} and dtype {dtype} needs more than its blob's {size} bytes ({need}; blob "

@@ -1,0 +1,55 @@
+package main
+
+// #include "v6d.h"
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/v6d-io/v6d-go/internal/client"
+	"github.com/v6d-io/v6d-go/internal/ids"
+)
+
+//export v6dgo_get_object_into
+func v6dgo_get_object_into(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.char, capacity C.size_t,
+	outLen *C.size_t, maxBlobs C.size_t, blobIDs *C.uint64_t, datas **C.uint8_t, sizes *C.uint64_t,
+	nBlobs *C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if e := checkFlags("v6d_get_object_into", flags, getObjectFlags); e != nil {
+			return e
+		}
+		switch {
+		case outLen == nil:
+			return nullArg("len")
+		case nBlobs == nil:
+			return nullArg("n_blobs")
+		case out == nil && capacity > 0:
+			return nullArg("json")
+		case maxBlobs > 0 && (blobIDs == nil || datas == nil || sizes == nil):
+			return nullArg("blob_ids, datas and sizes")
+		}
+		var room [8]client.BlobView
+		tree, views, e := c.GetObjectViews(ids.ObjectID(id), room[:0])
+		if e != nil {
+			return e
+		}
+		*outLen = C.size_t(len(tree))
+		*nBlobs = C.size_t(len(views))
+		if uint64(len(tree)) > uint64(capacity) || uint64(len(views)) > uint64(maxBlobs) {
+			return nil // the caller compares and asks again with more room
+		}
+		if len(tree) > 0 {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), len(tree)), tree)
+		}
+		if len(views) > 0 {
+			n := len(views)
+			idOut, dataOut, sizeOut := unsafe.Slice(blobIDs, n), unsafe.Slice(datas, n), unsafe.Slice(sizes, n)
+			for i, v := range views {
+				idOut[i] = C.uint64_t(v.ID)
+				dataOut[i] = ptrOf(v.Data)
+				sizeOut[i] = C.uint64_t(len(v.Data))
+			}
+		}
+		return nil
+	})
+}
