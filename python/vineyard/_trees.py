@@ -20,9 +20,11 @@ from typing import Any, Callable
 
 __all__ = ["loads"]
 
-# One id (group 1) or one integer signature (group 2). Inside a JSON string
-# every quote is escaped, so a match is a whole string value, a whole key or
-# a "signature" member; the shape's check below refuses every other case.
+# One id (group 1) or one integer signature (group 2). A match whose opening
+# quote is escaped (the text before it ends with a backslash) lies inside a
+# string; such shapes are refused (_inside_string), so every match left is a
+# whole string value, a whole key or a "signature" member, and the walk in
+# _compile finds exactly the matches as its variables.
 _VAR = re.compile(rb'"(o[0-9a-f]{16})"|"signature":(-?(?:0|[1-9][0-9]*))(?=[,}])')
 _ID = re.compile(r"o[0-9a-f]{16}")
 _MAX_SHAPES = 512
@@ -42,7 +44,7 @@ def loads(raw: bytes) -> Any:
         tree = json.loads(raw)  # the JSON errors as always
         if len(_shapes) >= _MAX_SHAPES:
             _shapes.clear()
-        _shapes[key] = _compile(tree, key[1])
+        _shapes[key] = None if _inside_string(parts) else _compile(tree, key[1])
         return tree
     if build is None:
         return json.loads(raw)
@@ -50,6 +52,15 @@ def loads(raw: bytes) -> Any:
 
 
 _MISSING: Any = object()
+
+
+def _inside_string(parts: list[Any]) -> bool:
+    """Whether a match of the split opens with an escaped quote, so lies
+    inside a JSON string: counting matches against the walk's variables is
+    not enough then (one such match and one id the split missed, written
+    with ``\\u`` escapes, would pair the wrong texts). The text before each
+    match is fixed for the shape, so one check per shape suffices."""
+    return any(p.endswith(b"\\") for p in parts[0:-1:3])
 
 
 class _Refused(Exception):

@@ -59,6 +59,15 @@ def test_shapes_it_cannot_check_are_parsed_every_time(raw):
     assert list(_trees._shapes.values()) in ([None], [])
 
 
+def test_an_id_like_text_inside_a_string_never_pairs_with_an_escaped_id():
+    # The split finds one match (inside a's string) and misses b's id (written
+    # with a \u escape); the walk finds one id (b's): equal counts, wrong pairs.
+    first = b'{"a":"x\\"o0000000000000001","b":"\\u006f0000000000000002"}'
+    second = b'{"a":"x\\"o0000000000000003","b":"\\u006f0000000000000002"}'
+    for raw in (first, second, second):
+        assert _trees.loads(raw) == json.loads(raw)
+
+
 @pytest.mark.parametrize("raw", [
     b'{"id":"o0000000000000002"',
     b'{"id":"o0000000000000002","signature":0123}',
