@@ -18,21 +18,15 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
-	"github.com/v6d-io/v6d-go/internal/spin"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // Version is the version of this client, sent in register_request; set at
 // build time from the VERSION file (-X .../internal/client.Version=...).
 var Version = "0.1.0"
-
-// replySpin is how long a call polls for its reply before it sleeps in a
-// blocking read, while a CPU is free (spin.Poll): most replies come within it.
-const replySpin = 50 * time.Microsecond
 
 // SocketEnv is the environment variable Connect reads when given no socket.
 const SocketEnv = "VINEYARD_IPC_SOCKET"
@@ -354,12 +348,8 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, rea
 	var body []byte
 	var err error
 	if readAhead {
-		if c.apos == c.aend {
-			spin.Poll(c.conn.Fd(), replySpin)
-		}
 		body, err = c.readAheadLocked(protocol.DefaultMaxFrame)
 	} else {
-		spin.Poll(c.conn.Fd(), replySpin)
 		body, err = protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
 		c.keepReadBufLocked(body)
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/v6d-io/v6d-go/internal/nice"
 	"github.com/v6d-io/v6d-go/internal/shm"
-	"github.com/v6d-io/v6d-go/internal/spin"
 )
 
 // Pre-touch: mapping, ahead of need, the arena pages the daemon pre-faulted.
@@ -23,7 +23,7 @@ import (
 // maps up to 16 resident pages at once (fault-around), writable, and never
 // allocates what the daemon did not pre-fault. The next large put then
 // writes pages already mapped. It runs off the request path, at nice 19
-// (spin.Background), in chunks of
+// (nice.Background), in chunks of
 // pretouchChunk, holding a.unmap (which keeps the mapping alive), and stops
 // when it reaches its end; a create (a put above the inline size) starts it
 // again. Its cost is bounded by what the daemon pre-faults: at the default
@@ -64,7 +64,7 @@ func (a *arena) prefaultedLocked() uint64 {
 // When it catches up with the daemon's pre-fault, it waits for more, backing
 // off, up to pretouchPatience without progress.
 func (a *arena) pretouchLoop() {
-	spin.Background()
+	nice.Background()
 	var waited, nap time.Duration
 	for {
 		switch a.pretouchChunk(waited >= pretouchPatience) {

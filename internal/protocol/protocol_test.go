@@ -7,9 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 
@@ -262,33 +259,4 @@ func FuzzDecodeReply(f *testing.F) {
 		var g GetDataReply
 		_ = DecodeReply(data, "get_data_reply", &g)
 	})
-}
-
-func TestSockPoll(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := &Sock{fd: fds[0]}, &Sock{fd: fds[1]}
-	defer a.Close()
-	if a.Poll(time.Millisecond) {
-		t.Fatal("Poll saw data on an empty socket")
-	}
-	if _, err := b.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if !a.Poll(time.Second) {
-		t.Fatal("Poll missed data")
-	}
-	var buf [1]byte
-	if n, err := a.Read(buf[:]); n != 1 || err != nil { // Poll only peeked
-		t.Fatalf("read after Poll: %d %v", n, err)
-	}
-	_ = b.Close()
-	if !a.Poll(time.Second) {
-		t.Fatal("Poll missed the end of the stream")
-	}
-	if _, err := a.Read(buf[:]); !errors.Is(err, io.EOF) {
-		t.Fatalf("read at the end: %v", err)
-	}
 }

@@ -219,25 +219,6 @@ func (s *Sock) WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err
 	}
 }
 
-// Poll waits up to spin for data to read, polling without blocking, and
-// reports whether some arrived. Waiting by spinning keeps the thread on its
-// CPU: when the peer answers within spin, no sleep and wake-up (tens of
-// microseconds on a virtual machine whose CPU went idle) is paid. After spin
-// the caller blocks in Read as usual.
-func (s *Sock) Poll(spin time.Duration) bool {
-	var b [1]byte
-	deadline := time.Now().Add(spin)
-	for {
-		_, _, err := unix.Recvfrom(s.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if err == nil || (!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)) {
-			return true // data, end of file or an error: Read reports it
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}
-
 // Shutdown shuts both directions down, waking a reader blocked in Read.
 func (s *Sock) Shutdown() error { return unix.Shutdown(s.fd, unix.SHUT_RDWR) }
 

@@ -15,17 +15,6 @@ import (
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// requestSpin is how long a connection polls for the client's next request
-// before its goroutine sleeps in a blocking read (spin.Poll), when
-// the client's last request came that soon after the reply before it: a
-// client making calls in a row (a Python loop spends tens of microseconds
-// between them) finds the daemon awake, and a connection whose client
-// pauses does not spin at all. At most half the CPUs spin at once
-// (Server.spinners), and only while no runnable thread of the machine waits
-// for a CPU (spin.Idle): a spinner that holds a CPU some client needs delays
-// the very request it waits for.
-const requestSpin = 100 * time.Microsecond
-
 // conn is one client connection. Its goroutine owns every field; the
 // Server closes sock (under Server.mu) once the goroutine is done, and may
 // shut it down at any time to stop it.
@@ -45,7 +34,6 @@ type conn struct {
 	out            []byte
 	in             []byte        // the body buffer kept between frames (read.go)
 	charged        int64         // bytes of the current frame charged to Server.inflight
-	spin           bool          // poll for the next request before blocking (recv)
 	wake           chan struct{} // the poller's wake-up while parked (park.go)
 
 	// upstream is set for a client that registered without naming our
@@ -74,15 +62,8 @@ func (c *conn) serve() {
 		c.s.log.Warn("closing connection", "err", err)
 		return
 	}
-	var answered time.Time // when the last reply went out
-	spin := false          // the client's last request came soon after the reply before it
 	for {
-		c.spin = spin
 		body, err := c.readFrame()
-		c.spin = false
-		if !answered.IsZero() {
-			spin = time.Since(answered) < requestSpin
-		}
 		var over *overBudgetError
 		switch {
 		case err == nil:
@@ -110,7 +91,6 @@ func (c *conn) serve() {
 		if !ok {
 			return
 		}
-		answered = time.Now()
 	}
 }
 

@@ -11,14 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
-	"github.com/v6d-io/v6d-go/internal/spin"
 )
 
 // How a connection reads (DESIGN.md, "Connections"):
 //
 //   - Busy: the connection's goroutine reads with a blocking recv on its own
-//     thread, after spinning up to requestSpin when the client is making calls
-//     in a row. One system call per request, one wake-up.
+//     thread. One system call per request, one wake-up. It never polls the
+//     socket instead of sleeping (docs/performance.md, "Why nothing polls").
 //   - Idle: a blocking recv returns EAGAIN after Config.ParkAfter (the
 //     socket's SO_RCVTIMEO); the connection then parks (park.go): its buffers
 //     go back to the pool, its socket into the poller's epoll set, and its
@@ -200,13 +199,6 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 	for {
 		if len(c.out) > 0 && !c.flush(nil) {
 			return 0, io.ErrClosedPipe
-		}
-		if c.spin {
-			c.spin = false
-			if c.s.spinners.TryAcquire() {
-				spin.Poll(fd, requestSpin)
-				c.s.spinners.Release()
-			}
 		}
 		flags := unix.MSG_DONTWAIT
 		blocking := c.s.readers.TryAcquire()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +46,6 @@ type Server struct {
 	waiting   int
 	waitingMu sync.Mutex
 
-	spinners slots        // connections polling for their next request (conn.recv)
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
 	poller   *poller      // the epoll set of parked connections (park.go)
@@ -146,7 +144,6 @@ func Start(cfg Config) (*Server, error) {
 		done:   make(chan struct{}),
 		conns:  make(map[*conn]struct{}),
 	}
-	s.spinners.max.Store(int32(max(1, runtime.NumCPU()/2)))
 	s.readers.max.Store(maxBlockingReaders)
 	s.wg.Add(1)
 	go s.acceptLoop()

@@ -5,8 +5,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/v6d-io/v6d-go/internal/nice"
 	"github.com/v6d-io/v6d-go/internal/shm"
-	"github.com/v6d-io/v6d-go/internal/spin"
 )
 
 // The background pre-fault (Config.PrefaultAhead). The first write to a page
@@ -83,7 +83,7 @@ func (s *Store) stopPrefault() {
 // prefaultLoop is the pre-fault goroutine.
 func (s *Store) prefaultLoop(ahead uint64) {
 	defer close(s.prefaultDone)
-	spin.Background()
+	nice.Background()
 	size := s.arena.Size()
 	var done, gen uint64 // every page in [hwm, done) is resident, as of gen
 	for {

@@ -1,4 +1,5 @@
-package spin
+// Package nice runs background work at the lowest CPU priority.
+package nice
 
 import (
 	"runtime"
