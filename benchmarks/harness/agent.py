@@ -156,15 +156,32 @@ class Agent:
                 out.append(sum(times) / len(times))
         return {"samples": out}
 
-    def concurrency(self, spec: dict[str, Any], procs: int, ops: int, trials: int) -> dict[str, Any]:
+    def concurrency(self, spec: dict[str, Any], procs: int, ops: int, trials: int,
+                    cross: bool = False) -> dict[str, Any]:
         """procs clients at once, each ops x (put + get) of its own objects. Reports the
-        per-op latency (median over clients) and the aggregate rate in ops/s."""
-        self._value(spec)
+        per-op latency (median over clients) and the aggregate rate in ops/s.
+
+        cross: each op still puts the client's own object, but gets one this process put
+        before the trial (untimed), ops distinct objects per client: every get is of an
+        object another process put. Each trial then has processes of its own, so that at
+        most one trial's objects are stored (and, for shm, open) at a time."""
+        value = self._value(spec)
+        if cross:
+            spans = []
+            for _ in range(trials):
+                handed = [[self.system.put(value) for _ in range(ops)] for _ in range(procs)]
+                try:
+                    spans += self.system.run_concurrent(procs, ops, spec, 1, [[refs] for refs in handed])
+                finally:
+                    self.system.delete([r for refs in handed for r in refs])
+                    handed.clear()
+        else:
+            spans = self.system.run_concurrent(procs, ops, spec, trials)
         latency, rate = [], []
-        for spans in self.system.run_concurrent(procs, ops, spec, trials):
-            per_op = sorted((end - start) / ops for start, end in spans)
+        for trial in spans:
+            per_op = sorted((end - start) / ops for start, end in trial)
             latency.append(per_op[len(per_op) // 2])
-            wall = max(end for _, end in spans) - min(start for start, _ in spans)
+            wall = max(end for _, end in trial) - min(start for start, _ in trial)
             rate.append(procs * ops / wall)
         return {"samples": latency, "rate": rate}
 

@@ -139,6 +139,8 @@ def system_figures(m: Mode) -> list[Figure]:
                                                  "per op", nbytes=m.conc_size, group="concurrency"))
         figs.append(Figure(f"conc.{p}p.rate", f"{p} client(s) at once: put + get {size_label(m.conc_size)}, total",
                            "rate", m.conc_size, "concurrency"))
+        figs.append(Figure(f"conc.{p}p.xrate", f"{p} client(s) at once: put + get {size_label(m.conc_size)}, "
+                                               "got from another process, total", "rate", m.conc_size, "concurrency"))
     shape = f"{m.frame_rows:,} × {m.frame_cols}"
     for kind, label in (("pandas", "pandas DataFrame"), ("arrow", "Arrow Table")):
         figs.append(Figure(f"{kind}.put", f"put {label} {shape}", nbytes=m.frame_rows * m.frame_cols * 8,

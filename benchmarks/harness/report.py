@@ -1,4 +1,4 @@
-"""The report: issue 5's targets, then latest.json, latest.md and latest.png.
+"""The report: issue 15's targets, then latest.json, latest.md and latest.png.
 
 Everything is rendered from the JSON document (``document``), so that a report can be
 re-made from a saved run and the self-check can compare the two.
@@ -53,49 +53,94 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+# Issue 15's limits, each the ratio of two figures of one run.
+GET_RTT, GET_PEER, GET_SHM = 1.0, 10.0, 2.0  # Python get ÷ rtt.python; peer ÷ ours; ours ÷ shm attach
+C_GET_RTT = 0.2  # C get ÷ rtt.c
+LARGE_GET = 1.2  # get of the largest size ÷ get of 8 B
+PUT_RTT, PUT_PEER = 2.0, 5.0  # Python put ÷ rtt.python; peer ÷ ours
+BIG_PUT = 64 << 20  # puts from this size on are held against a warm memcpy
+COLD_PUT, WARM_PUT = 0.7, 0.8  # put bandwidth ÷ warm memcpy bandwidth
+SCALING = {2: 1.4, 4: 1.6}  # clients: aggregate put+get rate ÷ one client's
+CONC_PEER = 5.0  # ours' aggregate rate ÷ Ray's
+
+
 def targets(results: list[Result]) -> list[dict[str, Any]]:
-    """Issue 5's targets, each a ratio of two figures of this run (None: not measured)."""
+    """Issue 15's targets, each a ratio of two figures of this run (None: not measured).
+    A target appears when ours measured its figure; a peer or floor that did not run
+    leaves its ratio None, with why."""
     t = Table(results)
-    out = []
+    out: list[dict[str, Any]] = []
     rtt_py, rtt_c = t.value("rtt.python", "baseline"), t.value("rtt.c", "baseline")
     small = sorted({r.figure.nbytes for r in results if r.figure.group == "small"})
-    for op, limit in (("get", 2.0), ("put", 3.0)):
-        for n in small:
-            fig = f"{op}.{size_key(n)}"
-            ours = t.value(fig, "ours")
-            if ours is None:
-                continue
-            out.append(_target(f"{op} {size_label(n)}, Python: ≤ {limit:g}× the Python socket round trip",
-                               _div(ours, rtt_py), limit, True,
-                               f"ours {_s(ours)} / round trip {_s(rtt_py)}"))
-            for peer in ("ray", "upstream"):
-                theirs = t.value(fig, peer)
-                out.append(_target(f"{op} {size_label(n)}, Python: ≥ 3× faster than {PEER_TITLES[peer]}",
-                                   _div(theirs, ours), 3.0, False,
-                                   f"{peer} {_s(theirs)} / ours {_s(ours)}" if theirs else
-                                   f"{peer}: {_status(t.get(fig, peer))}"))
-    for r in results:
-        if r.system == "ours" and r.figure.id.startswith("put.warm.") and r.figure.nbytes >= 64 << 20:
-            memcpy = t.value(f"memcpy.warm.{size_key(r.figure.nbytes)}", "baseline")
-            out.append(_target(f"put {size_label(r.figure.nbytes)} into a warm arena: ≥ 0.8× NumPy memcpy bandwidth",
-                               _div(r.value(), memcpy), 0.8, False,
-                               f"ours {_bw(r.value())} / memcpy {_bw(memcpy)}"))
-    gets = sorted((r.figure.nbytes, r) for r in results
+
+    def vs_peer(name: str, fig: str, peer: str, limit: float, ours: float) -> None:
+        """theirs ÷ ours ≥ limit: ours is limit times faster."""
+        theirs = t.value(fig, peer)
+        out.append(_target(f"{name}: ≥ {limit:g}× faster than {PEER_TITLES[peer]}", _div(theirs, ours), limit,
+                           False, f"{peer} {_s(theirs)} / ours {_s(ours)}" if theirs else
+                           f"{peer}: {_status(t.get(fig, peer))}"))
+
+    for n in small:  # 1: Python gets
+        fig, name = f"get.{size_key(n)}", f"get {size_label(n)}, Python"
+        ours = t.value(fig, "ours")
+        if ours is None:
+            continue
+        out.append(_target(f"{name}: ≤ {GET_RTT:g}× the Python socket round trip", _div(ours, rtt_py), GET_RTT,
+                           True, f"ours {_s(ours)} / round trip {_s(rtt_py)}"))
+        for peer in ("ray", "upstream"):
+            vs_peer(name, fig, peer, GET_PEER, ours)
+        shm = t.value(fig, "shm")
+        out.append(_target(f"{name}: within {GET_SHM:g}× of a shared_memory attach", _div(ours, shm), GET_SHM, True,
+                           f"ours {_s(ours)} / shm {_s(shm)}" if shm else f"shm: {_status(t.get(fig, 'shm'))}"))
+    for n in small:  # 2: C gets
+        c_get = t.value(f"c.get.{size_key(n)}", "ours")
+        if c_get is not None:
+            out.append(_target(f"get {size_label(n)}, C: ≤ {C_GET_RTT:g}× the C socket round trip",
+                               _div(c_get, rtt_c), C_GET_RTT, True, f"ours {_s(c_get)} / round trip {_s(rtt_c)}"))
+    gets = sorted((r.figure.nbytes, r) for r in results  # 3: a large get costs what a small one does
                   if r.system == "ours" and r.figure.id.startswith("get.") and r.figure.group == "large")
-    small_get = t.value("get.1KiB", "ours")
+    small_get = t.value("get.8B", "ours")
     if gets and small_get is not None:
         n, big = gets[-1]
-        name = f"get {size_label(n)} within 2× the time of a get of 1 KiB"
+        name = f"get {size_label(n)} within {LARGE_GET:g}× the time of a get of 8 B"
         if n != 1 << 30:
             name += " (the issue asks 1 GiB; this run's largest size)"
-        out.append(_target(name, _div(big.value(), small_get), 2.0, True,
+        out.append(_target(name, _div(big.value(), small_get), LARGE_GET, True,
                            f"{_s(big.value())} / {_s(small_get)}"))
-    for n in small:
-        # create + seal as one call (v6d_put_inline), then a get on another connection
-        cycle = t.value(f"c.cycle1.{size_key(n)}", "ours")
-        if cycle is not None:
-            out.append(_target(f"C: create + seal + get {size_label(n)} ≤ 2 C socket round trips",
-                               _div(cycle, rtt_c), 2.0, True, f"{_s(cycle)} / round trip {_s(rtt_c)}"))
+    for n in small:  # 4: Python puts
+        fig, name = f"put.{size_key(n)}", f"put {size_label(n)}, Python"
+        ours = t.value(fig, "ours")
+        if ours is None:
+            continue
+        out.append(_target(f"{name}: ≤ {PUT_RTT:g}× the Python socket round trip", _div(ours, rtt_py), PUT_RTT,
+                           True, f"ours {_s(ours)} / round trip {_s(rtt_py)}"))
+        for peer in ("ray", "upstream"):
+            vs_peer(name, fig, peer, PUT_PEER, ours)
+    for r in results:  # 5: large puts against a warm memcpy of the same size
+        if r.system != "ours" or r.figure.nbytes < BIG_PUT or not r.figure.id.startswith(("put.cold.", "put.warm.")):
+            continue
+        cold = r.figure.id.startswith("put.cold.")
+        limit = COLD_PUT if cold else WARM_PUT
+        memcpy = t.value(f"memcpy.warm.{size_key(r.figure.nbytes)}", "baseline")
+        out.append(_target(f"put {size_label(r.figure.nbytes)} into a {'cold' if cold else 'warm'} store: "
+                           f"≥ {limit:g}× a warm NumPy memcpy", _div(r.value(), memcpy), limit, False,
+                           f"ours {_bw(r.value())} / memcpy {_bw(memcpy)}"))
+    for kind, what in (("rate", "own objects"), ("xrate", "objects another process put")):  # 6: clients at once
+        one = t.value(f"conc.1p.{kind}", "ours")
+        for procs, limit in SCALING.items():
+            many = t.value(f"conc.{procs}p.{kind}", "ours")
+            if t.get(f"conc.{procs}p.{kind}", "ours") is None:
+                continue
+            out.append(_target(f"put + get, {what}: {procs} clients ≥ {limit:g}× one client's rate",
+                               _div(many, one), limit, False, f"{_ops(many)} / {_ops(one)}"))
+    for r in results:
+        if r.system == "ours" and r.figure.id.startswith("conc.") and r.figure.id.endswith("p.rate"):
+            procs = int(r.figure.id.split(".")[1][:-1])
+            ray = t.value(r.figure.id, "ray")
+            clients = "1 client" if procs == 1 else f"{procs} clients"
+            out.append(_target(f"put + get, {clients}: ≥ {CONC_PEER:g}× Ray's rate", _div(r.value(), ray),
+                               CONC_PEER, False, f"ours {_ops(r.value())} / ray {_ops(ray)}" if ray else
+                               f"ray: {_status(t.get(r.figure.id, 'ray'))}"))
     return out
 
 
@@ -105,6 +150,10 @@ def _s(v: float | None) -> str:
 
 def _bw(v: float | None) -> str:
     return f"{v / 1e9:.3g} GB/s" if v is not None else "—"
+
+
+def _ops(v: float | None) -> str:
+    return f"{v:,.0f} ops/s" if v is not None else "—"
 
 
 def _status(r: Result | None) -> str:
@@ -173,7 +222,7 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["Systems: " + "; ".join(sysl) + ".", ""]
     lines += ["Each figure is the median of repeated trials (p10 and p90 are in latest.json). Peer cells show",
               "how many times better ours is (latency: theirs ÷ ours; bandwidth and rate: ours ÷ theirs).",
-              "docs/performance.md says what each figure measures.", "", "## Targets (issue 5)", ""]
+              "docs/performance.md says what each figure measures.", "", "## Targets (issue 15)", ""]
     rows = []
     for tg in doc["targets"]:
         mark = {True: "✓", False: "✗", None: "–"}[tg["ok"]]

@@ -287,13 +287,15 @@ class Runner:
                                    trials=m.trials if f.nbytes in m.small else m.large_trials,
                                    inner=m.get_inner(f.nbytes), prime=f.nbytes not in m.small)
             elif group == "conc":
-                # One command measures both conc.Np.latency and conc.Np.rate.
+                # One command measures both conc.Np.latency and conc.Np.rate; another
+                # conc.Np.xrate, whose gets are of objects another process put.
                 procs = int(rest.split("p.")[0])
-                pair = [g for g in figs if g.id.startswith(f"conc.{procs}p.")]
+                cross = rest.endswith(".xrate")
+                pair = [g for g in figs if g.id.startswith(f"conc.{procs}p.") and g.id.endswith(".xrate") == cross]
                 if f is not pair[0]:
                     continue
                 reply = self._call(agent, "concurrency", spec=values.array(m.conc_size), procs=procs, ops=m.conc_ops,
-                                   trials=m.conc_trials)
+                                   trials=m.conc_trials, cross=cross)
                 for g in pair:
                     self._record_reply(g, name, reply, key="rate" if g.kind == "rate" else "samples")
                 continue

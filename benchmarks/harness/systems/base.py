@@ -75,10 +75,15 @@ class System:
     def consumer(self) -> Consumer:
         return ProcessConsumer(type(self), self.attach_info())
 
-    def run_concurrent(self, procs: int, ops: int, spec: dict[str, Any], trials: int) -> list[list[list[float]]]:
+    def run_concurrent(self, procs: int, ops: int, spec: dict[str, Any], trials: int,
+                       handed: list[list[list[Any]]] | None = None) -> list[list[list[float]]]:
         """Runs ``procs`` client processes at once, each doing ``ops`` times put + get
         (+ drop) of its own ``spec`` value, ``trials`` times (all starting together);
-        returns, per trial, the ``[start, end]`` wall-clock times of each process."""
+        returns, per trial, the ``[start, end]`` wall-clock times of each process.
+
+        With handed (per process, per trial, ``ops`` refs that another process put),
+        each op still puts the process's own value but gets the next handed ref
+        instead: a cross-process get."""
         if not self.concurrent:
             raise NotApplicable(f"{self.name} has no store that several clients can share")
         ctx = mp.get_context("spawn")
@@ -86,7 +91,8 @@ class System:
         queue = ctx.Queue()
         cls = type(self)
         workers = [ctx.Process(target=_worker_main, args=(cls.__module__, cls.__name__, self.attach_info(), spec,
-                                                          ops, trials, barrier, queue), daemon=True) for _ in range(procs)]
+                                                          ops, trials, barrier, queue, handed[i] if handed else None),
+                               daemon=True) for i in range(procs)]
         for w in workers:
             w.start()
         try:
@@ -179,7 +185,7 @@ def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
 
 
 def _worker_main(module: str, cls_name: str, info: Any, spec: dict[str, Any], ops: int, trials: int,
-                 barrier: Any, queue: Any) -> None:
+                 barrier: Any, queue: Any, handed: list[list[Any]] | None) -> None:
     from .. import values
 
     try:
@@ -190,12 +196,13 @@ def _worker_main(module: str, cls_name: str, info: Any, spec: dict[str, Any], op
             refs.append(system.put(value))
             system.get(refs[-1])
         spans = []
-        for _ in range(trials):
+        for trial in range(trials):
+            gets = handed[trial] if handed else None
             barrier.wait(timeout=300)
             t0 = time.time()
-            for _ in range(ops):
+            for i in range(ops):
                 ref = system.put(value)
-                v = system.get(ref)
+                v = system.get(ref if gets is None else gets[i])
                 del v
                 refs.append(ref)
             spans.append([t0, time.time()])

@@ -4,7 +4,8 @@ The producer is the driver; the consumer is an actor, so that every timed get is
 another process and goes through Ray's object store: a get in the putting process
 could be answered from the owner's in-process memory store. The refs reach the actor
 wrapped in a list (Ray would otherwise resolve them before the call) and each is got
-once. Concurrency runs one actor per client, each putting and getting its own objects.
+once. Concurrency runs one actor per client, each putting its own objects and getting them
+(or, cross-process, objects the driver put).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 from .base import Consumer, System, time_gets
 
 
-def _loop(spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
-    """put + get of the worker's own small objects, ops times, from ``start_at``."""
+def _loop(spec: dict[str, Any], ops: int, start_at: float, gets: list[Any] | None = None) -> list[float]:
+    """put + get of the worker's own small objects, ops times, from ``start_at``; with
+    gets (ops refs another process put), each op gets the next of those instead."""
     import ray
 
     from .. import values
@@ -26,9 +28,9 @@ def _loop(spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
     while time.time() < start_at:
         time.sleep(0.001)
     t0 = time.time()
-    for _ in range(ops):
+    for i in range(ops):
         ref = ray.put(value)
-        v = ray.get(ref)
+        v = ray.get(ref if gets is None else gets[i])
         del v, ref
     return [t0, time.time()]
 
@@ -60,8 +62,8 @@ class _Getter:
 
         return time_gets("ray", ray.get, wrapped[0], expect, wrapped[1])
 
-    def loop(self, spec: dict[str, Any], ops: int, start_at: float) -> list[float]:
-        return _loop(spec, ops, start_at)
+    def loop(self, spec: dict[str, Any], ops: int, start_at: float, wrapped: list[Any]) -> list[float]:
+        return _loop(spec, ops, start_at, wrapped[0] if wrapped else None)
 
 
 class Ray(System):
@@ -100,7 +102,8 @@ class Ray(System):
     def consumer(self) -> Consumer:
         return _ActorConsumer()
 
-    def run_concurrent(self, procs: int, ops: int, spec: dict[str, Any], trials: int) -> list[list[list[float]]]:
+    def run_concurrent(self, procs: int, ops: int, spec: dict[str, Any], trials: int,
+                       handed: list[list[list[Any]]] | None = None) -> list[list[list[float]]]:
         import ray
 
         # Actors are kept from one client count to the next: starting one takes seconds.
@@ -109,9 +112,11 @@ class Ray(System):
         actors = self._clients[:procs]
         ray.get([a.ready.remote() for a in actors])
         out = []
-        for _ in range(trials):
+        for trial in range(trials):
             start_at = time.time() + 0.2
-            out.append(ray.get([a.loop.remote(spec, ops, start_at) for a in actors]))
+            # Handed refs reach the actor wrapped in a list, so that Ray does not resolve them.
+            out.append(ray.get([a.loop.remote(spec, ops, start_at, [handed[i][trial]] if handed else [])
+                                for i, a in enumerate(actors)]))
         return out
 
 
