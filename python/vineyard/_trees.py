@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Callable
 
-__all__ = ["loads"]
+__all__ = ["Split", "compiled", "loads", "split"]
 
 # One id (group 1) or one integer signature (group 2). A match whose opening
 # quote is escaped (the text before it ends with a backslash) lies inside a
@@ -29,16 +29,40 @@ _VAR = re.compile(rb'"(o[0-9a-f]{16})"|"signature":(-?(?:0|[1-9][0-9]*))(?=[,}])
 _ID = re.compile(r"o[0-9a-f]{16}")
 _MAX_SHAPES = 512
 
+_MISSING: Any = object()
+
 Builder = Callable[[list[Any]], Any]
-_shapes: dict[tuple[bytes, tuple[bool, ...]], Builder | None] = {}
+Key = tuple[bytes, tuple[bool, ...]]
+Split = tuple[Key, list[Any]]
+_shapes: dict[Key, Builder | None] = {}
 
 
-def loads(raw: bytes) -> Any:
-    """``json.loads(raw)``: the same value, a new one on every call."""
+def split(raw: bytes) -> Split | None:
+    """The shape key of a tree's text and its parts: every third part from
+    index 1 is an id's text (``b"o"`` and 16 hex digits) or None, from
+    index 2 a signature's or None, in document order; None for a text
+    without ids or signatures."""
     parts = _VAR.split(raw)
     if len(parts) == 1:
+        return None
+    return (b"\0".join(parts[0::3]), tuple(p is None for p in parts[1::3])), parts
+
+
+def compiled(key: Key) -> bool:
+    """Whether trees of shape ``key`` are built from their parts: the shape
+    was checked, so each variable part is the same member in every tree of
+    that shape."""
+    return _shapes.get(key) is not None
+
+
+def loads(raw: bytes, split_: Split | None = _MISSING) -> Any:
+    """``json.loads(raw)``: the same value, a new one on every call;
+    ``split_``, when given, is ``split(raw)``."""
+    if split_ is _MISSING:
+        split_ = split(raw)
+    if split_ is None:
         return json.loads(raw)
-    key = (b"\0".join(parts[0::3]), tuple(p is None for p in parts[1::3]))
+    key, parts = split_
     build = _shapes.get(key, _MISSING)
     if build is _MISSING:
         tree = json.loads(raw)  # the JSON errors as always
@@ -50,8 +74,6 @@ def loads(raw: bytes) -> Any:
         return json.loads(raw)
     return build(parts)
 
-
-_MISSING: Any = object()
 
 
 def _inside_string(parts: list[Any]) -> bool:

@@ -15,9 +15,9 @@ from .._handles import ArrayHolder
 from .._types import ObjectID, ObjectMeta
 from .base import build_pickle
 from .batch import BlobBatch
-from .registry import register_builder, register_resolver
+from .registry import _by_typename, register_builder, register_resolver
 
-__all__ = ["build_numpy", "register", "resolve_numpy", "tensor_meta"]
+__all__ = ["build_numpy", "numpy_plan", "register", "resolve_numpy", "tensor_meta"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
@@ -162,6 +162,47 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
         out.flags.writeable = False
         return out
     return view
+
+
+def numpy_plan(tree: dict[str, Any], parts: list[Any]) -> Any:
+    """A get of every later tree of ``tree``'s shape (see
+    :func:`vineyard._trees.split`; ``parts`` are this tree's) without
+    parsing it: ``plan(parts, pin)`` is what :func:`resolve_numpy` returns
+    for such a tree, or None where the plan does not apply (the caller then
+    parses and resolves). None when ``tree`` is not a C-order tensor of a
+    NumPy dtype, or its blob's id is not exactly one of the parts.
+
+    Within one shape everything but the ids and signatures is the same text,
+    so dtype, shape and order are fixed, and the blob's id is always the
+    same part. Each call still checks that ``resolve_numpy`` is the resolver
+    registered for the typename, and that the blob was pinned by this get
+    and holds the bytes the shape needs."""
+    typename = tree.get("typename")
+    if not isinstance(typename, str) or not typename.startswith("vineyard::Tensor<") \
+            or typename == "vineyard::Tensor<std::string>" or str(tree.get("order_", '"C"')) not in ('"C"', "C"):
+        return None
+    blob = tree.get("buffer_")
+    try:
+        dtype = _dtype(tree["value_type_meta_"])
+        shape = _parse_shape(tree["shape_"])
+        bid = blob["id"].encode()  # type: ignore[index]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    need = math.prod(shape) * dtype.itemsize
+    at = [i for i in range(1, len(parts), 3) if parts[i] == bid]
+    if dtype.hasobject or need == 0 or len(at) != 1:
+        return None
+    i, typestr = at[0], dtype.str
+
+    def plan(parts: list[Any], pin: Any) -> Any:
+        if _by_typename.get(typename) is not resolve_numpy or not pin.views:
+            return None
+        view = pin.views.get(int(parts[i][1:], 16))
+        if view is None or need > view[1]:
+            return None
+        return np.asarray(ArrayHolder(pin, view[0], shape, typestr))
+
+    return plan
 
 
 def register() -> None:
