@@ -5,7 +5,9 @@ never at ``import vineyard``: the Go runtime inside it starts threads as soon
 as it is loaded and does not survive ``fork()``, so a parent or forkserver
 that only imported vineyard stays safe to fork.
 
-The process id is recorded at load. Every entry point that calls into Go goes
+The process is recorded at load: a page the kernel zeroes in a forked child
+(``MADV_WIPEONFORK``), read without a system call, and the process id where
+that page cannot be had. Every entry point that calls into Go goes
 through :func:`lib` (or :func:`check_process`), which raises
 :class:`~vineyard.errors.ForkError` in a forked child instead of letting the
 call hang. Hooks registered with :func:`on_fork` run in such a child
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import mmap
 import os
 import threading
 from typing import Any, Callable
@@ -39,6 +42,10 @@ _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _pid: int | None = None  # pid of the process that loaded the library
 _forked = False  # set in a child forked after loading
+# 1 in the process that loaded the library, 0 in a child forked from it (the
+# kernel wipes it), also one forked without Python's fork hooks; None where
+# MADV_WIPEONFORK is missing (then the process id is compared: a system call).
+_sentinel: mmap.mmap | None = None
 _fork_hooks: list[Callable[[], None]] = []
 
 
@@ -83,9 +90,29 @@ def _fork_message() -> str:
     )
 
 
+def _fork_sentinel() -> mmap.mmap | None:
+    """A page holding 1 that reads 0 in a forked child, or None where the
+    kernel cannot wipe pages on fork (Linux before 4.14, other systems)."""
+    try:
+        page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # wiping needs private
+        page.madvise(getattr(mmap, "MADV_WIPEONFORK", 18))  # 18: Linux's value
+    except (OSError, ValueError, AttributeError):
+        return None
+    page[0] = 1
+    return page
+
+
+def _same_process() -> bool:
+    """Whether this is the process that loaded the library (it is loaded)."""
+    page = _sentinel
+    if page is not None:
+        return page[0] == 1
+    return os.getpid() == _pid
+
+
 def check_process() -> None:
     """Raises ForkError if the library was loaded by another (parent) process."""
-    if _lib is not None and (_forked or os.getpid() != _pid):
+    if _lib is not None and (_forked or not _same_process()):
         raise ForkError(_fork_message())
 
 
@@ -96,7 +123,7 @@ def loaded() -> bool:
 
 def usable() -> bool:
     """Reports whether calls into libv6d are safe here (loaded, same process)."""
-    return _lib is not None and not _forked and os.getpid() == _pid
+    return _lib is not None and not _forked and _same_process()
 
 
 def lib() -> ctypes.CDLL:
@@ -107,14 +134,14 @@ def lib() -> ctypes.CDLL:
     """
     loaded_lib = _lib
     if loaded_lib is not None:
-        if _forked or os.getpid() != _pid:
+        if _forked or not _same_process():
             raise ForkError(_fork_message())
         return loaded_lib
     return _load()
 
 
 def _load() -> ctypes.CDLL:
-    global _lib, _pid
+    global _lib, _pid, _sentinel
     with _lock:
         if _lib is not None:
             return lib()
@@ -132,6 +159,7 @@ def _load() -> ctypes.CDLL:
                 f"vineyard: {path} implements C ABI version {version}, this package needs {_bindings.ABI_VERSION}"
             )
         _pid = os.getpid()
+        _sentinel = _fork_sentinel()
         _lib = handle
         return handle
 

@@ -176,6 +176,35 @@ def test_forked_child_gets_clear_error_fast(vineyard_socket):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("sentinel", [True, False], ids=["wipe-on-fork page", "getpid"])
+def test_fork_without_python_hooks_gets_clear_error(vineyard_socket, sentinel):
+    # libc's fork() straight through ctypes: Python's at-fork hooks do not
+    # run, so only the check itself can tell the child from its parent.
+    r = _run(f"""
+        import ctypes, os, sys, numpy as np, vineyard
+        from vineyard import _ffi
+        c = vineyard.connect({vineyard_socket!r})
+        oid = c.put(np.arange(3))
+        assert (_ffi._sentinel is not None) is True, "no MADV_WIPEONFORK page on this kernel"
+        if not {sentinel!r}:
+            _ffi._sentinel = None  # the fallback: compare process ids
+        assert c.get(oid)[2] == 2
+        pid = ctypes.CDLL(None).fork()
+        if pid == 0:
+            try:
+                c.get(oid)
+            except vineyard.ForkError:
+                os._exit(0)
+            except BaseException:
+                os._exit(3)
+            os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        assert c.get(oid)[1] == 1  # the parent goes on
+        sys.exit(os.waitstatus_to_exitcode(status))
+    """, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
 def _held(client):
     """Memory of blobs and leases (a new blob lies in its client's lease
     until the client names it to the daemon)."""
