@@ -1,9 +1,13 @@
 package client
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -65,5 +69,43 @@ func TestConnectedAfterClose(t *testing.T) {
 	}
 	if c.Connected() {
 		t.Fatal("Connected is true after Close")
+	}
+}
+
+// A daemon that drops a connection while it runs (here for a frame over the
+// limit, written past the client) revokes the connection's pin page: the
+// client answers no more gets from the directory, although the daemon's life
+// word still says it runs.
+func TestDroppedConnectionAnswersNoDirectoryGet(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	id, _ := put(t, a, []byte("revoked"))
+	if _, err := b.GetObject(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], 1<<62)
+	if _, err := unix.Write(b.conn.Fd(), hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		b.state.Lock()
+		defer b.state.Unlock()
+		return b.dir.pins.Revoked()
+	})
+	b.state.Lock()
+	life := b.dir.view.Life()
+	b.state.Unlock()
+	if life != shm.LifeAlive {
+		t.Fatalf("the daemon's life word says %v, want alive", life)
+	}
+	if _, err := b.GetObject(id); status.CodeOf(err) != status.ConnectionError {
+		t.Fatalf("GetObject on a dropped connection: %v, want ConnectionError", err)
+	}
+	if _, err := a.GetObject(id); err != nil { // the daemon and other connections go on
+		t.Fatal(err)
 	}
 }

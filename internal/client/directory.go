@@ -48,6 +48,7 @@ type dirState struct {
 	pinMap *shm.Mapping
 	pins   *shm.PinView
 	arena  *arena // the arena the extents lie in
+	lost   bool   // the connection was lost (loseLocked): no answer without the daemon
 }
 
 // slotHold is one pin slot and the number of blobs it backs.
@@ -143,9 +144,20 @@ func (c *Client) closeDirectoryLocked() {
 // liveLocal is the check of a get the client may answer without the
 // daemon (tree cache, held blobs, directory): the daemon must still be
 // there, so that a dead daemon's memory is never served.
+//
+// Without a system call while the daemon keeps a life word (shm.Life): the
+// daemon's process runs, and it still honours this connection's pins.
+// Otherwise, or when either says no, the socket is polled as Connected does.
 func (c *Client) liveLocal() error {
 	if err := c.check(); err != nil {
 		return err
+	}
+	c.state.Lock()
+	d := c.dir
+	alive := d != nil && !d.lost && d.view.Life() == shm.LifeAlive && !d.pins.Revoked()
+	c.state.Unlock()
+	if alive {
+		return nil
 	}
 	if !c.Connected() {
 		if err := c.usableLocal(); err != nil {

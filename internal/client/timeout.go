@@ -142,6 +142,11 @@ func (c *Client) loseLocked(cause error) error {
 	if c.lost != nil {
 		return c.lost
 	}
+	c.state.Lock()
+	if c.dir != nil {
+		c.dir.lost = true // liveLocal asks Connected, which sees c.lost
+	}
+	c.state.Unlock()
 	if errors.Is(cause, protocol.ErrTimeout) {
 		d := c.conn.Timeout()
 		c.lost = status.Errorf(status.ConnectionError,

@@ -26,6 +26,7 @@ import (
 //	word 1  entries: number of entry slots, a power of two
 //	word 2  offset of the record area, in bytes
 //	word 3  size of the record area, in bytes
+//	word 4  the daemon's life word (life.go)
 //	at DirHeaderSize: entries × {seq, id, record offset, record length}
 //	at the record area: records, each 8-byte aligned
 //
@@ -109,6 +110,7 @@ type Directory struct {
 	entries  uint64
 	recOff   uint64
 	recSize  uint64
+	life     *lifeThread // holds the life word (Life); nil: none
 }
 
 // CreateDirectory makes a directory of entries slots (rounded up to a power
@@ -189,6 +191,10 @@ func (d *Directory) Entries() uint64 { return d.entries }
 func (d *Directory) Close() error {
 	if d.data == nil {
 		return nil
+	}
+	if d.life != nil {
+		d.life.end()
+		d.life = nil
 	}
 	err := unix.Munmap(d.data)
 	unix.Close(d.fd)
@@ -362,7 +368,9 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // the daemon creates and maps, and the connection's client maps writable.
 // Word 0 is the client's hint: no slot at or above it is in use (the daemon
 // clamps it); words 1..PinSlots are slots holding the id of an object or
-// blob the client pinned, 0 when free. The client stores a slot, then loads
+// blob the client pinned, 0 when free. The last word is the daemon's: not 0
+// once the daemon no longer honours the page's pins (the connection closed
+// on its side), so the client must stop answering gets from the directory. The client stores a slot, then loads
 // the entry's seq (both atomic, so sequentially consistent); the daemon
 // retires an entry, then loads the slots: either the client sees the new
 // seq and does not use the pin, or the daemon sees the pin.
@@ -370,7 +378,9 @@ const (
 	// PinPageSize is the size of a connection's pin page.
 	PinPageSize = 4096
 	// PinSlots is the number of slots of a pin page.
-	PinSlots = PinPageSize/8 - 1
+	PinSlots = PinPageSize/8 - 2
+	// pinRevoked is the word the daemon sets when it drops the page.
+	pinRevoked = PinPageSize/8 - 1
 )
 
 // pinsName is the memfd name of a pin page.
@@ -405,9 +415,18 @@ func (p *PinPage) Scan(fn func(id uint64)) {
 	}
 }
 
-// Close unmaps the page.
+// Revoke marks the page revoked (PinView.Revoked): from now on the client
+// answers no get from the directory.
+func (p *PinPage) Revoke() {
+	if p != nil && p.w != nil {
+		atomic.StoreUint64(&p.w[pinRevoked], 1)
+	}
+}
+
+// Close revokes the page and unmaps it.
 func (p *PinPage) Close() {
 	if p != nil && p.data != nil {
+		p.Revoke()
 		_ = unix.Munmap(p.data)
 		p.data, p.w = nil, nil
 	}
@@ -454,6 +473,10 @@ func (v *PinView) Clear(i uint64) {
 	atomic.StoreUint64(&v.w[i], 0)
 	v.free = append(v.free, i)
 }
+
+// Revoked reports whether the daemon dropped the page: its pins protect
+// nothing any more.
+func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[pinRevoked]) != 0 }
 
 // InUse returns the number of slots taken (tests).
 func (v *PinView) InUse() int { return PinSlots - len(v.free) }

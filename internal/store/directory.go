@@ -51,6 +51,7 @@ func openDirectory() *directory {
 	if err != nil {
 		return nil
 	}
+	_ = d.Life() // without it, clients poll their sockets before directory gets
 	off, size := d.RecordArea()
 	return &directory{d: d, recs: alloc.New(size), recOff: off, entries: map[ids.ObjectID]dirEntry{}}
 }
@@ -331,6 +332,7 @@ func (s *Store) Published() int {
 // closePinsLocked drops the session's holds and its pin page: a client that
 // died loses its pins with its connection.
 func (ss *Session) closePinsLocked() {
+	ss.pins.Revoke() // first: the client stops pinning before any hold goes
 	for id := range ss.holds {
 		ss.s.dropHoldLocked(ss, id)
 	}
