@@ -131,9 +131,42 @@ func SockOf(nc interface {
 // Fd returns the socket's file descriptor, owned by s.
 func (s *Sock) Fd() int { return s.fd }
 
+// waitReadable waits until the socket has something to read (data, the end
+// of the stream or an error), at most the socket's timeout (ErrTimeout).
+//
+// A reader that sleeps in poll(POLLIN) instead of in recv is not woken when
+// the peer reads what this end wrote: on a UNIX socket that read frees the
+// writer's buffer and wakes every sleeper on the writer's socket to announce
+// write space, a blocked recv included, which then finds nothing and sleeps
+// again. poll's wake-up filters by event, so the reply is the one wake-up
+// (docs/performance.md, "Why nothing polls": two context switches fewer
+// per round trip).
+func (s *Sock) waitReadable() error {
+	p := [1]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	ms := -1
+	if s.timeout > 0 {
+		ms = int((s.timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	for {
+		n, err := unix.Poll(p[:], ms)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue // the wait starts over: a timeout bounds each wait, not a message (Sock)
+		case err != nil:
+			return err
+		case n == 0:
+			return s.wrap(unix.EAGAIN)
+		}
+		return nil
+	}
+}
+
 // Read reads into b, retrying on EINTR; a peer that closed is io.EOF.
 func (s *Sock) Read(b []byte) (int, error) {
 	for {
+		if err := s.waitReadable(); err != nil {
+			return 0, err
+		}
 		n, err := unix.Read(s.fd, b)
 		switch {
 		case errors.Is(err, unix.EINTR):
@@ -195,6 +228,9 @@ func (s *Sock) Writev(bufs [][]byte) error {
 // close-on-exec. It has the shape of (*net.UnixConn).ReadMsgUnix.
 func (s *Sock) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error) {
 	for {
+		if err := s.waitReadable(); err != nil {
+			return 0, 0, 0, nil, err
+		}
 		n, oobn, flags, _, err = unix.Recvmsg(s.fd, b, oob, unix.MSG_CMSG_CLOEXEC)
 		if !errors.Is(err, unix.EINTR) {
 			return n, oobn, flags, nil, s.wrap(err)

@@ -15,11 +15,13 @@ import (
 
 // How a connection reads (DESIGN.md, "Connections"):
 //
-//   - Busy: the connection's goroutine reads with a blocking recv on its own
-//     thread. One system call per request, one wake-up. It never polls the
-//     socket instead of sleeping (docs/performance.md, "Why nothing polls").
-//   - Idle: a blocking recv returns EAGAIN after Config.ParkAfter (the
-//     socket's SO_RCVTIMEO); the connection then parks (park.go): its buffers
+//   - Busy: the connection's goroutine sleeps in poll(POLLIN) on its own
+//     thread, then reads without blocking: one wake-up per request (a recv
+//     sleeper is also woken whenever the client reads a reply). It never
+//     spins on the socket instead of sleeping (docs/performance.md, "Why
+//     nothing polls").
+//   - Idle: the poll returns after Config.ParkAfter and the read finds
+//     nothing; the connection then parks (park.go): its buffers
 //     go back to the pool, its socket into the poller's epoll set, and its
 //     goroutine waits on a channel without a thread.
 //   - At most maxBlockingReaders connections block in recv at once
@@ -173,14 +175,14 @@ func (f *frameReader) release() {
 	f.buf, f.r, f.w = kept, 0, n
 }
 
-// setTimeouts bounds every blocking recv by ParkAfter (then the connection
-// parks) and every blocking send by FrameTimeout (then it is closed): a
-// client that never reads its replies holds a thread no longer than that.
+// setTimeouts bounds every wait for a request by ParkAfter (then the
+// connection parks; by FrameTimeout when shorter, so that a frame's deadline
+// is checked in time) and every blocking send by FrameTimeout (then it is
+// closed): a client that never reads its replies holds a thread no longer
+// than that.
 func (c *conn) setTimeouts() error {
-	rcv := unix.NsecToTimeval(min(c.s.cfg.ParkAfter, c.s.cfg.FrameTimeout).Nanoseconds())
-	if err := unix.SetsockoptTimeval(c.sock.Fd(), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &rcv); err != nil {
-		return fmt.Errorf("server: set SO_RCVTIMEO: %w", err)
-	}
+	wait := min(c.s.cfg.ParkAfter, c.s.cfg.FrameTimeout)
+	c.waitMs = int((wait + time.Millisecond - 1) / time.Millisecond)
 	snd := unix.NsecToTimeval(c.s.cfg.FrameTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(c.sock.Fd(), unix.SOL_SOCKET, unix.SO_SNDTIMEO, &snd); err != nil {
 		return fmt.Errorf("server: set SO_SNDTIMEO: %w", err)
@@ -200,15 +202,15 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 		if len(c.out) > 0 && !c.flush(nil) {
 			return 0, io.ErrClosedPipe
 		}
-		flags := unix.MSG_DONTWAIT
-		blocking := c.s.readers.TryAcquire()
-		if blocking {
-			flags = 0
-		}
-		n, _, err := unix.Recvfrom(fd, p, flags)
-		if blocking {
+		if c.s.readers.TryAcquire() {
+			// Wait in poll, not in recv: a recv sleeper is woken each time
+			// the client reads a reply (write space on this socket), poll's
+			// only by a request (protocol.Sock.waitReadable).
+			pf := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(pf[:], c.waitMs) // EINTR, timeout: the recv tells
 			c.s.readers.Release()
 		}
+		n, _, err := unix.Recvfrom(fd, p, unix.MSG_DONTWAIT)
 		switch {
 		case err == nil && n == 0:
 			return 0, io.EOF
