@@ -80,15 +80,24 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                            False, f"{peer} {_s(theirs)} / ours {_s(ours)}" if theirs else
                            f"{peer}: {_status(t.get(fig, peer))}"))
 
-    for n in small:  # 1: Python gets
-        fig, name = f"get.{size_key(n)}", f"get {size_label(n)}, Python"
+    def small_python(op: str, n: int, rtt_limit: float, peer_limit: float) -> float | None:
+        """ours ≤ rtt_limit × the Python round trip and peer_limit × faster than Ray and
+        upstream, for op (get, put) of n bytes; ours, None when not measured."""
+        fig, name = f"{op}.{size_key(n)}", f"{op} {size_label(n)}, Python"
         ours = t.value(fig, "ours")
         if ours is None:
-            continue
-        out.append(_target(f"{name}: ≤ {GET_RTT:g}× the Python socket round trip", _div(ours, rtt_py), GET_RTT,
+            return None
+        out.append(_target(f"{name}: ≤ {rtt_limit:g}× the Python socket round trip", _div(ours, rtt_py), rtt_limit,
                            True, f"ours {_s(ours)} / round trip {_s(rtt_py)}"))
         for peer in ("ray", "upstream"):
-            vs_peer(name, fig, peer, GET_PEER, ours)
+            vs_peer(name, fig, peer, peer_limit, ours)
+        return ours
+
+    for n in small:  # 1: Python gets
+        ours = small_python("get", n, GET_RTT, GET_PEER)
+        if ours is None:
+            continue
+        fig, name = f"get.{size_key(n)}", f"get {size_label(n)}, Python"
         shm = t.value(fig, "shm")
         out.append(_target(f"{name}: within {GET_SHM:g}× of a shared_memory attach", _div(ours, shm), GET_SHM, True,
                            f"ours {_s(ours)} / shm {_s(shm)}" if shm else f"shm: {_status(t.get(fig, 'shm'))}"))
@@ -108,14 +117,7 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
         out.append(_target(name, _div(big.value(), small_get), LARGE_GET, True,
                            f"{_s(big.value())} / {_s(small_get)}"))
     for n in small:  # 4: Python puts
-        fig, name = f"put.{size_key(n)}", f"put {size_label(n)}, Python"
-        ours = t.value(fig, "ours")
-        if ours is None:
-            continue
-        out.append(_target(f"{name}: ≤ {PUT_RTT:g}× the Python socket round trip", _div(ours, rtt_py), PUT_RTT,
-                           True, f"ours {_s(ours)} / round trip {_s(rtt_py)}"))
-        for peer in ("ray", "upstream"):
-            vs_peer(name, fig, peer, PUT_PEER, ours)
+        small_python("put", n, PUT_RTT, PUT_PEER)
     for r in results:  # 5: large puts against a warm memcpy of the same size
         if r.system != "ours" or r.figure.nbytes < BIG_PUT or not r.figure.id.startswith(("put.cold.", "put.warm.")):
             continue
