@@ -190,6 +190,25 @@ func (c *conn) setTimeouts() error {
 	return nil
 }
 
+// waitReadable sleeps in poll until fd has something to read or waitMs
+// passed. A signal (Go's preemption sends them) does not end the wait early:
+// the connection would park for nothing.
+func (c *conn) waitReadable(fd int) {
+	pf := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	until := time.Now().Add(time.Duration(c.waitMs) * time.Millisecond)
+	ms := c.waitMs
+	for {
+		if _, err := unix.Poll(pf[:], ms); !errors.Is(err, unix.EINTR) {
+			return // ready, timed out or failed: the read tells which
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return
+		}
+		ms = int((left + time.Millisecond - 1) / time.Millisecond)
+	}
+}
+
 // recv reads what the socket has into p (len(p) > 0), waiting for it: on
 // this thread while a blocking-reader slot is free and the client is not
 // idle for ParkAfter, else parked. It returns 0 and no error after parking:
@@ -206,8 +225,7 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 			// Wait in poll, not in recv: a recv sleeper is woken each time
 			// the client reads a reply (write space on this socket), poll's
 			// only by a request (protocol.Sock.waitReadable).
-			pf := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			_, _ = unix.Poll(pf[:], c.waitMs) // EINTR, timeout: the recv tells
+			c.waitReadable(fd)
 			c.s.readers.Release()
 		}
 		n, _, err := unix.Recvfrom(fd, p, unix.MSG_DONTWAIT)
