@@ -25,8 +25,9 @@ import (
 // A Sock may have a timeout (SetTimeout): every blocking system call on it
 // (connect, each read, each write) then gives up after that long with an
 // error wrapping ErrTimeout. It is a socket option (SO_RCVTIMEO and
-// SO_SNDTIMEO), so it costs nothing per call. It bounds each system call,
-// not a whole message: a peer that trickles bytes can take longer.
+// SO_SNDTIMEO), so it costs nothing per call, and the timeout of the poll
+// each read waits in first (waitReadable). It bounds each wait, not a whole
+// message: a peer that trickles bytes can take longer.
 //
 // A Sock is not safe for concurrent reads or concurrent writes, nor for
 // SetTimeout concurrent with either; Shutdown may be called at any time to
