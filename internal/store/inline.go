@@ -79,7 +79,7 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 			return fail(err)
 		}
 		for _, id := range inline {
-			if err := ss.sealLocked(id); err != nil {
+			if err := ss.sealMemberLocked(id); err != nil {
 				return fail(err)
 			}
 		}

@@ -373,3 +373,48 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		})
 	}
 }
+
+// published reports whether the directory holds a record of id.
+func published(s *Store, id ids.ObjectID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.dir.entries[id]
+	return ok
+}
+
+// An inline put with a tree publishes the object, whose record lists its
+// blobs, and not each blob; an inline put of bare blobs publishes them.
+func TestInlinePutPublishesWhatGetsAskFor(t *testing.T) {
+	s := newStore(t)
+	if s.dir == nil {
+		t.Skip("no directory on this kernel")
+	}
+	ss := s.NewSession()
+	defer ss.Close()
+	blobs, err := ss.AllocInline([]uint64{8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(blobs[0].Data, "12345678")
+	out, err := ss.CreateInline(json.RawMessage(`{"typename":"T","a":{"inline":0}}`), blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !published(s, out.ID) {
+		t.Fatal("the object of an inline put is not in the directory")
+	}
+	if published(s, out.Inline[0]) {
+		t.Fatal("the member blob of an inline put has a record of its own")
+	}
+	bare, err := ss.AllocInline([]uint64{8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = ss.CreateInline(nil, bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !published(s, out.Inline[0]) {
+		t.Fatal("a bare inline blob is not in the directory")
+	}
+}
