@@ -31,10 +31,11 @@ class Conn:
     """Owns a C client handle. It disconnects once nothing references it: the
     client and every live view hold it."""
 
-    __slots__ = ("__weakref__", "_finalizer", "handle", "remote")
+    __slots__ = ("__weakref__", "_finalizer", "c_handle", "handle", "remote")
 
     def __init__(self, handle: int, remote: bool = False) -> None:
         self.handle = handle
+        self.c_handle = ctypes.c_uint64(handle)  # for _ffi.untyped calls
         # Connected over TCP: the blobs a get returns are private copies
         # (memory libv6d owns), so the views over them are writable.
         self.remote = remote
@@ -48,7 +49,7 @@ def _release(conn: Conn, oid: int) -> None:
     # Errors are of no use here (the connection may be gone): no v6d_error,
     # which saves a third of the cost of a release from a directory get.
     if _ffi.usable():
-        _ffi.function("v6d_release")(conn.handle, oid, None)
+        _ffi.untyped("v6d_release")(conn.c_handle, ctypes.c_uint64(oid), None)
 
 
 class Pin:

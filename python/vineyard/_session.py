@@ -68,11 +68,14 @@ class _GetRoom(threading.local):
         self.datas = (ctypes.c_void_p * blobs)()
         self.sizes = (ctypes.c_uint64 * blobs)()
         # v6d_get_object_into's arguments after (client, id, flags), in one
-        # tuple: one attribute load of this thread-local per get, not nine.
-        self.args = (self.addr, cap, self.len_ref, blobs, self.ids, self.datas, self.sizes, self.n_ref, self.err_ref)
+        # tuple of ctypes objects of the C types (the call is _ffi.untyped):
+        # one attribute load of this thread-local per get, not nine.
+        self.args = (ctypes.c_void_p(self.addr), ctypes.c_size_t(cap), self.len_ref, ctypes.c_size_t(blobs), self.ids,
+                     self.datas, self.sizes, self.n_ref, self.err_ref)
 
 
 _room = _GetRoom()
+_NO_FLAGS = ctypes.c_uint32(0)
 
 
 def _blob_id(value: Any) -> int:
@@ -148,9 +151,10 @@ class Session:
         conn = self.conn
         assert conn is not None
         room = _room
-        fn = _ffi.function("v6d_get_object_into")
+        fn = _ffi.untyped("v6d_get_object_into")
+        c_oid = ctypes.c_uint64(oid)
         while True:
-            status = fn(handle, oid, 0, *room.args)
+            status = fn(conn.c_handle, c_oid, _NO_FLAGS, *room.args)
             if status:
                 _ffi.raise_status(status, room.err)
             n, nblobs = room.len.value, room.n.value

@@ -3,6 +3,7 @@ per-thread memory of the package, which grows when a tree does not fit."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
@@ -73,3 +74,16 @@ def test_gets_from_many_threads(client):
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_the_untyped_get_path_leaves_the_declared_functions_typed(client):
+    from vineyard import _ffi
+
+    np.testing.assert_array_equal(client.get(client.put(np.arange(3))), np.arange(3))
+    for name in ("v6d_get_object_into", "v6d_release"):
+        assert _ffi.untyped(name) is not _ffi.function(name)
+        assert _ffi.untyped(name).argtypes is None
+        assert _ffi.function(name).argtypes, f"{name} lost its declared argument types"
+    # A typed call still converts (and checks) its arguments.
+    with pytest.raises(ctypes.ArgumentError):
+        _ffi.function("v6d_release")(client._session.handle(), "not an id", None)
