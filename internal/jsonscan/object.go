@@ -44,14 +44,10 @@ func ObjectFieldBytes(obj []byte, fn func(key, raw []byte) error) error {
 		if err := fn(key, obj[start:s.Pos]); err != nil {
 			return err
 		}
-		switch s.Peek() {
-		case ',':
-			s.Pos++
-		case '}':
-			s.Pos++
-			return s.end()
-		default:
+		if more, ok := s.Next('}'); !ok {
 			return s.Fail("expected , or }")
+		} else if !more {
+			return s.end()
 		}
 	}
 }

@@ -74,6 +74,21 @@ func (s *Scanner) Expect(c byte) error {
 	return nil
 }
 
+// Next reads what follows an object member or an array element: a ',' (more
+// is true) or closing (more is false), white space skipped; ok is false for
+// anything else.
+func (s *Scanner) Next(closing byte) (more, ok bool) {
+	switch s.Peek() {
+	case ',':
+		s.Pos++
+		return true, true
+	case closing:
+		s.Pos++
+		return false, true
+	}
+	return false, false
+}
+
 // RawString returns the quoted string at the cursor, quotes included, and
 // whether it needs unquoting (Unquote) to read as encoding/json reads it:
 // it holds escapes or bytes outside ASCII (invalid UTF-8 becomes U+FFFD).
@@ -193,14 +208,10 @@ func (s *Scanner) Skip(depth int) error {
 			if err := s.Skip(depth + 1); err != nil {
 				return err
 			}
-			switch s.Peek() {
-			case ',':
-				s.Pos++
-			case closing:
-				s.Pos++
-				return nil
-			default:
+			if more, ok := s.Next(closing); !ok {
 				return s.Fail("expected , or " + string(closing))
+			} else if !more {
+				return nil
 			}
 		}
 	default:

@@ -129,14 +129,8 @@ func decodeFields(body []byte, h *Header, field func(s *jsonscan.Scanner, key []
 				return false
 			}
 		}
-		switch s.Peek() {
-		case ',':
-			s.Pos++
-		case '}':
-			s.Pos++
-			return atEnd(s)
-		default:
-			return false
+		if more, ok := s.Next('}'); !ok || !more {
+			return ok && atEnd(s)
 		}
 	}
 }
@@ -224,14 +218,10 @@ func scanIDs(s *jsonscan.Scanner) ([]ids.ObjectID, bool) {
 			return nil, false
 		}
 		out = append(out, ids.ObjectID(v))
-		switch s.Peek() {
-		case ',':
-			s.Pos++
-		case ']':
-			s.Pos++
-			return out, true
-		default:
+		if more, ok := s.Next(']'); !ok {
 			return nil, false
+		} else if !more {
+			return out, true
 		}
 	}
 }
@@ -272,14 +262,8 @@ func scanLease(s *jsonscan.Scanner, g *LeaseGrant) bool {
 		if !ok {
 			return false
 		}
-		switch s.Peek() {
-		case ',':
-			s.Pos++
-		case '}':
-			s.Pos++
-			return true
-		default:
-			return false
+		if more, ok := s.Next('}'); !ok || !more {
+			return ok
 		}
 	}
 }
