@@ -39,5 +39,14 @@ func v6dgo_unmap_private(data *C.uint8_t, err *C.v6d_error) (st C.int32_t) {
 	return result(err, client.UnmapPrivate(uintptr(unsafe.Pointer(data))))
 }
 
+//export v6dgo_pretouch
+func v6dgo_pretouch(data unsafe.Pointer, size C.uint64_t, err *C.v6d_error) (st C.int32_t) {
+	defer guard(err, &st)
+	if st, ok := entry(err); !ok {
+		return st
+	}
+	return result(err, client.Pretouch(uintptr(data), uint64(size)))
+}
+
 //export v6dgo_private_views
 func v6dgo_private_views() C.int64_t { return C.int64_t(client.PrivateViews()) }

@@ -120,6 +120,10 @@ v6d_status v6d_map_private(v6d_client client, uint64_t blob_id, uint8_t **data,
   return st(v6dgo_map_private(client, blob_id, data, size, err));
 }
 
+v6d_status v6d_pretouch(void *data, uint64_t size, v6d_error *err) {
+  return st(v6dgo_pretouch(data, size, err));
+}
+
 v6d_status v6d_unmap_private(uint8_t *data, v6d_error *err) {
   return st(v6dgo_unmap_private(data, err));
 }

@@ -283,7 +283,7 @@ func (p *plan) store(c *client.Client, o *object, empty *node, extra []byte) (id
 	for i, b := range bufs {
 		blobs[i], dsts[i] = b.ID, b.Data
 	}
-	copyAll(dsts, p.srcs, p.wide)
+	copyAll(dsts, p.srcs, p.wide, !c.IsRPC())
 	enc := &encoder{blobs: blobs, sizes: sizes}
 	id, _, err := c.CreateMetadata(enc.object(o, empty, extra), blobs)
 	if err != nil {
@@ -309,9 +309,26 @@ const (
 	copyPiece       = 2 << 20
 )
 
+// pretouchMin is the smallest copy whose destination is mapped first
+// (client.Pretouch).
+const pretouchMin = 1 << 20
+
+// fill copies (or widens) src into dst; with touch (dst is arena memory, not
+// a remote client's buffer), a large dst is mapped first, 16 pages per fault.
+func fill(dst, src []byte, wide, touch bool) {
+	if touch && len(dst) >= pretouchMin {
+		_ = client.Pretouch(uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uint64(len(dst))) // only speed is at stake
+	}
+	if wide {
+		widen(dst, src)
+	} else {
+		copy(dst, src)
+	}
+}
+
 // copyAll copies srcs[i] into dsts[i], or widens it when wide[i] (wide may
-// be nil: none).
-func copyAll(dsts, srcs [][]byte, wide []bool) {
+// be nil: none); touch as for fill.
+func copyAll(dsts, srcs [][]byte, wide []bool, touch bool) {
 	isWide := func(i int) bool { return i < len(wide) && wide[i] }
 	var total int
 	for i, s := range srcs {
@@ -323,11 +340,7 @@ func copyAll(dsts, srcs [][]byte, wide []bool) {
 	workers := min(runtime.GOMAXPROCS(0), total/copyPiece)
 	if total < parallelCopyMin || workers < 2 {
 		for i := range srcs {
-			if isWide(i) {
-				widen(dsts[i], srcs[i])
-			} else {
-				copy(dsts[i], srcs[i])
-			}
+			fill(dsts[i], srcs[i], isWide(i), touch)
 		}
 		return
 	}
@@ -342,11 +355,7 @@ func copyAll(dsts, srcs [][]byte, wide []bool) {
 		go func() {
 			defer wg.Done()
 			for pc := range pieces {
-				if pc.wide {
-					widen(pc.dst, pc.src)
-				} else {
-					copy(pc.dst, pc.src)
-				}
+				fill(pc.dst, pc.src, pc.wide, touch)
 			}
 		}()
 	}

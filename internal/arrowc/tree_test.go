@@ -419,7 +419,7 @@ func TestCopyAllWidensInParallel(t *testing.T) {
 	}
 	plain := []byte("plain bytes")
 	dsts := [][]byte{make([]byte, 8*n), make([]byte, len(plain))}
-	copyAll(dsts, [][]byte{src, plain}, []bool{true, false})
+	copyAll(dsts, [][]byte{src, plain}, []bool{true, false}, false)
 	for i := range n {
 		if got := binary.NativeEndian.Uint64(dsts[0][8*i:]); got != uint64(i*3) {
 			t.Fatalf("offset %d: %d, want %d", i, got, i*3)

@@ -9,8 +9,11 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/status"
 )
 
 // mapped reports whether each page of b is mapped in this process
@@ -185,5 +188,103 @@ func TestPrefaultKeepsDataIntact(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestPretouchMapsABlobBeforeItsCopy(t *testing.T) {
+	dir := t.TempDir()
+	const ahead = 16 << 20
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := connect(t, srv)
+	first, _, err := c.CreateBuffer(4096) // maps the arena
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.regions[firstRegion(c)]
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		p := a.prefaultedLocked()
+		arenas.mu.Unlock()
+		if p >= ahead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon pre-faulted up to %d", p)
+		}
+	}
+	if err := c.Abort(first); err != nil {
+		t.Fatal(err)
+	}
+	id, data, err := c.CreateBuffer(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		touching := a.touching
+		arenas.mu.Unlock()
+		if !touching {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background pre-touch does not end")
+		}
+	}
+	// The background pre-touch mapped the blob's pages; unmap them here
+	// (MADV_DONTNEED on a shared mapping keeps the pages resident).
+	body := data[4096:]
+	if err := unix.Madvise(body, unix.MADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range mapped(t, body) {
+		if m {
+			t.Fatalf("page %d of the new blob is mapped before Pretouch", i)
+		}
+	}
+	if err := Pretouch(uintptr(unsafe.Pointer(&body[0])), uint64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range mapped(t, body) {
+		if !m {
+			t.Fatalf("page %d of the blob is not mapped after Pretouch (fault-around off?)", i)
+		}
+	}
+	for i := range data {
+		data[i] = byte(i >> 12)
+	}
+	if err := c.Seal(id); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetBuffers([]ids.ObjectID{id}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range got[0] {
+		if b != byte(i>>12) {
+			t.Fatalf("byte %d is %d after the copy", i, b)
+		}
+	}
+
+	// Ranges that are not a writable arena mapping of this process fail and
+	// read nothing; an empty range is fine.
+	heap := make([]byte, 1<<20)
+	arenas.mu.Lock()
+	rw := a.rwB
+	arenas.mu.Unlock()
+	for name, r := range map[string][]byte{"heap": heap, "past the end": rw[len(rw)-4096:], "read-only view": got[0]} {
+		n := uint64(len(r))
+		if name == "past the end" {
+			n += 4096
+		}
+		if err := Pretouch(uintptr(unsafe.Pointer(&r[0])), n); status.CodeOf(err) != status.Invalid {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+	if err := Pretouch(uintptr(unsafe.Pointer(&heap[0])), 0); err != nil {
+		t.Errorf("empty range: %v", err)
 	}
 }

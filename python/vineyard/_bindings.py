@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
 # Flags of v6d_get_buffers:
@@ -62,6 +62,7 @@ SIGNATURES = {
     "v6d_map_private": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_unmap_private": (c_int32, [c_void_p, _err]),
     "v6d_private_views": (c_int64, []),
+    "v6d_pretouch": (c_int32, [c_void_p, c_uint64, _err]),
     "v6d_create_metadata": (
         c_int32,
         [_client, c_char_p, c_size_t, POINTER(c_uint64), c_size_t, POINTER(c_uint64), _charpp, _sizep, _err],

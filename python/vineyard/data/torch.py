@@ -44,13 +44,13 @@ NumPy array; any other torch object raises ImportError.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import math
 from typing import Any
 
 from .._types import ObjectID, ObjectMeta
+from .batch import copy_bytes
 from .registry import register_builder, register_resolver
 from .tensor import resolve_numpy
 
@@ -126,7 +126,7 @@ def _store(session: Any, parts: list[_Part]) -> list[ObjectMeta]:
     metas = []
     for (src, dtype, shape, nbytes), blob in zip(parts, blobs):
         if nbytes:
-            ctypes.memmove(blob.address, src.data_ptr(), nbytes)
+            copy_bytes(blob.address, src.data_ptr(), nbytes, not session.conn.remote)
         meta = ObjectMeta({"typename": f"vineyard::Tensor<{dtype}>", "value_type_": dtype})
         if dtype in _NUMPY:
             meta["value_type_meta_"] = _NUMPY[dtype]
