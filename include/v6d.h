@@ -401,6 +401,23 @@ v6d_status v6d_get_object_into(v6d_client client, uint64_t id, uint32_t flags,
                                const uint8_t **datas, uint64_t *sizes,
                                size_t *n_blobs, v6d_error *err);
 
+/** v6d_get_object_into, and *shape receives the tree's shape number: two
+ *  trees with the same number differ only in their object ids (JSON strings
+ *  "o" and 16 lowercase hex digits) and the integers of their "signature"
+ *  members, so a caller that makes many gets of values of one kind may keep
+ *  what it made of the first tree (dtype, shape, which blob holds the data)
+ *  by shape number and skip parsing the next. Numbers are interned, not
+ *  hashed: equal numbers mean equal shapes, compared byte for byte. They are
+ *  1 or more, valid within this process, and never reused for another shape;
+ *  a tree longer than 4 KiB gets 0 (no shape). shape must not be NULL; it is
+ *  set whenever *len is. \since 5 */
+v6d_status v6d_get_object_shaped(v6d_client client, uint64_t id,
+                                 uint32_t flags, char *json, size_t cap,
+                                 size_t *len, size_t max_blobs,
+                                 uint64_t *blob_ids, const uint8_t **datas,
+                                 uint64_t *sizes, size_t *n_blobs,
+                                 uint64_t *shape, v6d_error *err);
+
 /** Lists objects whose typename matches `pattern` (a glob, or an ECMAScript
  *  style full-match regex when regex != 0), at most `limit` of them (0 means
  *  no limit). *json receives a JSON object {"o…": tree, ...}. \since 1 */

@@ -14,8 +14,28 @@ import (
 func v6dgo_get_object_into(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.char, capacity C.size_t,
 	outLen *C.size_t, maxBlobs C.size_t, blobIDs *C.uint64_t, datas **C.uint8_t, sizes *C.uint64_t,
 	nBlobs *C.size_t, err *C.v6d_error) C.int32_t {
+	return getInto("v6d_get_object_into", h, id, flags, out, capacity, outLen, maxBlobs, blobIDs, datas, sizes,
+		nBlobs, nil, err)
+}
+
+//export v6dgo_get_object_shaped
+func v6dgo_get_object_shaped(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.char, capacity C.size_t,
+	outLen *C.size_t, maxBlobs C.size_t, blobIDs *C.uint64_t, datas **C.uint8_t, sizes *C.uint64_t,
+	nBlobs *C.size_t, shape *C.uint64_t, err *C.v6d_error) C.int32_t {
+	if shape == nil {
+		return with(h, err, func(*client.Client) error { return nullArg("shape") })
+	}
+	return getInto("v6d_get_object_shaped", h, id, flags, out, capacity, outLen, maxBlobs, blobIDs, datas, sizes,
+		nBlobs, shape, err)
+}
+
+// getInto is v6d_get_object_into, and v6d_get_object_shaped when shape is
+// not nil.
+func getInto(name string, h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.char, capacity C.size_t,
+	outLen *C.size_t, maxBlobs C.size_t, blobIDs *C.uint64_t, datas **C.uint8_t, sizes *C.uint64_t,
+	nBlobs *C.size_t, shape *C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error {
-		if e := checkFlags("v6d_get_object_into", flags, getObjectFlags); e != nil {
+		if e := checkFlags(name, flags, getObjectFlags); e != nil {
 			return e
 		}
 		switch {
@@ -35,6 +55,9 @@ func v6dgo_get_object_into(h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C
 		}
 		*outLen = C.size_t(len(tree))
 		*nBlobs = C.size_t(len(views))
+		if shape != nil {
+			*shape = C.uint64_t(client.TreeShape(tree))
+		}
 		if uint64(len(tree)) > uint64(capacity) || uint64(len(views)) > uint64(maxBlobs) {
 			return nil // the caller compares and asks again with more room
 		}

@@ -176,6 +176,17 @@ v6d_status v6d_get_object_into(v6d_client client, uint64_t id, uint32_t flags,
                                   err));
 }
 
+v6d_status v6d_get_object_shaped(v6d_client client, uint64_t id,
+                                 uint32_t flags, char *json, size_t cap,
+                                 size_t *len, size_t max_blobs,
+                                 uint64_t *blob_ids, const uint8_t **datas,
+                                 uint64_t *sizes, size_t *n_blobs,
+                                 uint64_t *shape, v6d_error *err) {
+  return st(v6dgo_get_object_shaped(client, id, flags, json, cap, len,
+                                    max_blobs, blob_ids, (uint8_t **)datas,
+                                    sizes, n_blobs, shape, err));
+}
+
 v6d_status v6d_list(v6d_client client, const char *pattern, int32_t regex,
                     uint64_t limit, char **json, size_t *len, v6d_error *err) {
   return st(v6dgo_list(client, (char *)pattern, regex, limit, json, len, err));

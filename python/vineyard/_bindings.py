@@ -80,6 +80,11 @@ SIGNATURES = {
         [_client, c_uint64, c_uint32, c_void_p, c_size_t, _sizep, c_size_t, POINTER(c_uint64), POINTER(c_void_p),
          POINTER(c_uint64), _sizep, _err],
     ),
+    "v6d_get_object_shaped": (
+        c_int32,
+        [_client, c_uint64, c_uint32, c_void_p, c_size_t, _sizep, c_size_t, POINTER(c_uint64), POINTER(c_void_p),
+         POINTER(c_uint64), _sizep, POINTER(c_uint64), _err],
+    ),
     "v6d_list": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
     "v6d_delete": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, _err]),
     "v6d_exists": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),

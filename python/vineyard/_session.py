@@ -57,6 +57,7 @@ class _GetRoom(threading.local):
         self.len_ref = _byref(self.len)
         self.n = ctypes.c_size_t()
         self.n_ref = _byref(self.n)
+        self.shape = ctypes.c_uint64()
         self.grow(4096, 16)
 
     def grow(self, cap: int, blobs: int) -> None:
@@ -67,11 +68,11 @@ class _GetRoom(threading.local):
         self.ids = (ctypes.c_uint64 * blobs)()
         self.datas = (ctypes.c_void_p * blobs)()
         self.sizes = (ctypes.c_uint64 * blobs)()
-        # v6d_get_object_into's arguments after (client, id, flags), in one
+        # v6d_get_object_shaped's arguments after (client, id, flags), in one
         # tuple of ctypes objects of the C types (the call is _ffi.untyped):
-        # one attribute load of this thread-local per get, not nine.
+        # one attribute load of this thread-local per get, not ten.
         self.args = (ctypes.c_void_p(self.addr), ctypes.c_size_t(cap), self.len_ref, ctypes.c_size_t(blobs), self.ids,
-                     self.datas, self.sizes, self.n_ref, self.err_ref)
+                     self.datas, self.sizes, self.n_ref, _byref(self.shape), self.err_ref)
 
 
 _room = _GetRoom()
@@ -147,11 +148,38 @@ class Session:
     def get(self, oid: int) -> tuple[bytes, Pin]:
         """One get (no round trip when the directory has ``oid``): the tree's
         JSON, and the pin of every blob in it, which knows their views."""
+        n, nblobs = self._get_into(oid)
+        return ctypes.string_at(_room.addr, n), self._pin(oid, nblobs)
+
+    def get_planned(self, oid: int, plans: dict[int, Any]) -> tuple[Any, bytes | None, Pin | None, int]:
+        """A get that first asks ``plans`` (tree shape number, see
+        v6d_get_object_shaped → ``plan(pin, address, size)``, the value or
+        None) for a tree of one blob: ``(value, None, None, shape)`` when a
+        plan made the value, else ``(None, raw, pin, shape)`` as :meth:`get`
+        returns them (shape 0: the tree has none)."""
+        n, nblobs = self._get_into(oid)
+        room = _room
+        shape = room.shape.value
+        if nblobs == 1:
+            plan = plans.get(shape)
+            if plan is not None:
+                address, size = room.datas[0] or 0, room.sizes[0]
+                pin = Pin(self.conn, oid)  # type: ignore[arg-type]
+                value = plan(pin, address, size)
+                if value is not None:
+                    return value, None, None, shape
+                pin.views = {room.ids[0]: (address, size)}
+                return None, ctypes.string_at(room.addr, n), pin, shape
+        return None, ctypes.string_at(room.addr, n), self._pin(oid, nblobs), shape
+
+    def _get_into(self, oid: int) -> tuple[int, int]:
+        """v6d_get_object_shaped into this thread's room, grown until the tree
+        and the blob list fit: (tree length, blob count)."""
         handle = self.handle()
         conn = self.conn
         assert conn is not None
         room = _room
-        fn = _ffi.untyped("v6d_get_object_into")
+        fn = _ffi.untyped("v6d_get_object_shaped")
         c_oid = ctypes.c_uint64(oid)
         while True:
             status = fn(conn.c_handle, c_oid, _NO_FLAGS, *room.args)
@@ -159,17 +187,20 @@ class Session:
                 _ffi.raise_status(status, room.err)
             n, nblobs = room.len.value, room.n.value
             if n <= room.cap and nblobs <= room.blobs:
-                break
+                return n, nblobs
             # Too little room: the get is done; drop it and get again with more.
             _ffi.call("v6d_release", handle, oid)
             room.grow(max(n, room.cap), max(nblobs, room.blobs))
+
+    def _pin(self, oid: int, nblobs: int) -> Pin:
+        """The pin of the get just made into this thread's room."""
+        room = _room
         ids, datas, sizes = room.ids, room.datas, room.sizes
         if nblobs == 1:
             views = {ids[0]: (datas[0] or 0, sizes[0])}
         else:
             views = {ids[i]: (datas[i] or 0, sizes[i]) for i in range(nblobs)}
-        pin = Pin(conn, oid, views)
-        return ctypes.string_at(room.addr, n), pin
+        return Pin(self.conn, oid, views)  # type: ignore[arg-type]
 
     def pinned_blob(self, pin: Pin | None, blob_id: int | str) -> tuple[int, int]:
         """(address, size) of a blob of the get that made ``pin`` (its id, or

@@ -511,24 +511,20 @@ class Client:
             object_id = self.get_name(name)
         if fetch:
             object_id = self.migrate(object_id)
-        raw, pin = self._session.get(_id(object_id))
-        parts = _trees.split(raw)
-        if parts is not None:
-            plan = _plans.get(parts[0])
-            if plan is not None:
-                value = plan(parts[1], pin)
-                if value is not None:
-                    return value
-        tree = _trees.loads(raw, parts)
+        value, raw, pin, shape = self._session.get_planned(_id(object_id), _plans)
+        if raw is None:
+            return value
+        assert pin is not None
+        tree = _trees.loads(raw)
         pin.root = (tree, raw)
         try:
             value = data.resolve(self._session, tree, pin)
         finally:
             pin.root = None
-        if parts is not None and parts[0] not in _plans and _trees.compiled(parts[0]):
+        if shape and shape not in _plans:
             if len(_plans) >= 512:
                 _plans.clear()
-            _plans[parts[0]] = numpy_plan(tree, parts[1])
+            _plans[shape] = numpy_plan(tree, pin)
         return value
 
     def get_object(self, object_id: IdLike, fetch: bool = False) -> Object:

@@ -1,12 +1,16 @@
 """Gets through a shape's plan (vineyard.data.tensor.numpy_plan): the second
-get of a tree shape makes its array without parsing the tree, and must
-return exactly what the parse and resolver return."""
+get of a tree shape (its number from v6d_get_object_shaped) makes its array
+without parsing the tree, and must return exactly what the parse and
+resolver return."""
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import pytest
 import vineyard
+from vineyard import _ffi, _session
 from vineyard import client as client_module
 from vineyard.data import tensor
 
@@ -31,13 +35,13 @@ def _plans_used(monkeypatch) -> list[int]:
     used: list[int] = []
     made = tensor.numpy_plan
 
-    def counting(tree, parts):
-        plan = made(tree, parts)
+    def counting(tree, pin):
+        plan = made(tree, pin)
         if plan is None:
             return None
 
-        def wrapped(parts, pin):
-            out = plan(parts, pin)
+        def wrapped(pin, address, size):
+            out = plan(pin, address, size)
             if out is not None:
                 used.append(1)
             return out
@@ -96,3 +100,59 @@ def test_a_new_resolver_takes_over_from_the_plan(client, vineyard_socket, monkey
         finally:
             vineyard.data.registry._by_typename.clear()
         assert used == [1]
+
+
+def test_a_tensor_with_another_member_object_gets_no_plan(client, vineyard_socket, monkeypatch):
+    # Same shape, hence the same members: with a second member object the one
+    # blob a get pins need not be the buffer, so such trees are always parsed.
+    used = _plans_used(monkeypatch)
+    ids = []
+    for i in range(3):
+        meta = client.get_meta(client.put(np.full(16, i, dtype=np.int32)))
+        extra = client.create_metadata(vineyard.ObjectMeta({"typename": "my::Extra", "value_": 7}))
+        ids.append(client.create_metadata(_tensor_with(meta, extra)).id)
+    with vineyard.connect(vineyard_socket) as other:
+        for i, oid in enumerate(ids):
+            np.testing.assert_array_equal(other.get(oid), np.full(16, i, dtype=np.int32))
+    assert used == []
+
+
+def _tensor_with(meta, extra):
+    """A tensor tree like meta's, with one more member object."""
+    out = vineyard.ObjectMeta()
+    for key, value in meta.items():
+        if isinstance(value, vineyard.ObjectMeta):
+            out.add_member(key, value)
+        else:
+            out[key] = value
+    out.add_member("extra_", extra)
+    return out
+
+
+def _shape_of(client, oid):
+    room = _session._room
+    fn = _ffi.untyped("v6d_get_object_shaped")
+    assert fn(client._session.conn.c_handle, ctypes.c_uint64(int(oid)), ctypes.c_uint32(0), *room.args) == 0
+    shape = room.shape.value
+    _ffi.call("v6d_release", client._session.handle(), int(oid))
+    return shape
+
+
+def test_shape_numbers_follow_the_tree_text_but_ids_and_signatures(client):
+    a, b = client.put(np.arange(6, dtype=np.int64)), client.put(np.arange(6, dtype=np.int64) * 2)
+    other_shape = client.put(np.arange(7, dtype=np.int64))
+    other_dtype = client.put(np.arange(6, dtype=np.int32))
+    numbers = [_shape_of(client, oid) for oid in (a, b, other_shape, other_dtype)]
+    assert numbers[0] == numbers[1] and numbers[0] > 0
+    assert len(set(numbers[1:])) == 3
+
+
+def test_a_get_without_room_for_the_shape_fails_and_holds_nothing(client):
+    oid = client.put(np.arange(3))
+    room = _session._room
+    args = list(room.args)
+    args[-2] = None  # shape
+    with pytest.raises(vineyard.errors.InvalidException, match="shape must not be NULL"):
+        _ffi.call("v6d_get_object_shaped", client._session.handle(), int(oid), 0, *args[:-1])
+    client.delete([oid])  # nothing held: the delete frees it
+    assert not client.exists(oid)

@@ -164,43 +164,44 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     return view
 
 
-def numpy_plan(tree: dict[str, Any], parts: list[Any]) -> Any:
-    """A get of every later tree of ``tree``'s shape (see
-    :func:`vineyard._trees.split`; ``parts`` are this tree's) without
-    parsing it: ``plan(parts, pin)`` is what :func:`resolve_numpy` returns
+def numpy_plan(tree: dict[str, Any], pin: Any) -> Any:
+    """A get of every later tree of ``tree``'s shape (its shape number, see
+    v6d_get_object_shaped) without parsing it: ``plan(pin, address, size)``,
+    given the one blob that get pinned, is what :func:`resolve_numpy` returns
     for such a tree, or None where the plan does not apply (the caller then
     parses and resolves). None when ``tree`` is not a C-order tensor of a
-    NumPy dtype, or its blob's id is not exactly one of the parts.
+    NumPy dtype whose only member object is its blob, pinned by this get
+    (``pin``).
 
     Within one shape everything but the ids and signatures is the same text,
-    so dtype, shape and order are fixed, and the blob's id is always the
-    same part. Each call still checks that ``resolve_numpy`` is the resolver
-    registered for the typename, and that the blob was pinned by this get
-    and holds the bytes the shape needs."""
+    so dtype, shape and order are fixed, and the one member object, hence the
+    one blob a get pins, is the tensor's buffer. Each call still checks that
+    ``resolve_numpy`` is the resolver registered for the typename, and that
+    the blob holds the bytes the shape needs."""
     typename = tree.get("typename")
     if not isinstance(typename, str) or not typename.startswith("vineyard::Tensor<") \
             or typename == "vineyard::Tensor<std::string>" or str(tree.get("order_", '"C"')) not in ('"C"', "C"):
         return None
     blob = tree.get("buffer_")
+    members = [v for v in tree.values() if isinstance(v, (dict, list))]
     try:
         dtype = _dtype(tree["value_type_meta_"])
         shape = _parse_shape(tree["shape_"])
-        bid = blob["id"].encode()  # type: ignore[index]
+        views = pin.views or {}
+        bid = int(ObjectID(blob["id"]))  # type: ignore[index]
+        blob_type = blob["typename"]  # type: ignore[index]
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     need = math.prod(shape) * dtype.itemsize
-    at = [i for i in range(1, len(parts), 3) if parts[i] == bid]
-    if dtype.hasobject or need == 0 or len(at) != 1:
+    if dtype.hasobject or need == 0 or members != [blob] or blob_type != "vineyard::Blob" \
+            or list(views) != [bid] or views[bid][1] < need:
         return None
-    i, typestr = at[0], dtype.str
+    typestr = dtype.str
 
-    def plan(parts: list[Any], pin: Any) -> Any:
-        if _by_typename.get(typename) is not resolve_numpy or not pin.views:
+    def plan(pin: Any, address: int, size: int) -> Any:
+        if _by_typename.get(typename) is not resolve_numpy or need > size:
             return None
-        view = pin.views.get(int(parts[i][1:], 16))
-        if view is None or need > view[1]:
-            return None
-        return np.asarray(ArrayHolder(pin, view[0], shape, typestr))
+        return np.asarray(ArrayHolder(pin, address, shape, typestr))
 
     return plan
 
