@@ -126,3 +126,32 @@ func TestPrefaultAfterMemoryTrim(t *testing.T) {
 		}
 	}
 }
+
+// Small allocations do not wake the pre-fault each time: only when the
+// high-water mark crosses a chunk boundary, and then it goes all the way.
+func TestPrefaultWakesPerChunkNotPerAllocation(t *testing.T) {
+	const ahead = 4 << 20
+	s, err := New(Config{Size: 32 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitPrefaulted(t, s, HeaderSize+ahead)
+	ss := s.NewSession()
+	defer ss.Close()
+	runs := s.prefaultRuns.Load()
+	for range 200 { // 200 x 4 KiB: no chunk boundary crossed
+		if _, err := ss.CreateBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := s.prefaultRuns.Load(); got != runs {
+		t.Fatalf("200 small allocations ran the pre-fault %d times", got-runs)
+	}
+	p, err := ss.CreateBuffer(3 << 20) // crosses one
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPrefaulted(t, s, p.Offset+p.Size+ahead)
+}

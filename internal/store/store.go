@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -100,6 +101,8 @@ type Store struct {
 
 	// The background pre-fault (prefault.go); nil channels without one.
 	prefaultKick chan struct{}
+	prefaultStep uint64        // the pre-fault wakes when hwm crosses a multiple of it (prefault.go)
+	prefaultRuns atomic.Uint64 // chunks the pre-fault made resident (for tests)
 	prefaultStop chan struct{}
 	prefaultDone chan struct{}
 	prefaultOnce sync.Once
