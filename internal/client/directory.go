@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -113,6 +114,12 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 	if err != nil {
 		_ = dm.Close()
 		return nil, err
+	}
+	// The page's size must be ours exactly: its last word is the daemon's
+	// revoked flag, which a page of another size keeps elsewhere.
+	if psize, err := shm.FileSize(pinFd); err != nil || psize != shm.PinPageSize {
+		_ = dm.Close()
+		return nil, fmt.Errorf("pin page of %d bytes, want %d (%v)", psize, shm.PinPageSize, err)
 	}
 	pm, err := shm.Map(pinFd, shm.PinPageSize, true)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -212,7 +213,8 @@ func TestDirectoryFallbacks(t *testing.T) {
 
 	// With every pin slot taken, gets take the round trip.
 	var objs []ids.ObjectID
-	for i := range 600 {
+	const held = shm.PinSlots + 90
+	for i := range held {
 		id, bid := put(t, a, []byte(fmt.Sprint(i)))
 		_ = a.Release(bid)
 		objs = append(objs, id)
@@ -223,8 +225,8 @@ func TestDirectoryFallbacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := b.RoundTrips() - before; n == 0 || n >= 600 || b.PinsInUse() == 0 {
-		t.Fatalf("600 held gets took %d round trips with %d slots in use", n, b.PinsInUse())
+	if n := b.RoundTrips() - before; n == 0 || n >= held || b.PinsInUse() != shm.PinSlots {
+		t.Fatalf("%d held gets took %d round trips with %d slots in use", held, n, b.PinsInUse())
 	}
 	if _, err := a.Delete(objs, false, true, false); err != nil {
 		t.Fatal(err)
