@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -117,9 +118,13 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 	}
 	// The page's size must be ours exactly: its last word is the daemon's
 	// revoked flag, which a page of another size keeps elsewhere.
-	if psize, err := shm.FileSize(pinFd); err != nil || psize != shm.PinPageSize {
+	psize, err := shm.FileSize(pinFd)
+	if err == nil && psize != shm.PinPageSize {
+		err = fmt.Errorf("pin page of %d bytes, want %d", psize, shm.PinPageSize)
+	}
+	if err != nil {
 		_ = dm.Close()
-		return nil, fmt.Errorf("pin page of %d bytes, want %d (%v)", psize, shm.PinPageSize, err)
+		return nil, err
 	}
 	pm, err := shm.Map(pinFd, shm.PinPageSize, true)
 	if err != nil {

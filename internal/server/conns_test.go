@@ -310,6 +310,9 @@ func dialRaw(t *testing.T, path string) rawClient {
 
 func (c rawClient) Read(p []byte) (int, error) {
 	n, err := unix.Read(int(c), p)
+	for err == unix.EINTR { // SO_RCVTIMEO: a signal (Go's preemption) ends the read even with SA_RESTART
+		n, err = unix.Read(int(c), p)
+	}
 	if n == 0 && err == nil {
 		return 0, io.EOF
 	}
