@@ -54,18 +54,7 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.regions[firstRegion(c)]
-	var p0 uint64 // published before the large create: there for the pre-touch from its start
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		arenas.mu.Lock()
-		p0 = a.prefaultedLocked()
-		arenas.mu.Unlock()
-		if p0 >= ahead {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon pre-faulted up to %d", p0)
-		}
-	}
+	p0 := waitPrefaulted(t, a, ahead) // published before the large create: there for the pre-touch from its start
 	if err := c.Abort(first); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +104,23 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = data
+}
+
+// waitPrefaulted waits until the daemon published a pre-faulted end of at
+// least want in a's header, and returns it.
+func waitPrefaulted(t *testing.T, a *arena, want uint64) uint64 {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		p := a.prefaultedLocked()
+		arenas.mu.Unlock()
+		if p >= want {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon pre-faulted up to %d", p)
+		}
+	}
 }
 
 // firstRegion returns the key of one region the client mapped.
@@ -205,17 +211,7 @@ func TestPretouchMapsABlobBeforeItsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.regions[firstRegion(c)]
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		arenas.mu.Lock()
-		p := a.prefaultedLocked()
-		arenas.mu.Unlock()
-		if p >= ahead {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon pre-faulted up to %d", p)
-		}
-	}
+	waitPrefaulted(t, a, ahead)
 	if err := c.Abort(first); err != nil {
 		t.Fatal(err)
 	}
