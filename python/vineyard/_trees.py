@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Callable
 
-__all__ = ["Split", "compiled", "loads", "split"]
+__all__ = ["Split", "loads", "split"]
 
 # One id (group 1) or one integer signature (group 2). A match whose opening
 # quote is escaped (the text before it ends with a backslash) lies inside a
@@ -48,18 +48,9 @@ def split(raw: bytes) -> Split | None:
     return (b"\0".join(parts[0::3]), tuple(p is None for p in parts[1::3])), parts
 
 
-def compiled(key: Key) -> bool:
-    """Whether trees of shape ``key`` are built from their parts: the shape
-    was checked, so each variable part is the same member in every tree of
-    that shape."""
-    return _shapes.get(key) is not None
-
-
-def loads(raw: bytes, split_: Split | None = _MISSING) -> Any:
-    """``json.loads(raw)``: the same value, a new one on every call;
-    ``split_``, when given, is ``split(raw)``."""
-    if split_ is _MISSING:
-        split_ = split(raw)
+def loads(raw: bytes) -> Any:
+    """``json.loads(raw)``: the same value, a new one on every call."""
+    split_ = split(raw)
     if split_ is None:
         return json.loads(raw)
     key, parts = split_

@@ -32,10 +32,11 @@ _build_numpy = data.tensor.build_numpy
 
 # (dtype, shape, C order) → the tree text of a small array's put (Client._put_small_array).
 _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
-# Gets of trees of a shape already got (vineyard._trees.split): the plan of
-# the shape (numpy_plan) or None. A plan makes a tensor's array without
-# parsing its tree; about 4 µs of a 12 µs get (docs/performance.md).
-_plans: dict[Any, Any] = {}
+# Gets of trees of a shape already got (shape numbers, v6d_get_object_shaped):
+# the plan of the shape (numpy_plan) or None. A plan makes a tensor's array
+# from the one blob the get pinned, without reading its tree
+# (docs/performance.md, "December 3, evening").
+_plans: dict[int, Any] = {}
 
 
 def _address(arr: np.ndarray) -> int:
