@@ -402,9 +402,9 @@ v6d_status v6d_get_object_into(v6d_client client, uint64_t id, uint32_t flags,
                                size_t *n_blobs, v6d_error *err);
 
 /** v6d_get_object_into, and *shape receives the tree's shape number: two
- *  trees with the same number differ only in their object ids (JSON strings
- *  "o" and 16 lowercase hex digits) and the integers of their "signature"
- *  members, so a caller that makes many gets of values of one kind may keep
+ *  trees with the same number differ only in the member values that are
+ *  object ids (JSON strings "o" and 16 lowercase hex digits) and the integers
+ *  of their "signature" members, so a caller that makes many gets of values of one kind may keep
  *  what it made of the first tree (dtype, shape, which blob holds the data)
  *  by shape number and skip parsing the next. Numbers are interned, not
  *  hashed: equal numbers mean equal shapes, compared byte for byte. They are
