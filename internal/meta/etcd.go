@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"os"
 	"strconv"
@@ -88,6 +89,10 @@ type EtcdConfig struct {
 	// Hostname (os.Hostname() when empty), IPCSocket, RPCEndpoint and
 	// PeerEndpoint are published in the instance's registration.
 	Hostname, IPCSocket, RPCEndpoint, PeerEndpoint string
+	// Logger receives a warning when the lease is lost and a note when the
+	// instance is registered again (slog.Default() when nil): meanwhile the
+	// other instances do not see this one's objects.
+	Logger *slog.Logger
 }
 
 // Defaults of EtcdConfig.
@@ -143,6 +148,9 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname, _ = os.Hostname()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            cfg.Endpoints,
@@ -333,8 +341,18 @@ func (e *Etcd) keepAlive() {
 			for range ch { // drain: the channel closes when the lease is lost
 			}
 		}
+		if e.ctx.Err() != nil {
+			return
+		}
+		e.cfg.Logger.Warn("etcd lease lost: registering again; other instances miss this one's objects meanwhile",
+			"instance", e.instance, "lease", int64(lease))
 		for e.ctx.Err() == nil {
 			if err := e.reregister(); err == nil {
+				e.mu.Lock()
+				now := e.lease
+				e.mu.Unlock()
+				e.cfg.Logger.Info("registered in etcd again", "instance", e.instance, "lease", int64(now),
+					"new_lease", now != lease)
 				break
 			}
 			select {

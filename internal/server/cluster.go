@@ -34,6 +34,7 @@ func openEtcd(cfg Config, rpcEndpoint, peerEndpoint string) (*meta.Etcd, error) 
 		IPCSocket:    cfg.Socket,
 		RPCEndpoint:  rpcEndpoint,
 		PeerEndpoint: peerEndpoint,
+		Logger:       cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
