@@ -79,6 +79,9 @@ int main(int argc, char **argv) {
     uint64_t bid = 0, id = 0;
     uint8_t *data = NULL;
     CHECK(v6d_create_buffer(c, SIZE, &bid, &data, &err));
+    CHECK(v6d_pretouch(data, SIZE, &err)); /* maps the pages before the copy */
+    uint8_t local[64];
+    EXPECT(v6d_pretouch(local, sizeof local, &err), V6D_INVALID); /* not the arena */
     for (size_t i = 0; i < SIZE; i++) data[i] = pattern(i);
     char tree[256];
     snprintf(tree, sizeof tree,
@@ -148,6 +151,17 @@ int main(int argc, char **argv) {
     EXPECT(v6d_get_object_into(c, 12345, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, &err),
            V6D_OBJECT_NOT_EXISTS);
     /* Nothing is held after the refusals. */
+    EXPECT(v6d_release(c, id, &err), V6D_OBJECT_NOT_EXISTS);
+    /* v6d_get_object_shaped: the same get, and a shape number that a second
+       get of the same tree repeats. */
+    uint64_t shape = 0, again = 0;
+    CHECK(v6d_get_object_shaped(c, id, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, &shape, &err));
+    CHECK(v6d_get_object_shaped(c, id, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, &again, &err));
+    if (shape == 0 || again != shape || n != 1 || sizes[0] != SIZE) return 1;
+    CHECK(v6d_release(c, id, &err));
+    CHECK(v6d_release(c, id, &err));
+    EXPECT(v6d_get_object_shaped(c, id, 0, json, sizeof json, &len, 4, bids, datas, sizes, &n, NULL, &err),
+           V6D_INVALID);
     EXPECT(v6d_release(c, id, &err), V6D_OBJECT_NOT_EXISTS);
     printf("getinto ok\n");
   } else if (strcmp(mode, "fault") == 0) {
