@@ -5,14 +5,15 @@ import (
 	"sync"
 )
 
-// Tree shapes: a number per distinct metadata tree text once its object ids
-// and signatures are cut out, so that a caller making many gets of values of
-// one kind (arrays of one dtype and shape) can reuse what it made of the
-// first tree instead of parsing each one (the Python package's get plans,
-// v6d_get_object_shaped). Two trees with one number differ only in their
-// ids and signatures; a number is never given to another shape within a
-// process. The table is interned, not hashed: equal numbers mean equal
-// shapes, compared byte for byte, never a hash that may collide.
+// Tree shapes: a number per distinct metadata tree text once the member
+// values that are object ids and the signature integers are cut out, so
+// that a caller making many gets of values of one kind (arrays of one dtype
+// and shape) can reuse what it made of the first tree instead of parsing
+// each one (the Python package's get plans, v6d_get_object_shaped). Two
+// trees with one number differ only in those; a number is never given to
+// another shape within a process. The table is interned, not hashed: equal
+// numbers mean equal shapes, compared byte for byte, never a hash that may
+// collide.
 
 const (
 	// maxShapeTree is the longest tree that gets a shape number; longer
