@@ -141,12 +141,8 @@ func Pretouch(addr uintptr, n uint64) error {
 	var b []byte
 	var owner *arena
 	for _, a := range arenas.m {
-		if len(a.rwB) == 0 {
-			continue
-		}
-		start := uintptr(unsafe.Pointer(unsafe.SliceData(a.rwB)))
-		if addr >= start && addr-start < uintptr(len(a.rwB)) && n <= uint64(len(a.rwB))-uint64(addr-start) {
-			owner, b = a, a.rwB[addr-start:uint64(addr-start)+n]
+		if b = within(a.rwB, addr, n); b != nil {
+			owner = a
 			break
 		}
 	}

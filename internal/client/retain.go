@@ -132,15 +132,22 @@ func IsSharedMemory(addr uintptr) bool {
 	arenas.mu.Lock()
 	defer arenas.mu.Unlock()
 	for _, a := range arenas.m {
-		for _, b := range [][]byte{a.roB, a.rwB} {
-			if len(b) == 0 {
-				continue
-			}
-			start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-			if addr >= start && addr-start < uintptr(len(b)) {
-				return true
-			}
+		if within(a.roB, addr, 1) != nil || within(a.rwB, addr, 1) != nil {
+			return true
 		}
 	}
 	return false
+}
+
+// within returns the part of b at [addr, addr+n), or nil when b does not
+// hold all of it (n > 0).
+func within(b []byte, addr uintptr, n uint64) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if addr < start || addr-start >= uintptr(len(b)) || n > uint64(len(b))-uint64(addr-start) {
+		return nil
+	}
+	return b[addr-start : uint64(addr-start)+n]
 }

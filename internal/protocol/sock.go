@@ -132,8 +132,10 @@ func SockOf(nc interface {
 // Fd returns the socket's file descriptor, owned by s.
 func (s *Sock) Fd() int { return s.fd }
 
-// waitReadable waits until the socket has something to read (data, the end
-// of the stream or an error), at most the socket's timeout (ErrTimeout).
+// WaitReadable sleeps in poll(POLLIN) until fd has something to read (data,
+// the end of the stream or an error: true) or timeout passed (false; 0 or
+// less waits without end). A signal does not end the wait early (Go's
+// preemption sends them): it goes on for what is left of timeout.
 //
 // A reader that sleeps in poll(POLLIN) instead of in recv is not woken when
 // the peer reads what this end wrote: on a UNIX socket that read frees the
@@ -141,25 +143,45 @@ func (s *Sock) Fd() int { return s.fd }
 // write space, a blocked recv included, which then finds nothing and sleeps
 // again. poll's wake-up filters by event, so the reply is the one wake-up
 // (docs/performance.md, "Why nothing polls": two context switches fewer
-// per round trip).
-func (s *Sock) waitReadable() error {
-	p := [1]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
-	ms := -1
-	if s.timeout > 0 {
-		ms = int((s.timeout + time.Millisecond - 1) / time.Millisecond)
+// per round trip). The client's reads (Sock) and the daemon's connections
+// wait here.
+func WaitReadable(fd int, timeout time.Duration) (bool, error) {
+	p := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	ms, until := -1, time.Time{}
+	if timeout > 0 {
+		ms, until = ceilMs(timeout), time.Now().Add(timeout)
 	}
 	for {
 		n, err := unix.Poll(p[:], ms)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue // the wait starts over: a timeout bounds each wait, not a message (Sock)
-		case err != nil:
-			return err
-		case n == 0:
-			return s.wrap(unix.EAGAIN)
+		if !errors.Is(err, unix.EINTR) {
+			return n > 0, err
 		}
-		return nil
+		if timeout > 0 {
+			left := time.Until(until)
+			if left <= 0 {
+				return false, nil
+			}
+			ms = ceilMs(left)
+		}
 	}
+}
+
+// ceilMs is d in whole milliseconds, rounded up (poll's unit).
+func ceilMs(d time.Duration) int {
+	return int((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// waitReadable waits until the socket has something to read, at most the
+// socket's timeout (ErrTimeout).
+func (s *Sock) waitReadable() error {
+	ready, err := WaitReadable(s.fd, s.timeout)
+	switch {
+	case err != nil:
+		return err
+	case !ready:
+		return s.wrap(unix.EAGAIN)
+	}
+	return nil
 }
 
 // Read reads into b, retrying on EINTR; a peer that closed is io.EOF.

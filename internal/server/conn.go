@@ -34,7 +34,7 @@ type conn struct {
 	out            []byte
 	in             []byte        // the body buffer kept between frames (read.go)
 	charged        int64         // bytes of the current frame charged to Server.inflight
-	waitMs         int           // how long a wait for a request may last (setTimeouts), ms
+	reqWait        time.Duration // how long a wait for a request may last (setTimeouts)
 	wake           chan struct{} // the poller's wake-up while parked (park.go)
 
 	// upstream is set for a client that registered without naming our

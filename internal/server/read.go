@@ -181,32 +181,12 @@ func (f *frameReader) release() {
 // closed): a client that never reads its replies holds a thread no longer
 // than that.
 func (c *conn) setTimeouts() error {
-	wait := min(c.s.cfg.ParkAfter, c.s.cfg.FrameTimeout)
-	c.waitMs = int((wait + time.Millisecond - 1) / time.Millisecond)
+	c.reqWait = min(c.s.cfg.ParkAfter, c.s.cfg.FrameTimeout)
 	snd := unix.NsecToTimeval(c.s.cfg.FrameTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(c.sock.Fd(), unix.SOL_SOCKET, unix.SO_SNDTIMEO, &snd); err != nil {
 		return fmt.Errorf("server: set SO_SNDTIMEO: %w", err)
 	}
 	return nil
-}
-
-// waitReadable sleeps in poll until fd has something to read or waitMs
-// passed. A signal (Go's preemption sends them) does not end the wait early:
-// the connection would park for nothing.
-func (c *conn) waitReadable(fd int) {
-	pf := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	until := time.Now().Add(time.Duration(c.waitMs) * time.Millisecond)
-	ms := c.waitMs
-	for {
-		if _, err := unix.Poll(pf[:], ms); !errors.Is(err, unix.EINTR) {
-			return // ready, timed out or failed: the read tells which
-		}
-		left := time.Until(until)
-		if left <= 0 {
-			return
-		}
-		ms = int((left + time.Millisecond - 1) / time.Millisecond)
-	}
 }
 
 // recv reads what the socket has into p (len(p) > 0), waiting for it: on
@@ -224,8 +204,9 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 		if c.s.readers.TryAcquire() {
 			// Wait in poll, not in recv: a recv sleeper is woken each time
 			// the client reads a reply (write space on this socket), poll's
-			// only by a request (protocol.Sock.waitReadable).
-			c.waitReadable(fd)
+			// only by a request (protocol.WaitReadable). Ready, timed out
+			// or failed: the read below tells which.
+			_, _ = protocol.WaitReadable(fd, c.reqWait)
 			c.s.readers.Release()
 		}
 		n, _, err := unix.Recvfrom(fd, p, unix.MSG_DONTWAIT)

@@ -38,8 +38,8 @@ __all__ = ["BlobBatch", "copy_bytes"]
 _SPLIT_BYTES = 8 << 20
 _CHUNK_BYTES = 4 << 20
 # Copies of at least this many bytes into shared memory first map their pages
-# (v6d_pretouch): ~3 µs per 4 MiB when already mapped, ~4x less than faulting
-# page by page when not (docs/performance.md, "Cold puts").
+# (v6d_pretouch): 1-5% of a warm put's time when already mapped, about a
+# quarter of faulting page by page when not (docs/performance.md, "Cold puts").
 _PRETOUCH_BYTES = 1 << 20
 
 _pool: ThreadPoolExecutor | None = None
