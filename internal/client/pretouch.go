@@ -14,24 +14,26 @@ import (
 //
 // The daemon keeps never-used arena memory resident in the background
 // (store.Config.PrefaultAhead) and publishes how far in the arena header
-// (shm.HeaderPrefaultedOffset). A resident page still costs each process a
-// minor fault to map into its own view, 1-3 µs on the project's VMs: a
-// 64 MiB put into such memory ran at ~1.3 GB/s of minor faults against
-// ~20 GB/s into pages already mapped. So once this process creates a large
-// blob, a goroutine reads one byte of every page above it, up to the
-// published end and at most pretouchAhead bytes past the highest blob
-// created (waiting for the daemon while it goes on), through the writable mapping: a read fault on a shared mapping
-// maps up to 16 resident pages at once (fault-around), writable, and never
-// allocates what the daemon did not pre-fault. The next large put then
-// writes pages already mapped. It runs off the request path, at nice 19
-// (nice.Background), in chunks of
-// pretouchChunk, holding a.unmap (which keeps the mapping alive), and stops
-// when it reaches its end; a create (a put above the inline size) starts it
-// again. Its cost is bounded by what the daemon pre-faults: at the default
-// 64 MiB, ~1000 faults, a few milliseconds of one CPU per process.
+// (shm.HeaderPrefaultedOffset), with the high-water mark it worked from
+// (shm.HeaderHighWaterOffset). A resident page still costs each process a
+// fault to map into its own view: ~0.2-0.4 µs per page on the project's VMs
+// even 16 at a time, as much as copying the page, so a put into such memory
+// ran at ~0.55x warm memcpy. So once this process creates a large blob, a
+// goroutine maps the pre-faulted, never-used memory above the high-water mark
+// and above its own blobs, up to the published end (waiting for the daemon
+// while it goes on): it reads one word per faultAround bytes through the
+// writable mapping, and a read fault on a shared mapping maps up to 16
+// resident pages at once, writable, and never allocates what the daemon did
+// not pre-fault. The next large puts then write pages already mapped. How
+// much it maps is what the daemon's --prefault-ahead sizes (not memory other
+// processes' objects hold below the mark). It runs off the request path, at
+// nice 19 (nice.Background), in chunks of pretouchChunk, holding a.unmap
+// (which keeps the mapping alive), and stops when it reaches its end; a
+// create (a put above the inline size) starts it again. At the default
+// 64 MiB of pre-fault it costs ~1000 faults, a few milliseconds of one CPU
+// per process.
 
 const (
-	pretouchAhead = 1 << 30
 	pretouchChunk = 256 << 10
 	// pretouchPatience is how long the pre-touch waits for the daemon's
 	// pre-fault to go further before it ends.
@@ -45,7 +47,7 @@ func (a *arena) pretouch(end uint64) {
 	arenas.mu.Lock()
 	defer arenas.mu.Unlock()
 	a.created = max(a.created, end)
-	if !a.touching && a.prefaultedLocked() > max(a.touched, a.created) {
+	if !a.touching && a.prefaultedLocked() > a.pretouchFromLocked() {
 		a.touching = true
 		go a.pretouchLoop()
 	}
@@ -54,11 +56,24 @@ func (a *arena) pretouch(end uint64) {
 // prefaultedLocked returns the pre-faulted end the daemon published, 0 when
 // the arena has no header. arenas.mu must be held.
 func (a *arena) prefaultedLocked() uint64 {
+	return a.headerWordLocked(shm.HeaderPrefaultedOffset)
+}
+
+// pretouchFromLocked returns where the pre-touch goes on: above what it
+// mapped, the blobs this process created and the daemon's high-water mark.
+// arenas.mu must be held.
+func (a *arena) pretouchFromLocked() uint64 {
+	return max(a.touched, a.created, a.headerWordLocked(shm.HeaderHighWaterOffset))
+}
+
+// headerWordLocked reads the arena header's uint64 at off, 0 when the arena
+// has no header. arenas.mu must be held.
+func (a *arena) headerWordLocked(off int) uint64 {
 	b := a.roB
 	if len(b) < shm.HeaderSize || string(b[:len(shm.HeaderMagic)]) != shm.HeaderMagic {
 		return 0
 	}
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[shm.HeaderPrefaultedOffset])))
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
 }
 
 // pretouchLoop maps pages in chunks until there is nothing left to map.
@@ -94,8 +109,8 @@ const (
 // never waits behind its page faults (nor behind it being descheduled).
 func (a *arena) pretouchChunk(stop bool) int {
 	arenas.mu.Lock()
-	from := max(a.touched, a.created)
-	limit := min(a.created+pretouchAhead, uint64(len(a.rwB)))
+	from := a.pretouchFromLocked()
+	limit := uint64(len(a.rwB))
 	to := min(a.prefaultedLocked(), limit)
 	if a.refs <= 0 || a.rwB == nil || from >= limit || (from >= to && stop) {
 		a.touching = false
@@ -112,8 +127,8 @@ func (a *arena) pretouchChunk(stop bool) int {
 	a.unmap.RLock() // lock order: arenas.mu, then a.unmap
 	arenas.mu.Unlock()
 	defer a.unmap.RUnlock()
-	const page = 4096
-	for off := (from + page - 1) &^ (page - 1); off+4 <= end; off += page {
+	// One read per fault-around window: it maps the window's resident pages.
+	for off := from &^ 3; off < end; off = off&^(faultAround-1) + faultAround {
 		atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
 	}
 	return touchedSome

@@ -13,6 +13,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -104,6 +105,112 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = data
+}
+
+// TestPretouchSkipsMemoryBelowTheMark: what a process maps ahead is the
+// pre-faulted, never-used memory above the daemon's high-water mark, not the
+// memory other processes' blobs hold below it (a process whose own blobs lie
+// low would otherwise map everything up to the mark).
+func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
+	dir := t.TempDir()
+	const ahead = 8 << 20
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := connect(t, srv)
+	small, _, err := c.CreateBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.regions[firstRegion(c)]
+	waitPrefaulted(t, a, ahead)
+	// A blob another client sealed (for this test, another process's: its
+	// pages are pre-faulted and never written here): the seal raises the
+	// daemon's high-water mark past it.
+	c2 := connect(t, srv)
+	other, otherData, err := c2.CreateBuffer(6 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Seal(other); err != nil {
+		t.Fatal(err)
+	}
+	mark := uint64(uintptr(unsafe.Pointer(&otherData[0]))-uintptr(unsafe.Pointer(&a.rwB[0]))) + uint64(len(otherData))
+	var hwm uint64
+	for deadline := time.Now().Add(30 * time.Second); hwm < mark; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		hwm = a.headerWordLocked(shm.HeaderHighWaterOffset)
+		arenas.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon published a high-water mark of %d, below %d", hwm, mark)
+		}
+	}
+	// Forget that this process created blobs up there.
+	waitPretouchEnd(t, a)
+	arenas.mu.Lock()
+	a.created, a.touched = 0, 0
+	rw := a.rwB
+	arenas.mu.Unlock()
+	if err := c.Abort(small); err != nil {
+		t.Fatal(err)
+	}
+	// Unmap (not free) what the earlier pre-touches mapped below the mark.
+	if err := unix.Madvise(rw[4096:hwm&^4095], unix.MADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	low, data, err := c.CreateBuffer(64 << 10) // in this client's lease, below the mark
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowEnd := uint64(uintptr(unsafe.Pointer(&data[0]))-uintptr(unsafe.Pointer(&rw[0]))) + uint64(len(data))
+	if lowEnd >= hwm {
+		t.Fatalf("the new blob ends at %d, not below the mark %d", lowEnd, hwm)
+	}
+	touched := waitPretouchEnd(t, a)
+	above := (hwm + 2*faultAround) &^ 4095
+	if touched < above+faultAround {
+		t.Fatalf("the pre-touch mapped up to %d, not above the mark %d", touched, hwm)
+	}
+	for i, m := range mapped(t, rw[above:touched&^4095]) {
+		if !m {
+			t.Fatalf("page at %d, above the mark and below the pre-touched end %d, is not mapped", above+uint64(i)*4096, touched)
+		}
+	}
+	from := (lowEnd + 2*faultAround) &^ 4095
+	to := (hwm - 4096) &^ 4095
+	if to <= from {
+		t.Fatalf("no memory between the blob (%d) and the mark (%d)", lowEnd, hwm)
+	}
+	for i, m := range mapped(t, rw[from:to]) {
+		if m {
+			t.Fatalf("page at %d, below the high-water mark %d and in another's blob, was pre-touched", from+uint64(i)*4096, hwm)
+		}
+	}
+	if err := c.Abort(low); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Release(other); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPretouchEnd waits until a's pre-touch is not running and returns how
+// far it mapped.
+func waitPretouchEnd(t *testing.T, a *arena) uint64 {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		arenas.mu.Lock()
+		touching, touched := a.touching, a.touched
+		arenas.mu.Unlock()
+		if !touching {
+			return touched
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pre-touch does not end")
+		}
+	}
 }
 
 // waitPrefaulted waits until the daemon published a pre-faulted end of at

@@ -22,9 +22,10 @@ import (
 // time nobody else wants) and idle at least as long as it works (at most
 // half a CPU).
 // It publishes how far it got in the arena header
-// (shm.HeaderPrefaultedOffset), so that a client can map those pages into
-// its own view before it writes them (internal/client, arena.go): a page the
-// daemon made resident still costs each process a minor fault to map.
+// (shm.HeaderPrefaultedOffset), with the mark it worked from
+// (shm.HeaderHighWaterOffset), so that a client can map those pages into
+// its own view before it writes them (internal/client, pretouch.go): a page
+// the daemon made resident still costs each process a minor fault to map.
 //
 // MemoryTrim returns the reserve to the kernel with every free extent; the
 // published end goes back to the high-water mark and the pre-fault starts
@@ -141,13 +142,14 @@ func (s *Store) prefaultLoop(ahead uint64) {
 	}
 }
 
-// publishPrefaultedLocked stores the pre-faulted end in the arena header.
-// Callers hold s.mu.
+// publishPrefaultedLocked stores the pre-faulted end and the high-water
+// mark in the arena header. Callers hold s.mu.
 func (s *Store) publishPrefaultedLocked(end uint64) {
 	b := s.arena.Bytes()
 	if s.closed || len(b) < HeaderSize {
 		return
 	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[shm.HeaderHighWaterOffset])), s.hwm)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[shm.HeaderPrefaultedOffset])), end)
 }
 
