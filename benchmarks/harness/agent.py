@@ -129,7 +129,7 @@ class Agent:
         return {"samples": out}
 
     def get(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True,
-            prime: bool = False) -> dict[str, Any]:
+            prime: bool = False, ballast: dict[str, Any] | None = None) -> dict[str, Any]:
         """Per trial: inner distinct objects are put here (untimed), their refs handed to
         the consumer process, which times get + drop of each; then they are deleted.
 
@@ -137,21 +137,29 @@ class Agent:
         object. For large values: a single get timed right after the producer copied
         hundreds of megabytes finds the CPU caches and TLB full of that copy, and measures
         that (for every system alike, shared_memory included), not the get; the small
-        gets amortise it over many. A primer warms the get path again first."""
+        gets amortise it over many. A primer warms the get path again first.
+
+        With ballast (a spec), each trial first puts one value of it (untimed, deleted
+        with the rest), so that the gets of small objects follow the same large copy a
+        get of a large one does: the control that tells the size's cost from the
+        copy's."""
         value = self._value(spec, put=False)
         expect = values.size_of(value)
         primer = values.make(values.array(8)) if prime else None
         consumer = self.consumer()
         out = []
+        heavy = values.make(ballast) if ballast is not None else None
         for trial in range(0 if warmup else 1, trials + 1):
+            weight = [self.system.put(heavy)] if heavy is not None else []
             refs = [self.system.put(value) for _ in range(inner if trial else min(inner, 3))]
             primers = [self.system.put(primer) for _ in refs] if primer is not None else []
             try:
                 times = consumer.time_gets(refs, expect, primers or None)
             finally:
-                self.system.delete(refs + primers)
+                self.system.delete(refs + primers + weight)
                 refs.clear()
                 primers.clear()
+                weight.clear()
             if trial:
                 out.append(sum(times) / len(times))
         return {"samples": out}

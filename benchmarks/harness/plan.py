@@ -134,6 +134,12 @@ def system_figures(m: Mode) -> list[Figure]:
         figs.append(Figure(f"get.{size_key(n)}", f"get {size_label(n)} (another process)", nbytes=n, group="small"))
     for n in m.large:
         figs.append(Figure(f"get.{size_key(n)}", f"get {size_label(n)} (another process)", nbytes=n, group="large"))
+    if m.large:
+        # The control of the largest get: a get of 8 B timed the same way, right after
+        # the producer put (untimed) a value of the largest size (Agent.get's ballast).
+        n = max(m.large)
+        figs.append(Figure(f"get.8B.after.{size_key(n)}", f"get 8 B right after a put of {size_label(n)} "
+                                                          "(another process)", nbytes=8, group="large"))
     for p in m.procs:
         figs.append(Figure(f"conc.{p}p.latency", f"{p} client(s) at once: put + get {size_label(m.conc_size)}, "
                                                  "per op", nbytes=m.conc_size, group="concurrency"))

@@ -64,6 +64,12 @@ SCALING = {2: 1.4, 4: 1.6}  # clients: aggregate put+get rate ÷ one client's
 CONC_PEER = 5.0  # ours' aggregate rate ÷ Ray's
 
 
+def _is_control(figure_id: str) -> bool:
+    """A control figure (``get.8B.after.1GiB``): a small get measured the way a large
+    one is, not a point of the size series."""
+    return ".after." in figure_id
+
+
 def targets(results: list[Result]) -> list[dict[str, Any]]:
     """Issue 15's targets, each a ratio of two figures of this run (None: not measured).
     A target appears when ours measured its figure; a peer or floor that did not run
@@ -107,7 +113,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
             out.append(_target(f"get {size_label(n)}, C: ≤ {C_GET_RTT:g}× the C socket round trip",
                                _div(c_get, rtt_c), C_GET_RTT, True, f"ours {_s(c_get)} / round trip {_s(rtt_c)}"))
     gets = sorted((r.figure.nbytes, r) for r in results  # 3: a large get costs what a small one does
-                  if r.system == "ours" and r.figure.id.startswith("get.") and r.figure.group == "large")
+                  if r.system == "ours" and r.figure.id.startswith("get.") and r.figure.group == "large"
+                  and not _is_control(r.figure.id))
     small_get = t.value("get.8B", "ours")
     if gets and small_get is not None:
         n, big = gets[-1]
@@ -116,6 +123,11 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
             name += " (the issue asks 1 GiB; this run's largest size)"
         out.append(_target(name, _div(big.value(), small_get), LARGE_GET, True,
                            f"{_s(big.value())} / {_s(small_get)}"))
+        control = t.value(f"get.8B.after.{size_key(n)}", "ours")
+        if control is not None:
+            out.append(_target(f"(control) get {size_label(n)} within {LARGE_GET:g}× the time of a get of 8 B "
+                               f"made right after a put of {size_label(n)}", _div(big.value(), control), LARGE_GET,
+                               True, f"{_s(big.value())} / {_s(control)}"))
     for n in small:  # 4: Python puts
         small_python("put", n, PUT_RTT, PUT_PEER)
     for r in results:  # 5: large puts against a warm memcpy of the same size
@@ -324,7 +336,7 @@ def _series_panel(ax: Any, t: Table, title: str, unit: str, series: list[tuple[s
     for system, prefix, label in series:
         pts = sorted((r.figure.nbytes, scale(v)) for r in t.results
                      if r.system == system and r.figure.id.startswith(prefix) and r.figure.kind != "rate"
-                     and r.figure.nbytes and (v := r.value()) is not None)
+                     and not _is_control(r.figure.id) and r.figure.nbytes and (v := r.value()) is not None)
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ax.set_xscale("log", base=2)

@@ -282,6 +282,10 @@ class Runner:
                 continue
             if f.id.startswith("put.warm."):
                 reply = self._call(agent, "put_warm", spec=values.array(f.nbytes), trials=m.large_trials)
+            elif f.id.startswith("get.8B.after."):
+                ballast = max(m.large)
+                reply = self._call(agent, "get", spec=values.array(8), trials=m.large_trials,
+                                   inner=m.get_inner(ballast), prime=True, ballast=values.array(ballast))
             elif group == "get":
                 reply = self._call(agent, "get", spec=values.array(f.nbytes),
                                    trials=m.trials if f.nbytes in m.small else m.large_trials,
