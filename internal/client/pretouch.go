@@ -26,12 +26,13 @@ import (
 // resident pages at once, writable, and never allocates what the daemon did
 // not pre-fault. The next large puts then write pages already mapped. How
 // much it maps is what the daemon's --prefault-ahead sizes (not memory other
-// processes' objects hold below the mark). It runs off the request path, at
-// nice 19 (nice.Background), in chunks of pretouchChunk, holding a.unmap
-// (which keeps the mapping alive), and stops when it reaches its end; a
-// create (a put above the inline size) starts it again. At the default
-// 64 MiB of pre-fault it costs ~1000 faults, a few milliseconds of one CPU
-// per process.
+// processes' objects hold below the mark), up to pretouchMost past the mark
+// or its blobs: the page tables cost a process 2 MiB per GiB it maps. It
+// runs off the request path, at nice 19 (nice.Background), in chunks of
+// pretouchChunk, holding a.unmap (which keeps the mapping alive), and stops
+// when it reaches its end; a create (a put above the inline size) starts it
+// again. At the default 64 MiB of pre-fault it costs ~1000 faults, a few
+// milliseconds of one CPU per process.
 
 const (
 	pretouchChunk = 256 << 10
@@ -63,7 +64,14 @@ func (a *arena) prefaultedLocked() uint64 {
 // mapped, the blobs this process created and the daemon's high-water mark.
 // arenas.mu must be held.
 func (a *arena) pretouchFromLocked() uint64 {
-	return max(a.touched, a.created, a.headerWordLocked(shm.HeaderHighWaterOffset))
+	return max(a.touched, a.pretouchBaseLocked())
+}
+
+// pretouchBaseLocked returns where the memory to map ahead begins: the
+// higher of the daemon's high-water mark and this process's highest blob.
+// arenas.mu must be held.
+func (a *arena) pretouchBaseLocked() uint64 {
+	return max(a.created, a.headerWordLocked(shm.HeaderHighWaterOffset))
 }
 
 // headerWordLocked reads the arena header's uint64 at off, 0 when the arena
@@ -96,6 +104,10 @@ func (a *arena) pretouchLoop() {
 	}
 }
 
+// pretouchMost bounds what one process maps ahead (32 MiB of page tables),
+// whatever --prefault-ahead the daemon runs with; a variable for tests.
+var pretouchMost uint64 = 16 << 30
+
 // What pretouchChunk did.
 const (
 	touchedSome = iota // mapped a chunk
@@ -110,7 +122,7 @@ const (
 func (a *arena) pretouchChunk(stop bool) int {
 	arenas.mu.Lock()
 	from := a.pretouchFromLocked()
-	limit := uint64(len(a.rwB))
+	limit := min(uint64(len(a.rwB)), a.pretouchBaseLocked()+pretouchMost)
 	to := min(a.prefaultedLocked(), limit)
 	if a.refs <= 0 || a.rwB == nil || from >= limit || (from >= to && stop) {
 		a.touching = false

@@ -196,6 +196,47 @@ func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
 	}
 }
 
+// TestPretouchMapsAtMostPretouchMost: however large the daemon's reserve,
+// a process maps at most pretouchMost past the mark or its blobs.
+func TestPretouchMapsAtMostPretouchMost(t *testing.T) {
+	defer func(most uint64) { pretouchMost = most }(pretouchMost)
+	pretouchMost = 2 << 20
+	dir := t.TempDir()
+	const ahead = 8 << 20
+	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 32 << 20, PrefaultAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := connect(t, srv)
+	first, _, err := c.CreateBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.regions[firstRegion(c)]
+	waitPrefaulted(t, a, ahead)
+	waitPretouchEnd(t, a)
+	arenas.mu.Lock()
+	a.touched = 0 // as if nothing were mapped yet
+	arenas.mu.Unlock()
+	id, _, err := c.CreateBuffer(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touched := waitPretouchEnd(t, a)
+	arenas.mu.Lock()
+	base := a.pretouchBaseLocked()
+	arenas.mu.Unlock()
+	if touched > base+pretouchMost || touched < base+pretouchMost/2 {
+		t.Fatalf("mapped up to %d from %d: want up to %d (the reserve ends at %d)", touched, base, base+pretouchMost, ahead)
+	}
+	for _, b := range []ids.ObjectID{first, id} {
+		if err := c.Abort(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // waitPretouchEnd waits until a's pre-touch is not running and returns how
 // far it mapped.
 func waitPretouchEnd(t *testing.T, a *arena) uint64 {
