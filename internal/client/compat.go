@@ -293,7 +293,7 @@ func (c *Client) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, erro
 		if err := c.callLocked(&protocol.GetDataRequest{ID: protocol.IDList{id}, SyncRemote: true}, &reply); err != nil {
 			return nil, err
 		}
-		t, err := treeOf(reply.Content, id)
+		t, err := treeOf(&reply, id)
 		if err != nil {
 			return nil, err
 		}
@@ -425,6 +425,6 @@ func (c *Client) upstreamCreateWithTreeLocked(tree []byte, toSeal []ids.ObjectID
 	if err := c.callLocked(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
 		return id, nil, err
 	}
-	stored, err := treeOf(reply.Content, id)
+	stored, err := treeOf(&reply, id)
 	return id, stored, err
 }

@@ -87,7 +87,7 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 	if err := c.call(&protocol.GetDataRequest{ID: protocol.IDList{id}}, &reply); err != nil {
 		return nil, err
 	}
-	return treeOf(reply.Content, id)
+	return treeOf(&reply, id)
 }
 
 // GetObject returns the metadata tree of an object and takes a reference to
@@ -121,7 +121,7 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	if err := c.callLocked(req, &reply); err != nil {
 		return nil, err
 	}
-	tree, err := treeOf(reply.Content, id)
+	tree, err := treeOf(&reply, id)
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +157,12 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	return tree, nil
 }
 
-// treeOf returns the tree of id in a get_data content map {"o…": tree}.
-func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
+// treeOf returns the tree of id in a get_data reply's content map
+// {"o…": tree}. A missing id is ObjectNotExists, whose message also says
+// when the daemon could not catch up with etcd (the object may then exist on
+// another instance).
+func treeOf(reply *protocol.GetDataReply, id ids.ObjectID) (json.RawMessage, error) {
+	content := reply.Content
 	// Asked for one id, the daemon writes {} or {"o…":tree}: slice the tree
 	// out instead of decoding it again (decodeReply validated the JSON).
 	var key [24]byte
@@ -174,6 +178,11 @@ func treeOf(content json.RawMessage, id ids.ObjectID) (json.RawMessage, error) {
 	}
 	tree, ok := trees[id.String()]
 	if !ok {
+		if reply.SyncError != "" {
+			return nil, status.Errorf(status.ObjectNotExists,
+				"object %v does not exist on this instance, and the daemon could not catch up with etcd "+
+					"to look for it on the others: %s", id, reply.SyncError)
+		}
 		return nil, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	return tree, nil

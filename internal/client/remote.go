@@ -410,7 +410,7 @@ func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tree, err := treeOf(reply.Content, id)
+	tree, err := treeOf(&reply, id)
 	if err != nil {
 		for _, m := range mems {
 			m.free()

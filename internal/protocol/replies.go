@@ -163,6 +163,11 @@ type GetDataReply struct {
 	// MetaEpoch (our extension, with_buffers only) is the daemon's meta
 	// epoch when the trees were read: they stay valid while it reads the same.
 	MetaEpoch *uint64 `json:"meta_epoch,omitempty"`
+	// SyncError (our extension) is set when the daemon could not catch up
+	// with etcd before answering: an id missing from Content may then exist
+	// on another instance all the same. Our client says so in its
+	// ObjectNotExists.
+	SyncError string `json:"sync_error,omitempty"`
 }
 
 // DelDataReply answers del_data(_with_feedbacks)_request.

@@ -97,11 +97,12 @@ func (s *Server) syncRemote() error {
 // syncIfMissing syncs with etcd (as syncRemote) when asked to, or when one
 // of idl is not known here: an object persisted on another instance a moment
 // ago is then found, so a persist on one daemon followed by a get on another
-// never misses, while a get of objects known here never waits on etcd.
-func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) {
+// never misses, while a get of objects known here never waits on etcd. It
+// returns the sync's error, nil when it did not sync or the sync worked.
+func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) error {
 	s := c.s
 	if s.etcd == nil {
-		return
+		return nil
 	}
 	if !always {
 		for _, id := range idl {
@@ -112,8 +113,17 @@ func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) {
 		}
 	}
 	if always {
-		_ = s.syncRemote()
+		return s.syncRemote()
 	}
+	return nil
+}
+
+// errText is err's message, "" for nil (get_data_reply's sync_error).
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // defaultRPCPort is upstream's --rpc_socket_port default. Upstream's daemon

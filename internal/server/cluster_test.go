@@ -101,3 +101,42 @@ func TestClusterMetaLocal(t *testing.T) {
 		t.Fatalf("hostid %v is not a number", entry["hostid"])
 	}
 }
+
+// TestGetWhileEtcdIsAwaySaysSo: a get of an id this daemon does not know,
+// while etcd cannot be reached, still answers what the daemon has (local
+// gets keep working), and its reply carries sync_error: the object may
+// exist on another instance.
+func TestGetWhileEtcdIsAwaySaysSo(t *testing.T) {
+	srv := etcdtest.Run(t)
+	dir := t.TempDir()
+	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, Meta: "etcd",
+		EtcdEndpoints: []string{srv.Endpoint()}, EtcdPrefix: "away-test", EtcdTimeout: time.Second,
+		EtcdLeaseTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	<-s.Ready()
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
+	created := r.rpc(`{"type":"create_data_request","content":{"typename":"t","x":1}}`)
+	known := uint64(created["id"].(float64))
+	const unknown = 0x0123456789abcdef >> 1
+	for _, buffers := range []bool{false, true} {
+		got := r.rpc(fmt.Sprintf(`{"type":"get_data_request","id":[%d],"with_buffers":%v}`, unknown, buffers))
+		if _, has := got["sync_error"]; has || got["code"] != nil {
+			t.Fatalf("with etcd up, a get of an unknown id (with_buffers %v): %v", buffers, got)
+		}
+	}
+	srv.Stop()
+	for _, buffers := range []bool{false, true} {
+		got := r.rpc(fmt.Sprintf(`{"type":"get_data_request","id":[%d],"with_buffers":%v}`, unknown, buffers))
+		if msg, _ := got["sync_error"].(string); got["code"] != nil || msg == "" {
+			t.Fatalf("with etcd away, a get of an unknown id (with_buffers %v): %v", buffers, got)
+		}
+		got = r.rpc(fmt.Sprintf(`{"type":"get_data_request","id":[%d],"with_buffers":%v}`, known, buffers))
+		if content, _ := got["content"].(map[string]any); got["code"] != nil || len(content) != 1 {
+			t.Fatalf("with etcd away, a get of a local object (with_buffers %v): %v", buffers, got)
+		}
+	}
+}

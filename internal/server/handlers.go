@@ -170,7 +170,7 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindDelData:              on(delData),
 	protocol.KindDelDataWithFeedbacks: on(delData),
 	protocol.KindExists: on(func(c *conn, r *protocol.ExistsRequest) (protocol.Reply, []int, error) {
-		c.syncIfMissing(false, []ids.ObjectID{r.ID})
+		_ = c.syncIfMissing(false, []ids.ObjectID{r.ID}) // best effort: answers what is known
 		return &protocol.ExistsReply{Exists: c.s.store.Exists(r.ID)}, nil, nil
 	}),
 	protocol.KindPersist: acked(func(c *conn, r *protocol.PersistRequest) error { return c.s.store.Persist(r.ID) }),
@@ -286,7 +286,7 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 
 func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
 	st := c.s.store
-	c.syncIfMissing(r.SyncRemote, r.ID)
+	serr := c.syncIfMissing(r.SyncRemote, r.ID)
 	if r.Wait {
 		if _, err := c.wait(-1, func() (bool, error) {
 			for _, id := range r.ID {
@@ -301,14 +301,14 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 	}
 	if !r.WithBuffers {
 		content, _, err := st.GetData(r.ID)
-		return &protocol.GetDataReply{Content: content}, nil, err
+		return &protocol.GetDataReply{Content: content, SyncError: errText(serr)}, nil, err
 	}
 	content, extents, epoch, err := c.sess.GetDataWithBuffers(r.ID)
 	if err != nil {
 		return nil, nil, err
 	}
 	payloads := payloadsOf(extents)
-	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch}
+	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch, SyncError: errText(serr)}
 	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
 		return c.replyThenBytes(protocol.KindGetData, out, extents)
 	}
