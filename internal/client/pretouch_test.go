@@ -38,24 +38,32 @@ func mapped(t *testing.T, b []byte) []bool {
 	return out
 }
 
-func TestPretouchMapsPrefaultedPages(t *testing.T) {
-	dir := t.TempDir()
-	const ahead = 8 << 20
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 32 << 20, PrefaultAhead: ahead})
+// prefaulting starts a daemon with an arena of size bytes that keeps ahead
+// bytes pre-faulted, connects a client, maps the arena with a first 4 KiB
+// create (its pre-touch may end before the daemon's pre-fault got far: it
+// waits only so long), and waits until the daemon published ahead bytes
+// pre-faulted. It returns the server, the client, its arena, that blob
+// (still unsealed) and the published pre-faulted end.
+func prefaulting(t *testing.T, size, ahead uint64) (*server.Server, *Client, *arena, ids.ObjectID, uint64) {
+	t.Helper()
+	srv, err := server.Start(server.Config{Socket: filepath.Join(t.TempDir(), "s.sock"), Size: size, PrefaultAhead: int64(ahead)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { _ = srv.Close() })
 	c := connect(t, srv)
-
-	// A first create maps the arena (its pre-touch may end before the
-	// daemon's pre-fault got far: it waits only so long).
 	first, _, err := c.CreateBuffer(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := c.regions[firstRegion(c)]
-	p0 := waitPrefaulted(t, a, ahead) // published before the large create: there for the pre-touch from its start
+	return srv, c, a, first, waitPrefaulted(t, a, ahead)
+}
+
+func TestPretouchMapsPrefaultedPages(t *testing.T) {
+	const ahead = 8 << 20
+	// p0 is published before the large create: there for the pre-touch from its start.
+	_, c, a, first, p0 := prefaulting(t, 32<<20, ahead)
 	if err := c.Abort(first); err != nil {
 		t.Fatal(err)
 	}
@@ -112,20 +120,8 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 // memory other processes' blobs hold below it (a process whose own blobs lie
 // low would otherwise map everything up to the mark).
 func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
-	dir := t.TempDir()
 	const ahead = 8 << 20
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20, PrefaultAhead: ahead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := connect(t, srv)
-	small, _, err := c.CreateBuffer(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := c.regions[firstRegion(c)]
-	waitPrefaulted(t, a, ahead)
+	srv, c, a, small, _ := prefaulting(t, 64<<20, ahead)
 	// A blob another client sealed (for this test, another process's: its
 	// pages are pre-faulted and never written here): the seal raises the
 	// daemon's high-water mark past it.
@@ -201,20 +197,8 @@ func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
 func TestPretouchMapsAtMostPretouchMost(t *testing.T) {
 	defer func(most uint64) { pretouchMost = most }(pretouchMost)
 	pretouchMost = 2 << 20
-	dir := t.TempDir()
 	const ahead = 8 << 20
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 32 << 20, PrefaultAhead: ahead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := connect(t, srv)
-	first, _, err := c.CreateBuffer(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := c.regions[firstRegion(c)]
-	waitPrefaulted(t, a, ahead)
+	_, c, a, first, _ := prefaulting(t, 32<<20, ahead)
 	waitPretouchEnd(t, a)
 	arenas.mu.Lock()
 	a.touched = 0 // as if nothing were mapped yet
@@ -346,20 +330,8 @@ func TestPrefaultKeepsDataIntact(t *testing.T) {
 }
 
 func TestPretouchMapsABlobBeforeItsCopy(t *testing.T) {
-	dir := t.TempDir()
 	const ahead = 16 << 20
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20, PrefaultAhead: ahead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := connect(t, srv)
-	first, _, err := c.CreateBuffer(4096) // maps the arena
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := c.regions[firstRegion(c)]
-	waitPrefaulted(t, a, ahead)
+	_, c, a, first, _ := prefaulting(t, 64<<20, ahead)
 	if err := c.Abort(first); err != nil {
 		t.Fatal(err)
 	}
