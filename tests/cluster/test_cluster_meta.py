@@ -188,6 +188,11 @@ def test_etcd_stopped_and_restarted(cluster: Cluster) -> None:
                 op()
             assert cluster.etcd.endpoint in str(info.value)
         assert not a.if_persist(local)  # the failed persist changed nothing
+        # An id this daemon does not know: not found, and the error says that
+        # etcd could not be consulted (it may exist on another instance).
+        with pytest.raises(ObjectNotExistsException) as missing:
+            a.get_meta(vineyard.ObjectID(0x0123456789ABCDE))
+        assert "could not catch up with etcd" in str(missing.value)
     finally:
         cluster.etcd.start()
     # Back: the daemons reconnect and resume their watch.
