@@ -174,8 +174,10 @@ func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
 			t.Fatalf("page at %d, above the mark and below the pre-touched end %d, is not mapped", above+uint64(i)*4096, touched)
 		}
 	}
+	// Below the fault-around window the mark lies in (a read maps the
+	// resident pages of its whole window) and above the new blob's windows.
 	from := (lowEnd + 2*faultAround) &^ 4095
-	to := (hwm - 4096) &^ 4095
+	to := hwm &^ (faultAround - 1)
 	if to <= from {
 		t.Fatalf("no memory between the blob (%d) and the mark (%d)", lowEnd, hwm)
 	}
