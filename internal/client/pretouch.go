@@ -139,10 +139,7 @@ func (a *arena) pretouchChunk(stop bool) int {
 	a.unmap.RLock() // lock order: arenas.mu, then a.unmap
 	arenas.mu.Unlock()
 	defer a.unmap.RUnlock()
-	// One read per fault-around window: it maps the window's resident pages.
-	for off := from &^ 3; off < end; off = off&^(faultAround-1) + faultAround {
-		atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
-	}
+	touch(b[from:end], faultAround) // one read per window maps its resident pages
 	return touchedSome
 }
 

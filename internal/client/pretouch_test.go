@@ -72,22 +72,13 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var end, pre uint64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		arenas.mu.Lock()
-		touching, touched, created := a.touching, a.touched, a.created
-		arenas.mu.Unlock()
-		if !touching {
-			end, pre = created, touched
-			if touched < p0 {
-				t.Fatalf("the pre-touch stopped at %d, below the pre-faulted end %d", touched, p0)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pre-touch does not end")
-		}
+	pre := waitPretouchEnd(t, a)
+	if pre < p0 {
+		t.Fatalf("the pre-touch stopped at %d, below the pre-faulted end %d", pre, p0)
 	}
+	arenas.mu.Lock()
+	end := a.created
+	arenas.mu.Unlock()
 	if pre <= end {
 		t.Fatalf("nothing pre-touched: created up to %d, touched up to %d", end, pre)
 	}
@@ -341,17 +332,7 @@ func TestPretouchMapsABlobBeforeItsCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		arenas.mu.Lock()
-		touching := a.touching
-		arenas.mu.Unlock()
-		if !touching {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background pre-touch does not end")
-		}
-	}
+	waitPretouchEnd(t, a)
 	// The background pre-touch mapped the blob's pages; unmap them here
 	// (MADV_DONTNEED on a shared mapping keeps the pages resident).
 	body := data[4096:]
