@@ -274,6 +274,12 @@ func (r *CreateDataRequest) appendFields(dst []byte) []byte {
 	if r.LeaseSize > 0 {
 		dst = appendUint(dst, "lease_size", r.LeaseSize)
 	}
+	if r.ID != 0 {
+		dst = appendUint(dst, "id", uint64(r.ID))
+	}
+	if r.Pipelined {
+		dst = appendBool(dst, "pipelined", true)
+	}
 	return dst
 }
 

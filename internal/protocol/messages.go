@@ -202,6 +202,14 @@ type CreateDataRequest struct {
 	// lease of that many bytes in the reply, best effort.
 	LeaseBlobs []uint64 `json:"lease_blobs,omitempty"`
 	LeaseSize  uint64   `json:"lease_size,omitempty"`
+	// ID (our extension, ExtPipelined) makes the request a leased put: the
+	// object gets this id, one of the lease's block with the blob bit
+	// cleared and above every blob's, and its {"inline": i} members are
+	// LeaseBlobs[i], sealed with it (Seal, Inline and LeaseSize must be
+	// empty). Pipelined asks for no reply unless it fails (then a
+	// PipelinedError frame), and counts in the pin page's submitted word.
+	ID        ids.ObjectID `json:"id,omitempty"`
+	Pipelined bool         `json:"pipelined,omitempty"`
 }
 
 // CreateDatasRequest stores several trees; Seal as in CreateDataRequest.

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 
@@ -70,10 +71,14 @@ const (
 	// ExtDirectory is the directory and the pin page (register_reply's
 	// directory): gets without a round trip (docs/design.md).
 	ExtDirectory = "get.directory"
+	// ExtPipelined is create_data.id and create_data.pipelined: puts into
+	// leased memory with an id the client takes from its lease, sent
+	// without waiting for a reply (docs/design.md, "Pipelined puts").
+	ExtPipelined = "create_data.pipelined"
 )
 
 // Extensions is every extension this implementation has, daemon and client.
-var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease, ExtDirectory}
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease, ExtDirectory, ExtPipelined}
 
 // LeaseGrant (our extension) is a connection's lease as a reply reports it:
 // the arena range [Offset, Offset+Size) the client may carve blobs from,
@@ -248,6 +253,32 @@ func EncodeError(err error) []byte {
 	}{e.Code, e.Message})
 	return body
 }
+
+// PipelinedError is the frame the daemon sends, in the place of a reply,
+// when a pipelined create_data fails: the id it would have created and the
+// error. A client reads it ahead of the reply of its next request.
+type PipelinedError struct {
+	Type    string       `json:"type"` // PipelinedErrorType
+	ID      ids.ObjectID `json:"id"`
+	Code    status.Code  `json:"code"`
+	Message string       `json:"message"`
+}
+
+// PipelinedErrorType is the type of a PipelinedError frame; the daemon
+// writes it as the first key, so IsPipelinedError needs no decoding.
+const PipelinedErrorType = "pipelined_error"
+
+var pipelinedErrorPrefix = []byte(`{"type":"` + PipelinedErrorType + `"`)
+
+// EncodePipelinedError returns the body of a PipelinedError frame.
+func EncodePipelinedError(id ids.ObjectID, err error) []byte {
+	e := status.AsError(err)
+	body, _ := json.Marshal(PipelinedError{Type: PipelinedErrorType, ID: id, Code: e.Code, Message: e.Message})
+	return body
+}
+
+// IsPipelinedError reports whether body is a PipelinedError frame.
+func IsPipelinedError(body []byte) bool { return bytes.HasPrefix(body, pipelinedErrorPrefix) }
 
 // DecodeReply decodes a reply body into r. An error reply, or a reply of a
 // type other than want, is returned as an error. Pass a fresh r: fields

@@ -38,6 +38,12 @@ func fastDecodeRequest(body []byte, req Request) bool {
 				r.LeaseSize, ok = scanUint(s)
 			case "with_content":
 				r.WithContent, ok = scanBool(s)
+			case "id":
+				var v uint64
+				v, ok = scanUint(s)
+				r.ID = ids.ObjectID(v)
+			case "pipelined":
+				r.Pipelined, ok = scanBool(s)
 			default:
 				return false, true
 			}

@@ -71,6 +71,12 @@ func (r *CreateDataRequest) validate() error {
 	if err := checkLeaseBlobs(r.LeaseBlobs); err != nil {
 		return err
 	}
+	switch {
+	case r.Pipelined && r.ID == 0:
+		return status.Errorf(status.Invalid, "a pipelined create_data needs an id")
+	case r.ID != 0 && (len(r.Seal) > 0 || len(r.Inline) > 0 || r.LeaseSize > 0 || r.WithContent || len(r.LeaseBlobs) == 0):
+		return status.Errorf(status.Invalid, "create_data with an id takes lease_blobs only (no seal, inline, lease_size or with_content)")
+	}
 	return checkTree("content", r.Content)
 }
 

@@ -122,12 +122,32 @@ func (c *conn) handleFrame(body []byte) bool {
 			c.sess.RescanPins() // pins cleared since count as released by this request
 		}
 		reply, fds, err = handlers[f.Kind](c, f.Req)
+		if status.CodeOf(err) == status.ObjectNotExists && f.Trailing == 0 && pipelined(f.Req) == nil &&
+			c.sess.AwaitPipelined() {
+			// The id may be one another connection's pipelined put
+			// carries, unread when the handler looked: look again.
+			reply, fds, err = handlers[f.Kind](c, f.Req)
+		}
 	}
 	if c.trailing > 0 {
 		if _, derr := io.CopyN(io.Discard, c.r, int64(c.trailing)); derr != nil {
 			return false // the client went away mid-request
 		}
 		c.trailing = 0
+	}
+	if p := pipelined(f.Req); p != nil {
+		// No reply: the client does not wait for one. A failure goes out
+		// as a frame the client reads ahead of its next reply.
+		c.sess.PipelinedDone()
+		switch {
+		case errors.Is(err, errExit):
+			return false
+		case err != nil:
+			return c.writeFrame(protocol.EncodePipelinedError(p.ID, err))
+		case len(c.out) > 0: // an earlier failure's frame, held while this request was buffered
+			return c.send(nil)
+		}
+		return true
 	}
 	switch {
 	case errors.Is(err, errExit):
@@ -164,12 +184,24 @@ func (c *conn) closeWithError(err error) bool {
 }
 
 // writeError sends an error reply.
-func (c *conn) writeError(err error) bool {
+func (c *conn) writeError(err error) bool { return c.writeFrame(protocol.EncodeError(err)) }
+
+// writeFrame sends body as a frame.
+func (c *conn) writeFrame(body []byte) bool {
 	frame, at := protocol.BeginFrame(c.out)
-	frame = append(frame, protocol.EncodeError(err)...)
+	frame = append(frame, body...)
 	protocol.EndFrame(frame, at)
 	c.out = frame
 	return c.send(nil)
+}
+
+// pipelined returns req when it is a pipelined create_data (answered only
+// when it fails), else nil.
+func pipelined(req protocol.Request) *protocol.CreateDataRequest {
+	if r, ok := req.(*protocol.CreateDataRequest); ok && r != nil && r.Pipelined {
+		return r
+	}
+	return nil
 }
 
 // write sends a reply and then the fds it announced.

@@ -170,6 +170,7 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindDelData:              on(delData),
 	protocol.KindDelDataWithFeedbacks: on(delData),
 	protocol.KindExists: on(func(c *conn, r *protocol.ExistsRequest) (protocol.Reply, []int, error) {
+		c.awaitIfMissing([]ids.ObjectID{r.ID})
 		_ = c.syncIfMissing(false, []ids.ObjectID{r.ID}) // best effort: answers what is known
 		return &protocol.ExistsReply{Exists: c.s.store.Exists(r.ID)}, nil, nil
 	}),
@@ -241,6 +242,7 @@ var handlers = [protocol.NumKinds]handler{
 // the memory reused; the deleting client's own views of the deleted object
 // may, as with upstream's daemon.
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
+	c.awaitIfMissing(r.ID)
 	deleted := c.s.store.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
 	if deleted == nil {
 		deleted = []ids.ObjectID{}
@@ -256,6 +258,9 @@ func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error)
 // createData stores a metadata tree; with inline blobs (a request with
 // trailing bytes) it first reads their bytes straight into the arena.
 func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int, error) {
+	if r.ID != 0 {
+		return c.createLeased(r)
+	}
 	if len(r.Inline) > 0 {
 		if len(r.LeaseBlobs) > 0 {
 			return nil, nil, status.Errorf(status.Invalid, "create_data takes either inline or lease blobs, not both")
@@ -286,6 +291,7 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 
 func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
 	st := c.s.store
+	c.awaitIfMissing(r.ID)
 	serr := c.syncIfMissing(r.SyncRemote, r.ID)
 	if r.Wait {
 		if _, err := c.wait(-1, func() (bool, error) {

@@ -97,3 +97,17 @@ func (c *conn) renewLease(r *protocol.CreateDataRequest, out *protocol.CreateDat
 		out.Lease = grant
 	}
 }
+
+// createLeased answers a put into leased memory with the client's id
+// (protocol.ExtPipelined): no reply when pipelined (handleFrame).
+func (c *conn) createLeased(r *protocol.CreateDataRequest) (protocol.Reply, []int, error) {
+	if !c.passFds {
+		return nil, nil, status.Errorf(status.Invalid, "leases need a connection over the UNIX socket")
+	}
+	created, err := c.sess.CreateLeased(r.Content, leaseBlobs(r.LeaseBlobs), r.ID)
+	if err != nil || r.Pipelined {
+		return nil, nil, err
+	}
+	return &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature,
+		InstanceID: c.s.store.InstanceID(), InlineIDs: created.Inline}, nil, nil
+}

@@ -368,21 +368,27 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // the daemon creates and maps, and the connection's client maps writable.
 // Word 0 is the client's hint: no slot at or above it is in use (the daemon
 // clamps it); words 1..PinSlots are slots holding the id of an object or
-// blob the client pinned, 0 when free. The last word is the daemon's: not 0
-// once the daemon no longer honours the page's pins (the connection closed
-// on its side), so the client must stop answering gets from the directory. The client stores a slot, then loads
+// blob the client pinned, 0 when free. The next word counts the pipelined
+// puts the client sent (docs/design.md, "Pipelined puts"): the client adds
+// one before it writes each, so a daemon that cannot find an id waits for
+// the connections whose count is ahead of what it handled. The last word is
+// the daemon's: not 0 once the daemon no longer honours the page's pins (the
+// connection closed on its side), so the client must stop answering gets
+// from the directory. The client stores a slot, then loads
 // the entry's seq (both atomic, so sequentially consistent); the daemon
 // retires an entry, then loads the slots: either the client sees the new
 // seq and does not use the pin, or the daemon sees the pin.
 const (
-	// PinPageSize is the size of a connection's pin page: 8,190 slots, so
+	// PinPageSize is the size of a connection's pin page: 8,189 slots, so
 	// that a process holding thousands of got values still gets without a
 	// round trip (with 4 KiB, the 511th held value fell back). The memfd's
 	// pages are allocated as slots are first used (lowest first), and the
 	// daemon reads slots only up to the client's hint.
 	PinPageSize = 64 << 10
 	// PinSlots is the number of slots of a pin page.
-	PinSlots = PinPageSize/8 - 2
+	PinSlots = PinPageSize/8 - 3
+	// pinSubmitted is the word counting the client's pipelined puts.
+	pinSubmitted = PinPageSize/8 - 2
 	// pinRevoked is the word the daemon sets when it drops the page.
 	pinRevoked = PinPageSize/8 - 1
 )
@@ -425,6 +431,15 @@ func (p *PinPage) Revoke() {
 	if p != nil && p.w != nil {
 		atomic.StoreUint64(&p.w[pinRevoked], 1)
 	}
+}
+
+// Submitted returns the number of pipelined puts the client says it sent
+// (the client writes it: a number, never trusted beyond a bounded wait).
+func (p *PinPage) Submitted() uint64 {
+	if p == nil || p.w == nil {
+		return 0
+	}
+	return atomic.LoadUint64(&p.w[pinSubmitted])
 }
 
 // Close revokes the page and unmaps it.
@@ -481,6 +496,9 @@ func (v *PinView) Clear(i uint64) {
 // Revoked reports whether the daemon dropped the page: its pins protect
 // nothing any more.
 func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[pinRevoked]) != 0 }
+
+// Submit counts one more pipelined put; the caller then writes it.
+func (v *PinView) Submit() { atomic.AddUint64(&v.w[pinSubmitted], 1) }
 
 // InUse returns the number of slots taken (tests).
 func (v *PinView) InUse() int { return PinSlots - len(v.free) }

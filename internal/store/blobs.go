@@ -40,6 +40,7 @@ type Session struct {
 	pins    *shm.PinPage             // the client's pin slots; nil: none (directory.go)
 	holds   map[ids.ObjectID][]*blob // pins of deleted ids: one reference per blob
 	nholds  atomic.Int32             // len(holds), read without the lock (HasHolds)
+	piped   atomic.Uint64            // pipelined requests handled (pipelined.go)
 }
 
 // NewSession opens a session. The caller MUST call Close when the connection
@@ -71,6 +72,7 @@ func (ss *Session) Close() {
 		ss.releaseLocked(id)
 	}
 	ss.closePinsLocked()
+	s.wakePipeLocked()
 }
 
 // addRefLocked gives the session a reference to b (at most one).

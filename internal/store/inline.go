@@ -62,6 +62,14 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 	for i, b := range blobs {
 		inline[i] = b.ID
 	}
+	return ss.createInlineLocked(content, inline, 0)
+}
+
+// createInlineLocked is CreateInline of the session's unsealed blobs
+// inline; the object gets the id root, or a fresh one when root is 0.
+// s.mu must be held.
+func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID) (Created, error) {
+	s := ss.s
 	fail := func(err error) (Created, error) {
 		for _, id := range inline {
 			if b, ok := ss.created[id]; ok {
@@ -74,7 +82,7 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 	}
 	var out Created
 	if len(content) > 0 && string(content) != "null" {
-		objs, err := s.buildTreeLocked(content, inline)
+		objs, err := s.buildTreeLocked(content, inline, root)
 		if err != nil {
 			return fail(err)
 		}

@@ -161,6 +161,14 @@ func (ss *Session) AdoptLeaseBlobs(bs []LeaseBlob) error {
 	if err := ss.checkLeaseBlobsLocked(bs); err != nil {
 		return err
 	}
+	ss.adoptLeaseBlobsLocked(bs)
+	return nil
+}
+
+// adoptLeaseBlobsLocked is AdoptLeaseBlobs once checkLeaseBlobsLocked
+// passed. s.mu must be held.
+func (ss *Session) adoptLeaseBlobsLocked(bs []LeaseBlob) {
+	s := ss.s
 	l := &ss.lease
 	cur := l.off // the start of the lease's allocation
 	for _, lb := range bs {
@@ -185,7 +193,6 @@ func (ss *Session) AdoptLeaseBlobs(bs []LeaseBlob) error {
 		l.off, l.end = 0, 0
 	}
 	l.next = bs[len(bs)-1].ID + 1
-	return nil
 }
 
 // checkLeaseBlobsLocked checks the blobs of an adoption against the lease.

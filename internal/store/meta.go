@@ -217,7 +217,7 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 			return Created{}, err
 		}
 	}
-	objs, err := s.buildTreeLocked(content, nil)
+	objs, err := s.buildTreeLocked(content, nil, 0)
 	if err != nil {
 		return Created{}, err
 	}
@@ -242,7 +242,7 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	}
 	out := make([]Created, 0, len(contents))
 	for _, c := range contents {
-		objs, err := s.buildTreeLocked(c, nil)
+		objs, err := s.buildTreeLocked(c, nil, 0)
 		if err != nil {
 			return out, err
 		}
@@ -269,19 +269,21 @@ func parseSignature(o *object) (uint64, error) {
 type treeBuild struct {
 	objs   []*object      // built so far: new members first, depth-first
 	inline []ids.ObjectID // the blobs of an inline create, for {"inline": i} members
+	root   ids.ObjectID   // the root's id; 0: a fresh one
 }
 
 // buildTreeLocked validates a tree and makes objects of it, not yet inserted:
 // the new members first (depth-first), the root last. inline are the blobs
-// of an inline create (nil otherwise).
-func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID) ([]*object, error) {
+// of an inline create (nil otherwise); root is the id of the root (0: a
+// fresh one).
+func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID) ([]*object, error) {
 	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
 	content = append(json.RawMessage(nil), content...)
-	tb := &treeBuild{inline: inline}
+	tb := &treeBuild{inline: inline, root: root}
 	if _, err := s.buildObjectLocked(content, 0, tb); err != nil {
 		return nil, err
 	}
@@ -305,9 +307,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	if depth > maxTreeDepth {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
-	o := &object{
-		id:    s.gen.Object(),
-		users: map[ids.ObjectID]int{},
+	o := &object{users: map[ids.ObjectID]int{}}
+	if o.id = tb.root; depth > 0 || o.id == 0 {
+		o.id = s.gen.Object()
 	}
 	// Every entry in the order written, room left for the fields the daemon
 	// adds; then sorted (stably: of a repeated key, the last one counts)

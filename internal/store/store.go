@@ -112,6 +112,11 @@ type Store struct {
 	dir         *directory // gets without a round trip; nil: none (directory.go)
 	holdCount   int        // holds of all sessions (directory.go)
 	rescanArmed bool       // the pin rescan timer runs
+
+	// AwaitPipelined's waiters (pipelined.go): how many, and the channel
+	// closed to wake them (nil: none made yet).
+	pipeWaiters atomic.Int32
+	pipeWoken   chan struct{}
 }
 
 // New creates the arena and an empty store. On error, it closes
