@@ -341,7 +341,15 @@ v6d_status v6d_create_metadata(v6d_client client, const char *json, size_t len,
  *  reference to what it created. The bytes cross the socket, so this pays
  *  for small data (up to a few hundred KiB); larger data is faster written
  *  in place with v6d_create_buffer. More than V6D_INLINE_MAX bytes in all is
- *  V6D_INVALID. Nothing is created on failure. \since 2 */
+ *  V6D_INVALID. Nothing is created on failure.
+ *  With our daemon over its UNIX socket, a put with a tree of up to 16 KiB
+ *  whose members are its own blobs or new objects (none linking an existing
+ *  object by id) makes NO round trip: the bytes go into memory the daemon
+ *  leased to this client, the id comes from the lease, and the request is
+ *  sent without waiting for the reply. Every later request of any client
+ *  finds the object. Should the daemon still refuse it, the next
+ *  v6d_put_inline of this client returns that error (naming the object) and
+ *  puts nothing. \since 2 */
 v6d_status v6d_put_inline(v6d_client client, const char *json, size_t len,
                           size_t n, const void *const *datas,
                           const uint64_t *sizes, uint64_t *blob_ids,

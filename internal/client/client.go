@@ -62,6 +62,11 @@ type Client struct {
 	closed  bool
 	lost    error      // set once the connection broke
 	lease   leaseState // arena memory and ids to carve blobs from (lease.go)
+	// Pipelined puts (pipelined.go): how many were sent since the last
+	// reply was read, and the failure read ahead of a reply, not yet
+	// returned.
+	sincePipelineSync int
+	putErr            *putError
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
@@ -319,6 +324,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 		}
 	}
 	c.roundTrips.Add(1)
+	c.sincePipelineSync = 0 // this exchange reads what they failed with
 	if len(trailing) == 0 {
 		if _, err := c.conn.Write(c.wbuf); err != nil {
 			return c.loseLocked(err)
@@ -345,13 +351,12 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 // announces; with readAhead (see noFdsFollow), through the read-ahead
 // buffer. c.mu must be held.
 func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, readAhead bool) error {
-	var body []byte
-	var err error
-	if readAhead {
-		body, err = c.readAheadLocked(protocol.DefaultMaxFrame)
-	} else {
-		body, err = protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
-		c.keepReadBufLocked(body)
+	body, err := c.readFrameLocked(readAhead)
+	for err == nil && protocol.IsPipelinedError(body) {
+		// A pipelined put failed (pipelined.go): the reply comes next.
+		if err = c.notePipelinedErrorLocked(body); err == nil {
+			body, err = c.readFrameLocked(readAhead)
+		}
 	}
 	if err != nil {
 		return c.loseLocked(err)
@@ -373,6 +378,17 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, rea
 		}
 	}
 	return nil
+}
+
+// readFrameLocked reads the next frame's body; with readAhead, through the
+// read-ahead buffer (valid until the next read). c.mu must be held.
+func (c *Client) readFrameLocked(readAhead bool) ([]byte, error) {
+	if readAhead {
+		return c.readAheadLocked(protocol.DefaultMaxFrame)
+	}
+	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
+	c.keepReadBufLocked(body)
+	return body, err
 }
 
 // keepReadBufLocked keeps body, a reply read into c.rbuf or a grown

@@ -33,7 +33,7 @@ import (
 
 // extSet records which extensions the daemon has.
 type extSet struct {
-	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch, lease bool
+	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch, lease, pipelined bool
 }
 
 // parseExtensions returns the extensions a register_reply names; unknown
@@ -56,6 +56,8 @@ func parseExtensions(names []string) extSet {
 			e.metaEpoch = true
 		case protocol.ExtLease:
 			e.lease = true
+		case protocol.ExtPipelined:
+			e.pipelined = true
 		}
 	}
 	return e

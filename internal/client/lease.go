@@ -54,34 +54,18 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 	for _, s := range sizes {
 		total += roundUp(s)
 	}
+	// Carving asks nothing of the daemon: make sure it is there, as a get
+	// answered without it does.
+	if err := c.usableLocked(); err != nil {
+		return nil, false, err
+	}
+	if err := c.liveLocal(); err != nil {
+		return nil, false, err
+	}
 	l := &c.lease
-	if len(sizes) > leaseIDsLow {
-		return nil, false, nil // more ids than a renewal promises: the old way
-	}
-	if l.end-l.off < total || l.ids < uint64(len(sizes)) {
-		want := max(leaseFactor*total, leaseMin)
-		var reply protocol.BuffersReply
-		req := &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: want, LeaseNeed: total}
-		if err := c.callLocked(req, &reply); err != nil {
-			// The daemon may have taken the old lease back before it
-			// failed: never carve from it again.
-			l.off, l.end = 0, 0
-			return nil, false, err
-		}
-		if reply.Lease == nil {
-			return nil, false, errBadReply("create_buffers with a lease: no lease in the reply")
-		}
-		l.set(reply.Lease)
-		if l.end-l.off < total || l.ids < uint64(len(sizes)) {
-			return nil, false, nil
-		}
-		if a, ok := c.regions[l.fd]; ok {
-			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
-		}
-	}
-	a, found := c.regions[l.fd]
-	if !found {
-		return nil, false, errBadReply("the lease lies in region %d, whose fd was never received", l.fd)
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)))
+	if !ok || err != nil {
+		return nil, false, err
 	}
 	out = make([]Buffer, len(sizes))
 	entries := make([]*blob, len(sizes))
@@ -111,6 +95,44 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 	c.state.Unlock()
 	a.pretouch(l.off)
 	return out, true, nil
+}
+
+// ensureLeaseLocked makes sure the lease holds total bytes and n ids,
+// leasing anew (a round trip) when it does not, and returns the arena it
+// lies in. ok is false when the lease cannot serve them (more ids than a
+// renewal promises, or the daemon granted less): the caller creates the
+// blobs another way. c.mu must be held.
+func (c *Client) ensureLeaseLocked(total, n uint64) (a *arena, ok bool, err error) {
+	l := &c.lease
+	if n > leaseIDsLow {
+		return nil, false, nil // more ids than a renewal promises: the old way
+	}
+	if l.end-l.off < total || l.ids < n {
+		want := max(leaseFactor*total, leaseMin)
+		var reply protocol.BuffersReply
+		req := &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: want, LeaseNeed: total}
+		if err := c.callLocked(req, &reply); err != nil {
+			// The daemon may have taken the old lease back before it
+			// failed: never carve from it again.
+			l.off, l.end = 0, 0
+			return nil, false, err
+		}
+		if reply.Lease == nil {
+			return nil, false, errBadReply("create_buffers with a lease: no lease in the reply")
+		}
+		l.set(reply.Lease)
+		if l.end-l.off < total || l.ids < n {
+			return nil, false, nil
+		}
+		if a, ok := c.regions[l.fd]; ok {
+			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
+		}
+	}
+	a, found := c.regions[l.fd]
+	if !found {
+		return nil, false, errBadReply("the lease lies in region %d, whose fd was never received", l.fd)
+	}
+	return a, true, nil
 }
 
 // takeLeaseLocked gives req the blobs carved from the lease that the daemon

@@ -275,6 +275,12 @@ const MaxInline = protocol.DefaultMaxFrame
 // standing for the i-th blob. It returns the object's id (0 without a tree)
 // and the blobs' ids. The client holds no reference to what it created.
 // Bytes of more than MaxInline in all are Invalid.
+//
+// With our daemon over its UNIX socket, a put with a tree is pipelined
+// (pipelined.go): it returns without waiting for the daemon, which may
+// still refuse the tree (a member that does not exist, say); such a
+// failure is returned by the next CreateInline of this client, whose own
+// put is then not made.
 func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
 	if len(tree) > 0 && !jsonscan.Valid(tree) {
 		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")
@@ -295,9 +301,20 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	if !c.ext.inline {
 		return c.upstreamInline(tree, data)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usableLocked(); err != nil {
+		return 0, nil, err
+	}
+	if err := c.takePutErrorLocked(); err != nil {
+		return 0, nil, err
+	}
+	if id, bids, ok, err := c.createLeasedLocked(tree, data); ok || err != nil {
+		return id, bids, err
+	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Inline: sizes}
-	if err := c.callTrailing(req, &reply, data); err != nil {
+	if err := c.callTrailingLocked(req, &reply, data); err != nil {
 		return 0, nil, err
 	}
 	if len(reply.InlineIDs) != len(data) {

@@ -1,0 +1,288 @@
+package client
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/store"
+)
+
+// pipelinedTree is the tree of a one-blob put, as the Python put writes it.
+const pipelinedTree = `{"typename":"vineyard::Tensor<uint8>","shape_":"[%d]","buffer_":{"inline":0}}`
+
+// putPipelined puts data (size bytes of seed's pattern) through
+// CreateInline and returns the object's and the blob's ids.
+func putPipelined(t testing.TB, c *Client, size int, seed byte) (ids.ObjectID, ids.ObjectID) {
+	t.Helper()
+	data := make([]byte, size)
+	fill(data, seed)
+	id, bids, err := c.CreateInline(fmt.Appendf(nil, pipelinedTree, size), [][]byte{data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bids) != 1 || id == 0 || id.IsBlob() || !bids[0].IsBlob() {
+		t.Fatalf("put returned %v, %v", id, bids)
+	}
+	return id, bids[0]
+}
+
+func TestPipelinedPutsTakeNoRoundTrip(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	if !a.ext.pipelined {
+		t.Fatal("the daemon does not offer pipelined puts")
+	}
+	putPipelined(t, a, 8, 0) // leases: a round trip
+	const n = 300
+	before := a.RoundTrips()
+	for i := range n {
+		size := 1 + i*37%5000
+		id, bid := putPipelined(t, a, size, byte(i))
+		// Another connection that learns the id at once finds it: the
+		// daemon waits for the put if it has not read it yet.
+		tree, err := b.GetMetadata(id)
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if !bytes.Contains(tree, []byte(bid.String())) {
+			t.Fatalf("put %d: tree %s does not name blob %v", i, tree, bid)
+		}
+		checkBlob(t, b, bid, size, byte(i))
+	}
+	// One put in syncEvery waits for its reply, and the lease's ids run out
+	// about every thousand: at most that many round trips.
+	if got, most := a.RoundTrips()-before, uint64(n/syncEvery+n/(1024-leaseIDsLow)+1); got > most {
+		t.Fatalf("%d puts took %d round trips, want at most %d", n, got, most)
+	}
+	// The creator holds nothing: deleting everything frees everything.
+	if err := b.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseLease(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used != 0 {
+		t.Fatalf("%d bytes still used after deleting every pipelined put", used)
+	}
+	if err := srv.Store().CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reader that learns the id while the put is counted but not yet written
+// gets it once it is: the daemon waits for the writer.
+func TestPipelinedPutWaitsForItsReader(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	putPipelined(t, a, 8, 0)
+	got := make(chan error, 1)
+	beforePipelinedWrite = func(id ids.ObjectID) {
+		go func() {
+			_, err := b.GetMetadata(id)
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // b's get reaches the daemon first
+	}
+	defer func() { beforePipelinedWrite = nil }()
+	putPipelined(t, a, 100, 1)
+	beforePipelinedWrite = nil
+	if err := <-got; err != nil {
+		t.Fatalf("a get of a put counted before it was written: %v", err)
+	}
+}
+
+// A put counted and never written delays a miss of another connection by
+// at most the pipeline wait, and not at all once its connection closes.
+func TestPipelinedWaitIsBounded(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	const wait = 200 * time.Millisecond
+	defer store.SetPipelineWait(store.SetPipelineWait(wait))
+	missing := ids.ObjectID(0x1234)
+	if _, err := b.GetMetadata(missing); code(err) != status.ObjectNotExists {
+		t.Fatalf("get of a missing id: %v", err)
+	}
+	a.state.Lock()
+	a.dir.pins.Submit() // counted, never written
+	a.state.Unlock()
+	start := time.Now()
+	if _, err := b.GetMetadata(missing); code(err) != status.ObjectNotExists {
+		t.Fatalf("get of a missing id while a put is counted: %v", err)
+	}
+	if waited := time.Since(start); waited < wait {
+		t.Fatalf("the miss did not wait for the counted put (%v)", waited)
+	}
+	store.SetPipelineWait(time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.GetMetadata(missing)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if code(err) != status.ObjectNotExists {
+			t.Fatalf("get of a missing id: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer closed, and the miss still waits for its put")
+	}
+}
+
+// A put the daemon refuses after it returned comes back from the next put.
+func TestPipelinedFailureComesBackAtTheNextPut(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	first, _ := putPipelined(t, a, 8, 0)
+	if ok, err := a.Exists(first); err != nil || !ok { // the daemon has read it
+		t.Fatalf("exists of a put: %v, %v", ok, err)
+	}
+	used, _ := srv.Store().Usage()
+	a.mu.Lock()
+	next := a.lease.next
+	a.lease.next -= 100 // ids the daemon no longer leases: it refuses the put
+	a.mu.Unlock()
+	bad, _ := putPipelined(t, a, 64, 1)
+	a.mu.Lock()
+	a.lease.next = next
+	a.mu.Unlock()
+	if _, err := b.GetMetadata(bad); code(err) != status.ObjectNotExists {
+		t.Fatalf("get of a refused put: %v", err)
+	}
+	// Any exchange reads the failure; the next put returns it.
+	if ok, err := a.Exists(bad); err != nil || ok {
+		t.Fatalf("exists of a refused put: %v, %v", ok, err)
+	}
+	_, _, err := a.CreateInline(fmt.Appendf(nil, pipelinedTree, 3), [][]byte{[]byte("abc")})
+	if code(err) != status.Invalid || !strings.Contains(err.Error(), bad.String()) ||
+		!strings.Contains(err.Error(), "failed after it returned") {
+		t.Fatalf("the put after a refused one: %v", err)
+	}
+	id, bid := putPipelined(t, a, 64, 2) // in step again
+	checkBlob(t, b, bid, 64, 2)
+	if _, err := b.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := srv.Store().Usage(); now != used {
+		t.Fatalf("usage %d after a refused put and a deleted one, %d before", now, used)
+	}
+	if err := srv.Store().CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Puts the daemon could refuse for their tree wait for the reply, so the
+// error comes back from the put itself.
+func TestPipelineable(t *testing.T) {
+	for tree, want := range map[string]bool{
+		`{"typename":"t","a":{"inline":0}}`:                                             true,
+		`{"typename":"t","a":{"inline":0},"m":{"typename":"u","b":{"inline":1}},"x":1}`: true,
+		`{"typename":"t","a":{"inline":2}}`:                                             false, // no such blob
+		`{"typename":"t","a":{"inline":-1}}`:                                            false,
+		`{"a":{"inline":0}}`:                                                            false, // no typename
+		`{"typename":"","a":{"inline":0}}`:                                              false,
+		`{"typename":"vineyard::Blob","a":{"inline":0}}`:                                false,
+		`{"typename":"t\u00e9","a":{"inline":0}}`:                                       false, // escaped: the daemon decides
+		`{"typename":"t","a":{"id":"o0000000000000001"}}`:                               false, // links an object
+		`{"typename":"t","m":{"b":{"inline":0}}}`:                                       false, // a member with no typename
+		`{"typename":"t","m":{"typename":"u","c":{"id":"o0000000000000001"}}}`:          false,
+		`{"typename":"` + strings.Repeat("x", 1025) + `"}`:                              false,
+		`[1]`: false,
+	} {
+		if got := pipelineable([]byte(tree), 2, 0); got != want {
+			t.Errorf("pipelineable(%.60s) = %v, want %v", tree, got, want)
+		}
+	}
+	deep := `{"typename":"t","a":{"inline":0}}`
+	for range maxPipelinedDepth + 1 {
+		deep = `{"typename":"t","m":` + deep + `}`
+	}
+	if pipelineable([]byte(deep), 1, 0) {
+		t.Error("a tree deeper than maxPipelinedDepth is pipelineable")
+	}
+}
+
+// Producers pipeline puts and pass the ids on at once; readers on other
+// connections get and check every byte, delete and reuse the memory.
+func TestPipelinedPutsUnderReaders(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	const producers, readersPer, puts = 2, 2, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, producers*(readersPer+1))
+	for p := range producers {
+		w := connect(t, srv)
+		work := make(chan [3]uint64, 64)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(work)
+			for i := range puts {
+				size := 1 + (i*131+p*7)%20000
+				data := make([]byte, size)
+				fill(data, byte(i+p))
+				id, bids, err := w.CreateInline(fmt.Appendf(nil, pipelinedTree, size), [][]byte{data})
+				if err != nil {
+					errs <- err
+					return
+				}
+				work <- [3]uint64{uint64(id), uint64(bids[0]), uint64(size)<<8 | uint64(byte(i+p))}
+			}
+		}()
+		for range readersPer {
+			r := connect(t, srv)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					for range work { // after a failure: never block the producer
+					}
+				}()
+				for job := range work {
+					id, bid, size, seed := ids.ObjectID(job[0]), ids.ObjectID(job[1]), int(job[2]>>8), byte(job[2])
+					got, err := r.Get(bid)
+					if err != nil {
+						errs <- fmt.Errorf("get %v of %v: %w", bid, id, err)
+						return
+					}
+					want := make([]byte, size)
+					fill(want, seed)
+					if !bytes.Equal(got, want) {
+						errs <- fmt.Errorf("blob %v of %v: bytes differ", bid, id)
+						return
+					}
+					if err := r.Release(bid); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := r.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := srv.Store().CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
