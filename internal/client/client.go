@@ -67,6 +67,7 @@ type Client struct {
 	// returned.
 	sincePipelineSync int
 	putErr            *putError
+	unacked           []protocol.Request // sent ahead of pipelined puts, acknowledgements unread
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
@@ -332,6 +333,13 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 	} else if err := c.conn.Writev(append([][]byte{c.wbuf}, trailing...)); err != nil {
 		return c.loseLocked(err)
 	}
+	for _, r := range c.unacked { // sent ahead of pipelined puts (pipelined.go)
+		var ack protocol.AckReply
+		if err := c.readReplyLocked(r, &ack, readAhead); err != nil && c.lost != nil {
+			return err
+		}
+	}
+	c.unacked = c.unacked[:0]
 	for _, r := range ahead {
 		var ack protocol.AckReply
 		if err := c.readReplyLocked(r, &ack, readAhead); err != nil && c.lost != nil {

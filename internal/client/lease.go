@@ -63,7 +63,7 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 		return nil, false, err
 	}
 	l := &c.lease
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)))
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)), true)
 	if !ok || err != nil {
 		return nil, false, err
 	}
@@ -101,8 +101,11 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 // leasing anew (a round trip) when it does not, and returns the arena it
 // lies in. ok is false when the lease cannot serve them (more ids than a
 // renewal promises, or the daemon granted less): the caller creates the
-// blobs another way. c.mu must be held.
-func (c *Client) ensureLeaseLocked(total, n uint64) (a *arena, ok bool, err error) {
+// blobs another way. With pretouch, a new lease starts the background
+// pre-touch of what the daemon pre-faulted (pretouch.go), which buffers
+// the caller fills want; a small put writes a page or two and would only
+// pay for mapping the reserve on a busy machine. c.mu must be held.
+func (c *Client) ensureLeaseLocked(total, n uint64, pretouch bool) (a *arena, ok bool, err error) {
 	l := &c.lease
 	if n > leaseIDsLow {
 		return nil, false, nil // more ids than a renewal promises: the old way
@@ -124,7 +127,7 @@ func (c *Client) ensureLeaseLocked(total, n uint64) (a *arena, ok bool, err erro
 		if l.end-l.off < total || l.ids < n {
 			return nil, false, nil
 		}
-		if a, ok := c.regions[l.fd]; ok {
+		if a, ok := c.regions[l.fd]; ok && pretouch {
 			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
 		}
 	}

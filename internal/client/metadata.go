@@ -80,6 +80,11 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 		tree, _, ok = c.dirGetLocked(id, false)
 	}
 	c.state.Unlock()
+	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
+		c.state.Lock()
+		tree, _, ok = c.dirGetLocked(id, false)
+		c.state.Unlock()
+	}
 	if ok {
 		return tree, nil
 	}
@@ -105,6 +110,11 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 		tree, ok = c.dirGetObjectLocked(id)
 	}
 	c.state.Unlock()
+	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
+		c.state.Lock()
+		tree, ok = c.dirGetObjectLocked(id)
+		c.state.Unlock()
+	}
 	if ok {
 		return tree, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
@@ -78,8 +79,8 @@ func (c *Client) takePutErrorLocked() error {
 
 // createLeased is CreateInline through the lease: the blobs are carved and
 // written here and the object named with an id of the lease, in one request
-// that, unless a reply is due (syncEvery, or releases to send first), is
-// pipelined. ok is false when this put cannot go that way (no lease or pin
+// that, unless a reply is due (syncEvery), is pipelined, with the releases
+// the client deferred ahead of it. ok is false when this put cannot go that way (no lease or pin
 // page, an empty blob, a large tree or one the daemon may refuse, buffers
 // carved and not yet named): the caller puts the old way. c.mu must be held.
 func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.ObjectID, ok bool, err error) {
@@ -99,12 +100,11 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	if c.dir != nil && !c.dir.lost {
 		pins = c.dir.pins
 	}
-	queued := len(c.pending) > 0
 	c.state.Unlock()
 	if pins == nil {
 		return 0, nil, false, nil
 	}
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1)
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, false)
 	if !ok || err != nil {
 		return 0, nil, false, err
 	}
@@ -127,9 +127,8 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	id = l.next &^ ids.BlobBit
 	l.next++
 	l.ids--
-	a.pretouch(l.off)
 	req := &protocol.CreateDataRequest{Content: tree, LeaseBlobs: triples, ID: id}
-	if c.sincePipelineSync+1 >= syncEvery || queued {
+	if c.sincePipelineSync+1 >= syncEvery {
 		var reply protocol.CreateDataReply
 		if err := c.callLocked(req, &reply); err != nil {
 			return 0, nil, true, err
@@ -140,10 +139,20 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 		return id, bids, true, nil
 	}
 	req.Pipelined = true
+	// Releases the client deferred go ahead, as with any request; their
+	// acknowledgements are read before the next exchange's (unacked).
+	c.state.Lock()
+	c.validateCacheLocked()
+	rel := c.takeReleasesLocked()
+	c.state.Unlock()
+	ahead := c.releaseRequests(rel)
 	c.wbuf = c.wbuf[:0]
-	if err := c.encode(req); err != nil {
-		return 0, nil, true, status.Errorf(status.Invalid, "encode create_data: %v", err)
+	for _, r := range append(ahead, req) {
+		if err := c.encode(r); err != nil {
+			return 0, nil, true, status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
+		}
 	}
+	c.unacked = append(c.unacked, ahead...)
 	pins.Submit() // before the write: a reader that learns the id waits for it
 	if beforePipelinedWrite != nil {
 		beforePipelinedWrite(id)
@@ -220,4 +229,39 @@ func plainTypename(raw []byte) bool {
 		}
 	}
 	return string(raw[1:n-1]) != blobTypename
+}
+
+// ownPutSlice bounds one sleep of awaitOwnPuts between looks at whether
+// the daemon is still there.
+const ownPutSlice = 20 * time.Millisecond
+
+// awaitOwnPuts waits until the daemon has handled this client's pipelined
+// puts, when some are in flight, and reports whether it waited and they are
+// all handled. A get that the directory could not answer may be of one of
+// them, which the daemon publishes as it handles it: the directory is then
+// worth a second look, and the get needs no round trip (which would have
+// waited behind those puts all the same). The client sleeps on the pin
+// page's handled futex (shm.PinView.WaitHandled), at most for its timeout,
+// and not at all once the daemon is gone or no longer honours the page.
+// It holds c.state throughout, so the page stays mapped; callers hold no
+// lock.
+func (c *Client) awaitOwnPuts() bool {
+	timeout := time.Duration(c.timeout.Load())
+	start := time.Now()
+	c.state.Lock()
+	defer c.state.Unlock()
+	d := c.dir
+	if d == nil || !c.ext.pipelined {
+		return false
+	}
+	target := d.pins.Submitted()
+	if d.pins.Handled() >= target {
+		return false
+	}
+	for !d.pins.WaitHandled(target, ownPutSlice) {
+		if d.lost || d.view.Life() != shm.LifeAlive || d.pins.Revoked() || timeout > 0 && time.Since(start) > timeout {
+			return false
+		}
+	}
+	return true
 }

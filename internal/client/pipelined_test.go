@@ -286,3 +286,37 @@ func TestPipelinedPutsUnderReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A get of the client's own put, made before the daemon handled it, waits
+// on the pin page for the daemon and is then answered from the directory:
+// no round trip.
+func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a := connect(t, srv)
+	putPipelined(t, a, 8, 0)
+	var trips uint64
+	for i := range 200 {
+		id, bid := putPipelined(t, a, 100+i, byte(i))
+		before := a.RoundTrips()
+		tree, err := a.GetObject(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptr, _, err := a.BlobPointer(bid)
+		if err != nil || !bytes.Contains(tree, []byte(bid.String())) {
+			t.Fatalf("put %d: tree %s, blob %v", i, tree, err)
+		}
+		want := make([]byte, 100+i)
+		fill(want, byte(i))
+		if !bytes.Equal(ptr, want) {
+			t.Fatalf("put %d: bytes differ", i)
+		}
+		if err := a.Release(id); err != nil {
+			t.Fatal(err)
+		}
+		trips += a.RoundTrips() - before
+	}
+	if trips != 0 {
+		t.Fatalf("200 gets of the client's own puts took %d round trips", trips)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -368,10 +369,13 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // the daemon creates and maps, and the connection's client maps writable.
 // Word 0 is the client's hint: no slot at or above it is in use (the daemon
 // clamps it); words 1..PinSlots are slots holding the id of an object or
-// blob the client pinned, 0 when free. The next word counts the pipelined
-// puts the client sent (docs/design.md, "Pipelined puts"): the client adds
-// one before it writes each, so a daemon that cannot find an id waits for
-// the connections whose count is ahead of what it handled. The last word is
+// blob the client pinned, 0 when free. Three words serve pipelined puts
+// (docs/design.md, "Pipelined puts"): submitted, the puts the client sent
+// (it adds one before it writes each, so a daemon that cannot find an id
+// waits for the connections whose count is ahead of what it handled);
+// handled, the daemon's count of those it handled, whose first 4 bytes are
+// a futex; and waiting, the client's threads asleep on that futex, so the
+// daemon wakes them only then. The last word is
 // the daemon's: not 0 once the daemon no longer honours the page's pins (the
 // connection closed on its side), so the client must stop answering gets
 // from the directory. The client stores a slot, then loads
@@ -379,16 +383,19 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // retires an entry, then loads the slots: either the client sees the new
 // seq and does not use the pin, or the daemon sees the pin.
 const (
-	// PinPageSize is the size of a connection's pin page: 8,189 slots, so
+	// PinPageSize is the size of a connection's pin page: 8,187 slots, so
 	// that a process holding thousands of got values still gets without a
 	// round trip (with 4 KiB, the 511th held value fell back). The memfd's
 	// pages are allocated as slots are first used (lowest first), and the
 	// daemon reads slots only up to the client's hint.
 	PinPageSize = 64 << 10
 	// PinSlots is the number of slots of a pin page.
-	PinSlots = PinPageSize/8 - 3
-	// pinSubmitted is the word counting the client's pipelined puts.
-	pinSubmitted = PinPageSize/8 - 2
+	PinSlots = PinPageSize/8 - 5
+	// pinSubmitted counts the client's pipelined puts, pinHandled the
+	// daemon's, pinWaiting the client's threads waiting for pinHandled.
+	pinSubmitted = PinPageSize/8 - 4
+	pinHandled   = PinPageSize/8 - 3
+	pinWaiting   = PinPageSize/8 - 2
 	// pinRevoked is the word the daemon sets when it drops the page.
 	pinRevoked = PinPageSize/8 - 1
 )
@@ -440,6 +447,30 @@ func (p *PinPage) Submitted() uint64 {
 		return 0
 	}
 	return atomic.LoadUint64(&p.w[pinSubmitted])
+}
+
+// SetHandled publishes n, the pipelined puts the daemon handled, and
+// returns the address to wake (WakeHandled) when client threads wait for
+// it (PinView.WaitHandled), else nil.
+func (p *PinPage) SetHandled(n uint64) *uint32 {
+	if p == nil || p.w == nil {
+		return nil
+	}
+	atomic.StoreUint64(&p.w[pinHandled], n)
+	if atomic.LoadUint64(&p.w[pinWaiting]) == 0 { // after the store: see WaitHandled
+		return nil
+	}
+	return (*uint32)(unsafe.Pointer(&p.w[pinHandled]))
+}
+
+// WakeHandled wakes the threads waiting on the handled word at addr (from
+// SetHandled). It only makes a system call, so it may run without the
+// lock that keeps the page mapped: on an unmapped address the kernel
+// returns an error instead of faulting.
+func WakeHandled(addr *uint32) {
+	if addr != nil {
+		futexWake(addr)
+	}
 }
 
 // Close revokes the page and unmaps it.
@@ -499,6 +530,34 @@ func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[pinRevoked]) !=
 
 // Submit counts one more pipelined put; the caller then writes it.
 func (v *PinView) Submit() { atomic.AddUint64(&v.w[pinSubmitted], 1) }
+
+// Submitted returns the pipelined puts this client counted.
+func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[pinSubmitted]) }
+
+// Handled returns the pipelined puts the daemon says it handled.
+func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[pinHandled]) }
+
+// WaitHandled sleeps until the daemon handled at least target pipelined
+// puts, or for at most timeout, and reports whether it did. The waiter
+// stores its count in the waiting word, then loads handled; the daemon
+// stores handled, then loads waiting (all sequentially consistent): either
+// the waiter sees the new count, or the daemon sees the waiter and wakes
+// it; a wake between the load and the sleep makes the futex's value
+// differ, and the sleep returns at once. The caller keeps the page mapped
+// meanwhile, or the sleep returns with an error (never a fault).
+func (v *PinView) WaitHandled(target uint64, timeout time.Duration) bool {
+	h := v.Handled()
+	if h >= target {
+		return true
+	}
+	atomic.AddUint64(&v.w[pinWaiting], 1)
+	defer atomic.AddUint64(&v.w[pinWaiting], ^uint64(0))
+	if h = v.Handled(); h >= target {
+		return true
+	}
+	futexWait((*uint32)(unsafe.Pointer(&v.w[pinHandled])), uint32(h), timeout)
+	return v.Handled() >= target
+}
 
 // InUse returns the number of slots taken (tests).
 func (v *PinView) InUse() int { return PinSlots - len(v.free) }

@@ -2,7 +2,11 @@ package shm
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestDirectoryPublishLookupRetire(t *testing.T) {
@@ -132,5 +136,59 @@ func TestPinPage(t *testing.T) {
 	p.Scan(func(uint64) { n++ })
 	if n != PinSlots {
 		t.Fatalf("scanned %d slots", n)
+	}
+}
+
+// The client counts pipelined puts and sleeps on the handled word; the
+// daemon's SetHandled, then WakeHandled, wakes it. Neither touches a slot.
+func TestPinPagePipelineWords(t *testing.T) {
+	p, fd, err := CreatePinPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m, err := Map(fd, PinPageSize, true)
+	_ = unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v, err := NewPinView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Submit()
+	v.Submit()
+	if p.Submitted() != 2 || v.Submitted() != 2 || v.Handled() != 0 {
+		t.Fatalf("submitted %d/%d, handled %d", p.Submitted(), v.Submitted(), v.Handled())
+	}
+	if v.WaitHandled(1, 10*time.Millisecond) {
+		t.Fatal("WaitHandled reported a put the daemon did not handle")
+	}
+	if addr := p.SetHandled(1); addr != nil {
+		t.Fatal("SetHandled asks for a wake with nobody waiting")
+	}
+	done := make(chan bool)
+	go func() { done <- v.WaitHandled(2, time.Minute) }()
+	for atomic.LoadUint64(&v.w[pinWaiting]) == 0 { // the waiter is about to sleep
+		time.Sleep(time.Millisecond)
+	}
+	addr := p.SetHandled(2)
+	if addr == nil {
+		t.Fatal("SetHandled does not wake a waiter")
+	}
+	WakeHandled(addr)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("the waiter woke without seeing the count")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter was not woken")
+	}
+	n := 0
+	p.Scan(func(uint64) { n++ })
+	if n != 0 {
+		t.Fatalf("the pipeline words show as %d pins", n)
 	}
 }

@@ -40,7 +40,7 @@ type Session struct {
 	pins    *shm.PinPage             // the client's pin slots; nil: none (directory.go)
 	holds   map[ids.ObjectID][]*blob // pins of deleted ids: one reference per blob
 	nholds  atomic.Int32             // len(holds), read without the lock (HasHolds)
-	piped   atomic.Uint64            // pipelined requests handled (pipelined.go)
+	piped   uint64                   // pipelined requests handled (pipelined.go); under s.mu
 }
 
 // NewSession opens a session. The caller MUST call Close when the connection

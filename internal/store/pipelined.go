@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -87,16 +88,19 @@ func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root
 }
 
 // PipelinedDone counts one pipelined request of the session handled,
-// successful or not, and wakes AwaitPipelined's waiters. Call it after the
-// request's effects are in the store.
+// successful or not, in the session and in its pin page, and wakes
+// AwaitPipelined's waiters and the client's. Call it after the request's
+// effects are in the store.
 func (ss *Session) PipelinedDone() {
 	s := ss.s
-	ss.piped.Add(1)
-	if s.pipeWaiters.Load() > 0 {
-		s.mu.Lock()
-		s.wakePipeLocked()
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	// The pin page tells the client too (shm.PinPage.SetHandled): a get of
+	// its own put that the directory could not answer waits for it there.
+	ss.piped++
+	wake := ss.pins.SetHandled(ss.piped)
+	s.wakePipeLocked()
+	s.mu.Unlock()
+	shm.WakeHandled(wake) // a system call: not under the store's lock
 }
 
 // wakePipeLocked wakes AwaitPipelined's waiters. s.mu must be held.
@@ -118,15 +122,13 @@ func (ss *Session) AwaitPipelined() bool {
 		ss   *Session
 		sent uint64
 	}
-	s.pipeWaiters.Add(1)
-	defer s.pipeWaiters.Add(-1)
 	s.mu.Lock()
 	var ts []target
 	for o := range s.sessions {
 		if o == ss || o.pins == nil {
 			continue
 		}
-		if sent := o.pins.Submitted(); sent > o.piped.Load() {
+		if sent := o.pins.Submitted(); sent > o.piped {
 			ts = append(ts, target{o, sent})
 		}
 	}
@@ -137,7 +139,7 @@ func (ss *Session) AwaitPipelined() bool {
 	timer := time.NewTimer(time.Duration(pipelineWait.Load()))
 	defer timer.Stop()
 	for {
-		ts = slices.DeleteFunc(ts, func(t target) bool { return t.ss.closed || t.ss.piped.Load() >= t.sent })
+		ts = slices.DeleteFunc(ts, func(t target) bool { return t.ss.closed || t.ss.piped >= t.sent })
 		if len(ts) == 0 {
 			s.mu.Unlock()
 			return true

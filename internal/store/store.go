@@ -113,10 +113,9 @@ type Store struct {
 	holdCount   int        // holds of all sessions (directory.go)
 	rescanArmed bool       // the pin rescan timer runs
 
-	// AwaitPipelined's waiters (pipelined.go): how many, and the channel
-	// closed to wake them (nil: none made yet).
-	pipeWaiters atomic.Int32
-	pipeWoken   chan struct{}
+	// pipeWoken is closed to wake AwaitPipelined's waiters (pipelined.go);
+	// nil: nobody waits.
+	pipeWoken chan struct{}
 }
 
 // New creates the arena and an empty store. On error, it closes
