@@ -93,21 +93,30 @@ func TestDirectoryViewRejectsBadHeaders(t *testing.T) {
 	}
 }
 
-func TestPinPage(t *testing.T) {
+// pinPage makes a pin page and the client's view of it, both closed at the
+// end of the test.
+func pinPage(t *testing.T) (*PinPage, *PinView, *Mapping) {
+	t.Helper()
 	p, fd, err := CreatePinPage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(p.Close)
 	m, err := Map(fd, PinPageSize, true)
+	_ = unix.Close(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { _ = m.Close() })
 	v, err := NewPinView(m.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, v, m
+}
+
+func TestPinPage(t *testing.T) {
+	p, v, m := pinPage(t)
 	a, _ := v.Set(11)
 	b, _ := v.Set(12)
 	seen := map[uint64]bool{}
@@ -142,21 +151,7 @@ func TestPinPage(t *testing.T) {
 // The client counts pipelined puts and sleeps on the handled word; the
 // daemon's SetHandled, then WakeHandled, wakes it. Neither touches a slot.
 func TestPinPagePipelineWords(t *testing.T) {
-	p, fd, err := CreatePinPage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	m, err := Map(fd, PinPageSize, true)
-	_ = unix.Close(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	v, err := NewPinView(m.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, v, _ := pinPage(t)
 	v.Submit()
 	v.Submit()
 	if p.Submitted() != 2 || v.Submitted() != 2 || v.Handled() != 0 {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +22,19 @@ def client(vineyard_socket: str):
     c = vineyard.connect(vineyard_socket)
     yield c
     c.close()
+
+
+@pytest.fixture
+def private_daemon(tmp_path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A daemon of this test only, that the test may kill: (process, socket)."""
+    import vineyard
+
+    sock = str(tmp_path / "vineyard.sock")
+    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi", "--norpc"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        vineyard.deploy._wait(sock, proc)
+        yield proc, sock
+    finally:
+        proc.kill()
+        proc.wait()

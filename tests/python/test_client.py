@@ -308,19 +308,14 @@ def test_small_put_is_one_round_trip_and_keeps_nothing(client):
     assert client.status.memory_usage == base
 
 
-def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_cache(tmp_path):
-    sock = str(tmp_path / "vineyard.sock")
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi", "--norpc"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        vineyard.deploy._wait(sock, proc)
-        client = vineyard.connect(sock)
-        oid = client.put(np.arange(1000))
-        assert client.get(oid)[999] == 999 and client.get_meta(oid).typename.startswith("vineyard::Tensor")
-        assert client.connected
-    finally:
-        proc.kill()
-        proc.wait()
+def test_a_client_whose_daemon_died_is_disconnected_and_never_answers_from_its_cache(private_daemon):
+    proc, sock = private_daemon
+    client = vineyard.connect(sock)
+    oid = client.put(np.arange(1000))
+    assert client.get(oid)[999] == 999 and client.get_meta(oid).typename.startswith("vineyard::Tensor")
+    assert client.connected
+    proc.kill()
+    proc.wait()
     # The calls first: asking client.connected would itself tell libv6d's cache.
     for call in (lambda: client.get(oid), lambda: client.get_meta(oid), lambda: client.get_object(oid),
                  lambda: client.put(np.arange(3)), lambda: client.exists(oid), lambda: client.create_blob(8),

@@ -80,19 +80,14 @@ def test_puts_of_a_process_killed_right_after_them_are_all_stored(vineyard_socke
             del got
 
 
-def test_after_the_daemon_died_neither_a_put_nor_a_carved_buffer_succeeds(tmp_path):
+def test_after_the_daemon_died_neither_a_put_nor_a_carved_buffer_succeeds(private_daemon):
     # A small put leaves the client a lease: a buffer carved from it asks the
     # daemon nothing, and must still fail once the daemon is gone.
-    sock = str(tmp_path / "v.sock")
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi", "--norpc"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        vineyard.deploy._wait(sock, proc)
-        client = vineyard.connect(sock)
-        client.get(client.put(np.arange(3)))
-    finally:
-        proc.kill()
-        proc.wait()
+    proc, sock = private_daemon
+    client = vineyard.connect(sock)
+    client.get(client.put(np.arange(3)))
+    proc.kill()
+    proc.wait()
     with pytest.raises(ConnectionError):
         client.create_blob(8)
     with pytest.raises(ConnectionError):
