@@ -241,10 +241,10 @@ const ownPutSlice = 20 * time.Millisecond
 // them, which the daemon publishes as it handles it: the directory is then
 // worth a second look, and the get needs no round trip (which would have
 // waited behind those puts all the same). The client sleeps on the pin
-// page's handled futex (shm.PinView.WaitHandled), at most for its timeout,
+// page's handled futex (shm.PinView.BeginWait), at most for its timeout,
 // and not at all once the daemon is gone or no longer honours the page.
-// It holds c.state throughout, so the page stays mapped; callers hold no
-// lock.
+// c.state is held except during the sleep, which needs no mapping; a page
+// unmapped meanwhile (Close) ends the wait. Callers hold no lock.
 func (c *Client) awaitOwnPuts() bool {
 	timeout := time.Duration(c.timeout.Load())
 	start := time.Now()
@@ -258,10 +258,20 @@ func (c *Client) awaitOwnPuts() bool {
 	if d.pins.Handled() >= target {
 		return false
 	}
-	for !d.pins.WaitHandled(target, ownPutSlice) {
+	for {
+		addr, val, done := d.pins.BeginWait(target)
+		if done {
+			return true
+		}
+		c.state.Unlock()
+		shm.SleepHandled(addr, val, ownPutSlice)
+		c.state.Lock()
+		if c.dir != d {
+			return false // closed meanwhile: the waiting word went with the page
+		}
+		d.pins.EndWait()
 		if d.lost || d.view.Life() != shm.LifeAlive || d.pins.Revoked() || timeout > 0 && time.Since(start) > timeout {
 			return false
 		}
 	}
-	return true
 }

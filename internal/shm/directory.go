@@ -451,13 +451,13 @@ func (p *PinPage) Submitted() uint64 {
 
 // SetHandled publishes n, the pipelined puts the daemon handled, and
 // returns the address to wake (WakeHandled) when client threads wait for
-// it (PinView.WaitHandled), else nil.
+// it (PinView.BeginWait), else nil.
 func (p *PinPage) SetHandled(n uint64) *uint32 {
 	if p == nil || p.w == nil {
 		return nil
 	}
 	atomic.StoreUint64(&p.w[pinHandled], n)
-	if atomic.LoadUint64(&p.w[pinWaiting]) == 0 { // after the store: see WaitHandled
+	if atomic.LoadUint64(&p.w[pinWaiting]) == 0 { // after the store: see BeginWait
 		return nil
 	}
 	return (*uint32)(unsafe.Pointer(&p.w[pinHandled]))
@@ -537,27 +537,36 @@ func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[pinSubmitte
 // Handled returns the pipelined puts the daemon says it handled.
 func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[pinHandled]) }
 
-// WaitHandled sleeps until the daemon handled at least target pipelined
-// puts, or for at most timeout, and reports whether it did. The waiter
-// stores its count in the waiting word, then loads handled; the daemon
-// stores handled, then loads waiting (all sequentially consistent): either
-// the waiter sees the new count, or the daemon sees the waiter and wakes
-// it; a wake between the load and the sleep makes the futex's value
-// differ, and the sleep returns at once. The caller keeps the page mapped
-// meanwhile, or the sleep returns with an error (never a fault).
-func (v *PinView) WaitHandled(target uint64, timeout time.Duration) bool {
-	h := v.Handled()
-	if h >= target {
-		return true
+// BeginWait announces a thread about to wait until the daemon handled at
+// least target pipelined puts, and returns the futex word and the value to
+// sleep on (SleepHandled); done, with nobody announced, when it handled
+// them already. The waiter stores its count in the waiting word, then
+// loads handled; the daemon stores handled, then loads waiting (all
+// sequentially consistent): either the waiter sees the new count, or the
+// daemon sees the waiter and wakes it; a wake between the load and the
+// sleep makes the futex's value differ, and the sleep returns at once.
+// EndWait withdraws the announcement.
+func (v *PinView) BeginWait(target uint64) (addr *uint32, val uint32, done bool) {
+	if v.Handled() >= target {
+		return nil, 0, true
 	}
 	atomic.AddUint64(&v.w[pinWaiting], 1)
-	defer atomic.AddUint64(&v.w[pinWaiting], ^uint64(0))
-	if h = v.Handled(); h >= target {
-		return true
+	h := v.Handled()
+	if h >= target {
+		v.EndWait()
+		return nil, 0, true
 	}
-	futexWait((*uint32)(unsafe.Pointer(&v.w[pinHandled])), uint32(h), timeout)
-	return v.Handled() >= target
+	return (*uint32)(unsafe.Pointer(&v.w[pinHandled])), uint32(h), false
 }
+
+// EndWait withdraws a waiter BeginWait announced.
+func (v *PinView) EndWait() { atomic.AddUint64(&v.w[pinWaiting], ^uint64(0)) }
+
+// SleepHandled sleeps while the futex word at addr (from BeginWait) holds
+// val, for at most timeout. It only makes a system call, so the caller
+// need not keep the page mapped meanwhile: on an unmapped address the
+// kernel returns an error instead of faulting.
+func SleepHandled(addr *uint32, val uint32, timeout time.Duration) { futexWait(addr, val, timeout) }
 
 // InUse returns the number of slots taken (tests).
 func (v *PinView) InUse() int { return PinSlots - len(v.free) }

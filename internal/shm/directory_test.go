@@ -157,24 +157,41 @@ func TestPinPagePipelineWords(t *testing.T) {
 	if p.Submitted() != 2 || v.Submitted() != 2 || v.Handled() != 0 {
 		t.Fatalf("submitted %d/%d, handled %d", p.Submitted(), v.Submitted(), v.Handled())
 	}
-	if v.WaitHandled(1, 10*time.Millisecond) {
-		t.Fatal("WaitHandled reported a put the daemon did not handle")
+	addr, val, done := v.BeginWait(1)
+	if done {
+		t.Fatal("BeginWait reported a put the daemon did not handle")
 	}
+	start := time.Now()
+	SleepHandled(addr, val, 10*time.Millisecond) // nobody wakes it
+	if time.Since(start) < 10*time.Millisecond || v.Handled() != 0 {
+		t.Fatal("the sleep ended before its timeout with nothing handled")
+	}
+	v.EndWait()
 	if addr := p.SetHandled(1); addr != nil {
 		t.Fatal("SetHandled asks for a wake with nobody waiting")
 	}
-	done := make(chan bool)
-	go func() { done <- v.WaitHandled(2, time.Minute) }()
+	if _, _, done := v.BeginWait(1); !done {
+		t.Fatal("BeginWait waits for a put the daemon handled")
+	}
+	woke := make(chan bool)
+	go func() {
+		addr, val, done := v.BeginWait(2)
+		if !done {
+			SleepHandled(addr, val, time.Minute)
+			v.EndWait()
+		}
+		woke <- v.Handled() >= 2
+	}()
 	for atomic.LoadUint64(&v.w[pinWaiting]) == 0 { // the waiter is about to sleep
 		time.Sleep(time.Millisecond)
 	}
-	addr := p.SetHandled(2)
-	if addr == nil {
+	wake := p.SetHandled(2)
+	if wake == nil {
 		t.Fatal("SetHandled does not wake a waiter")
 	}
-	WakeHandled(addr)
+	WakeHandled(wake)
 	select {
-	case ok := <-done:
+	case ok := <-woke:
 		if !ok {
 			t.Fatal("the waiter woke without seeing the count")
 		}
