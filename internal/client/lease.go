@@ -63,7 +63,7 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 		return nil, false, err
 	}
 	l := &c.lease
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)), true)
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)), leaseFactor*total, true)
 	if !ok || err != nil {
 		return nil, false, err
 	}
@@ -101,17 +101,18 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 // leasing anew (a round trip) when it does not, and returns the arena it
 // lies in. ok is false when the lease cannot serve them (more ids than a
 // renewal promises, or the daemon granted less): the caller creates the
-// blobs another way. With pretouch, a new lease starts the background
-// pre-touch of what the daemon pre-faulted (pretouch.go), which buffers
-// the caller fills want; a small put writes a page or two and would only
-// pay for mapping the reserve on a busy machine. c.mu must be held.
-func (c *Client) ensureLeaseLocked(total, n uint64, pretouch bool) (a *arena, ok bool, err error) {
+// blobs another way. A new lease is of want bytes (at least leaseMin).
+// With pretouch, it starts the background pre-touch of what the daemon
+// pre-faulted (pretouch.go), which buffers the caller fills want; a small
+// put writes a page or two and would only pay for mapping the reserve on a
+// busy machine. c.mu must be held.
+func (c *Client) ensureLeaseLocked(total, n, want uint64, pretouch bool) (a *arena, ok bool, err error) {
 	l := &c.lease
 	if n > leaseIDsLow {
 		return nil, false, nil // more ids than a renewal promises: the old way
 	}
 	if l.end-l.off < total || l.ids < n {
-		want := max(leaseFactor*total, leaseMin)
+		want = max(want, leaseMin)
 		var reply protocol.BuffersReply
 		req := &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseSize: want, LeaseNeed: total}
 		if err := c.callLocked(req, &reply); err != nil {

@@ -104,7 +104,9 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	if pins == nil {
 		return 0, nil, false, nil
 	}
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, false)
+	// A lease holds syncEvery puts of this size: renewing it (a round trip)
+	// then costs no more often than the put that waits for its reply.
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, syncEvery*total, false)
 	if !ok || err != nil {
 		return 0, nil, false, err
 	}

@@ -320,3 +320,18 @@ func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
 		t.Fatalf("200 gets of the client's own puts took %d round trips", trips)
 	}
 }
+
+// A lease holds syncEvery puts of the size that needed it, so renewing it
+// costs a round trip no more often than the put that waits for its reply.
+func TestPipelinedPutsRenewTheLeaseRarely(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	a := connect(t, srv)
+	const n, size = 256, 64 << 10
+	before := a.RoundTrips()
+	for i := range n {
+		putPipelined(t, a, size, byte(i))
+	}
+	if got, most := a.RoundTrips()-before, uint64(2*n/syncEvery+2); got > most {
+		t.Fatalf("%d puts of %d bytes took %d round trips, want at most %d", n, size, got, most)
+	}
+}
