@@ -286,11 +286,11 @@ const MaxInline = protocol.DefaultMaxFrame
 // and the blobs' ids. The client holds no reference to what it created.
 // Bytes of more than MaxInline in all are Invalid.
 //
-// With our daemon over its UNIX socket, a put with a tree is pipelined
-// (pipelined.go): it returns without waiting for the daemon, which may
-// still refuse the tree (a member that does not exist, say); such a
-// failure is returned by the next CreateInline of this client, whose own
-// put is then not made.
+// With our daemon over its UNIX socket, a put with a tree the daemon
+// cannot refuse for what it names is pipelined (pipelined.go): it returns
+// without waiting for the daemon. Should the daemon refuse it all the same
+// (a client bug, a daemon going away), the failure is returned by the next
+// CreateInline of this client, whose own put is then not made.
 func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
 	if len(tree) > 0 && !jsonscan.Valid(tree) {
 		return 0, nil, status.Errorf(status.MetaTreeInvalid, "metadata is not valid JSON")

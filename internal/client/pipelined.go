@@ -77,12 +77,13 @@ func (c *Client) takePutErrorLocked() error {
 		"an earlier put, of object %v, failed after it returned%s: %s", pe.id, more, status.AsError(pe.err).Message)
 }
 
-// createLeased is CreateInline through the lease: the blobs are carved and
-// written here and the object named with an id of the lease, in one request
-// that, unless a reply is due (syncEvery), is pipelined, with the releases
-// the client deferred ahead of it. ok is false when this put cannot go that way (no lease or pin
-// page, an empty blob, a large tree or one the daemon may refuse, buffers
-// carved and not yet named): the caller puts the old way. c.mu must be held.
+// createLeasedLocked is CreateInline through the lease: the blobs are
+// carved and written here and the object named with an id of the lease, in
+// one request that, unless a reply is due (syncEvery), is pipelined, with
+// the releases the client deferred ahead of it. ok is false when this put
+// cannot go that way (no lease extension or pin page, an empty blob, a
+// large tree or one the daemon may refuse, buffers carved and not yet
+// named): the caller puts the old way. c.mu must be held.
 func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.ObjectID, ok bool, err error) {
 	if !c.ext.pipelined || !c.ext.lease || c.remote || len(tree) == 0 || len(tree) > maxPipelinedTree ||
 		len(c.lease.pending) > 0 || len(data) >= leaseIDsLow || !pipelineable(tree, len(data), 0) {

@@ -375,13 +375,13 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // waits for the connections whose count is ahead of what it handled);
 // handled, the daemon's count of those it handled, whose first 4 bytes are
 // a futex; and waiting, the client's threads asleep on that futex, so the
-// daemon wakes them only then. The last word is
-// the daemon's: not 0 once the daemon no longer honours the page's pins (the
-// connection closed on its side), so the client must stop answering gets
-// from the directory. The client stores a slot, then loads
-// the entry's seq (both atomic, so sequentially consistent); the daemon
-// retires an entry, then loads the slots: either the client sees the new
-// seq and does not use the pin, or the daemon sees the pin.
+// daemon wakes them only then. The last word is the daemon's: not 0 once
+// the daemon no longer honours the page's pins (the connection closed on
+// its side), so the client must stop answering gets from the directory.
+// The client stores a slot, then loads the entry's seq (both atomic, so
+// sequentially consistent); the daemon retires an entry, then loads the
+// slots: either the client sees the new seq and does not use the pin, or
+// the daemon sees the pin.
 const (
 	// PinPageSize is the size of a connection's pin page: 8,187 slots, so
 	// that a process holding thousands of got values still gets without a

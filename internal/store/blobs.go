@@ -72,7 +72,7 @@ func (ss *Session) Close() {
 		ss.releaseLocked(id)
 	}
 	ss.closePinsLocked()
-	s.wakePipeLocked()
+	s.notifyLocked() // AwaitPipelined stops waiting for this session
 }
 
 // addRefLocked gives the session a reference to b (at most one).

@@ -70,7 +70,7 @@ func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root
 	last := blobs[len(blobs)-1].ID
 	switch l := &ss.lease; {
 	case root.IsBlob() || root == 0:
-		return Created{}, status.Errorf(status.Invalid, "object id %v of a leased create is a blob id", root)
+		return Created{}, status.Errorf(status.Invalid, "%v is not an object id (a leased create's id)", root)
 	case root|ids.BlobBit <= last || root|ids.BlobBit > l.last:
 		return Created{}, status.Errorf(status.Invalid,
 			"object id %v of a leased create is not one of the lease's unused ids after its blobs", root)
@@ -89,7 +89,7 @@ func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root
 
 // PipelinedDone counts one pipelined request of the session handled,
 // successful or not, in the session and in its pin page, and wakes
-// AwaitPipelined's waiters and the client's. Call it after the request's
+// AwaitPipelined's waiters (Changed) and the client's. Call it after the request's
 // effects are in the store.
 func (ss *Session) PipelinedDone() {
 	s := ss.s
@@ -98,20 +98,13 @@ func (ss *Session) PipelinedDone() {
 	// its own put that the directory could not answer waits for it there.
 	ss.piped++
 	wake := ss.pins.SetHandled(ss.piped)
-	s.wakePipeLocked()
+	s.notifyLocked()
 	s.mu.Unlock()
 	shm.WakeHandled(wake) // a system call: not under the store's lock
 }
 
-// wakePipeLocked wakes AwaitPipelined's waiters. s.mu must be held.
-func (s *Store) wakePipeLocked() {
-	if s.pipeWoken != nil {
-		close(s.pipeWoken)
-		s.pipeWoken = nil
-	}
-}
-
-// AwaitPipelined waits (at most DefaultPipelineWait) until every other open
+// AwaitPipelined waits (at most the pipeline wait, DefaultPipelineWait
+// unless SetPipelineWait) until every other open
 // session has handled the pipelined puts its client had counted when the
 // call began, or closed. It returns false at once, without waiting, when no
 // session had any in flight: a caller that missed an id then knows a retry
@@ -144,10 +137,7 @@ func (ss *Session) AwaitPipelined() bool {
 			s.mu.Unlock()
 			return true
 		}
-		if s.pipeWoken == nil {
-			s.pipeWoken = make(chan struct{})
-		}
-		woken := s.pipeWoken
+		woken := s.changedLocked()
 		s.mu.Unlock()
 		select {
 		case <-woken:

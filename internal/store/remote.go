@@ -170,7 +170,7 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 	for {
 		s.mu.Lock()
-		done, changed := s.metaRev >= rev, s.changed
+		done, changed := s.metaRev >= rev, s.changedLocked()
 		s.mu.Unlock()
 		if done {
 			return nil

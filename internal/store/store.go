@@ -91,7 +91,7 @@ type Store struct {
 	objects  map[ids.ObjectID]*object       // live non-blob objects
 	remote   map[ids.ObjectID]*remoteObject // persisted objects of other instances
 	metaRev  int64                          // the backend's revision applied (Sync)
-	changed  chan struct{}                  // closed and replaced whenever objects or names appear
+	changed  chan struct{}                  // closed when objects or names appear; nil: nobody waits (Changed)
 	sessions map[*Session]struct{}          // open sessions
 	closed   bool
 
@@ -112,10 +112,6 @@ type Store struct {
 	dir         *directory // gets without a round trip; nil: none (directory.go)
 	holdCount   int        // holds of all sessions (directory.go)
 	rescanArmed bool       // the pin rescan timer runs
-
-	// pipeWoken is closed to wake AwaitPipelined's waiters (pipelined.go);
-	// nil: nobody waits.
-	pipeWoken chan struct{}
 }
 
 // New creates the arena and an empty store. On error, it closes
@@ -159,7 +155,6 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		zombies:  make(map[ids.ObjectID]*blob),
 		objects:  make(map[ids.ObjectID]*object),
 		remote:   make(map[ids.ObjectID]*remoteObject),
-		changed:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
 	}
 	if s.maxReply == 0 {
@@ -215,18 +210,31 @@ func (s *Store) usageLocked() (used, limit uint64) {
 	return s.alloc.Used() - HeaderSize - s.leased, s.alloc.Capacity() - HeaderSize
 }
 
-// Changed returns a channel closed at the next creation of an object or name.
-// Waiters check their condition, take Changed, check again, and wait on it.
+// Changed returns a channel closed at the next creation of an object or name
+// (or handled pipelined put, or closed session: AwaitPipelined waits on it
+// too). Waiters check their condition, take Changed, check again, and wait
+// on it.
 func (s *Store) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.changedLocked()
+}
+
+// changedLocked is Changed with s.mu held. The channel is made only when
+// somebody waits, so a put with no waiter allocates none.
+func (s *Store) changedLocked() <-chan struct{} {
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
 	return s.changed
 }
 
 // notifyLocked wakes every waiter of Changed. Callers hold s.mu.
 func (s *Store) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // MemoryTrim returns the pages of every free extent to the kernel and reports
