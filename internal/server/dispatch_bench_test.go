@@ -1,14 +1,18 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/store"
 )
 
 // benchConn returns a connection of s served in-process over a socketpair,
@@ -94,6 +98,56 @@ func BenchmarkPutInline(b *testing.B) {
 			c.sess.Close() // drop what the puts hold, as a client's deletes would
 			c.sess = c.s.store.NewSession()
 			b.StartTimer()
+		}
+	}
+}
+
+// BenchmarkPutPipelined measures handleFrame for a pipelined put of a 1 KiB
+// NumPy array as the Python client sends it (protocol.ExtPipelined): a
+// create_data naming a blob carved from the lease and the object's id, no
+// reply; every 64 puts a del_data of them, as the harness's loops delete.
+func BenchmarkPutPipelined(b *testing.B) {
+	c := benchConn(b, start(b))
+	c.passFds = true
+	const batch = 64
+	var l store.Lease
+	var next ids.ObjectID
+	var off uint64
+	frames := make([][]byte, 0, batch)
+	del := make([]byte, 0, 64*batch)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if i%batch == 0 {
+			b.StopTimer()
+			if len(frames) > 0 {
+				if !c.handleFrame(del) {
+					b.Fatal("del_data failed")
+				}
+			}
+			var err error
+			if l, err = c.sess.Lease(batch<<10, batch<<10); err != nil {
+				b.Fatal(err)
+			}
+			next, off = l.FirstID, l.Offset
+			frames, del = frames[:0], append(del[:0], `{"type":"del_data_request","id":[`...)
+			for j := 0; j < batch; j++ {
+				id := next &^ ids.BlobBit
+				frames = append(frames, fmt.Appendf(nil, `{"type":"create_data_request","content":{"typename":`+
+					`"vineyard::Tensor<double>","shape_":"[128]","partition_index_":"[]","order_":"\"C\"",`+
+					`"value_type_":"float","value_type_meta_":"<f8","nbytes":1024,"buffer_":{"inline":0}},`+
+					`"lease_blobs":[%d,%d,1024],"id":%d,"pipelined":true}`, uint64(next), off, uint64(id+1)))
+				if j > 0 {
+					del = append(del, ',')
+				}
+				del = strconv.AppendUint(del, uint64(id+1), 10)
+				next += 2
+				off += 1024
+			}
+			del = append(del, `],"force":false,"deep":true,"fastpath":false}`...)
+			b.StartTimer()
+		}
+		if !c.handleFrame(frames[i%batch]) {
+			b.Fatalf("connection closed at %d", i)
 		}
 	}
 }

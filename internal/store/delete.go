@@ -22,7 +22,8 @@ type DeleteOptions struct {
 // O(size of the store).
 
 // usersOfLocked returns the objects that have id as a member (user → number
-// of links), nil for an unknown id and for the empty blob. The map is the
+// of links), nil for an unknown id, for the empty blob and for an object or
+// blob nothing has as a member. The map is the
 // index itself: callers must not change it.
 func (s *Store) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
 	if id.IsBlob() {
@@ -51,6 +52,9 @@ func (s *Store) linkLocked(user, id ids.ObjectID) {
 		return
 	}
 	if o, ok := s.objects[id]; ok {
+		if o.users == nil {
+			o.users = make(map[ids.ObjectID]int, 1)
+		}
 		o.users[user]++
 	}
 }

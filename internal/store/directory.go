@@ -38,6 +38,13 @@ type directory struct {
 	recs    *alloc.Allocator // offsets in the record area
 	recOff  uint64
 	entries map[ids.ObjectID]dirEntry
+
+	// Scratch of publishLocked, reused: a record is copied into the
+	// directory, so nothing it builds outlives the call.
+	tree    []byte
+	blobs   []*blob
+	extents []shm.DirBlob
+	seen    map[ids.ObjectID]bool
 }
 
 type dirEntry struct {
@@ -95,13 +102,27 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 	if _, ok := dir.entries[id]; ok || !s.localTreeLocked(id, 0) {
 		return
 	}
-	tree := s.appendTreeLocked(nil, id)
-	bl := s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
-	extents := make([]shm.DirBlob, 0, len(bl))
-	for _, b := range bl {
+	if dir.seen == nil {
+		dir.seen = map[ids.ObjectID]bool{}
+	}
+	dir.tree = s.appendTreeLocked(dir.tree[:0], id)
+	dir.blobs = s.blobsOfLocked(dir.blobs[:0], id, dir.seen)
+	if len(dir.seen) > 64 { // clearing a large map costs its size each time
+		dir.seen = nil
+	} else {
+		clear(dir.seen)
+	}
+	extents := dir.extents[:0]
+	for _, b := range dir.blobs {
 		if b.id != ids.EmptyBlob {
 			extents = append(extents, shm.DirBlob{ID: uint64(b.id), Offset: b.offset, Size: b.size})
 		}
+	}
+	clear(dir.blobs) // no pointers kept to blobs that may go
+	dir.extents = extents
+	tree := dir.tree
+	if cap(dir.tree) > 2*maxDirRecord { // one huge tree: do not keep its buffer
+		dir.tree = nil
 	}
 	size := shm.RecordSize(len(tree), len(extents))
 	if size > maxDirRecord {

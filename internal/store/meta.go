@@ -77,7 +77,7 @@ type object struct {
 	fields    fieldList            // own scalar fields, incl. id, typename, ...
 	encoded   []byte               // fields encoded as `"k":v,...` (sorted), cache
 	members   []member             // sorted by key
-	users     map[ids.ObjectID]int // objects that have this one as a member
+	users     map[ids.ObjectID]int // objects that have this one as a member (nil: none)
 	persisted bool
 	names     map[string]struct{}
 }
@@ -307,7 +307,7 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	if depth > maxTreeDepth {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
-	o := &object{users: map[ids.ObjectID]int{}}
+	o := &object{}
 	if o.id = tb.root; depth > 0 || o.id == 0 {
 		o.id = s.gen.Object()
 	}
@@ -788,7 +788,6 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 		typename: src.typename,
 		fields:   slices.Clone(src.fields),
 		members:  append([]member(nil), src.members...),
-		users:    map[ids.ObjectID]int{},
 	}
 	for k, v := range add {
 		o.fields.set(k, v)
