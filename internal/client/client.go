@@ -82,8 +82,10 @@ type Client struct {
 	// slotsCleared: a pin slot was cleared since the last FlushReleases;
 	// the daemon notices at this connection's next request.
 	slotsCleared bool
+	ownPuts      map[ids.ObjectID]*ownPut // pipelined puts perhaps not yet handled (ownput.go)
 
 	dirGets atomic.Uint64 // gets the directory answered
+	ownGets atomic.Uint64 // of them, gets answered from this client's own puts (ownput.go)
 }
 
 // blob is a blob this client holds: created (and not yet sealed or aborted)

@@ -205,8 +205,11 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		return nil, nil, false
 	}
 	rec, slot, seq, ok := d.view.Lookup(uint64(id), maxDirRecord)
+	var own uint64 // a put of this client's, not yet handled: its number (ownput.go)
 	if !ok {
-		return nil, nil, false
+		if rec, own, ok = c.ownGetLocked(id); !ok {
+			return nil, nil, false
+		}
 	}
 	if !pin {
 		return rec.Tree, nil, true
@@ -227,7 +230,13 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 	if !ok {
 		return nil, nil, false
 	}
-	if d.view.Seq(slot) != seq { // retired or changed: the pin may be too late
+	switch {
+	case own != 0 && d.pins.Handled() >= own:
+		// Handled meanwhile: it may be deleted already. The directory
+		// answers now, as for any other id.
+		d.pins.Clear(k)
+		return c.dirGetLocked(id, pin)
+	case own == 0 && d.view.Seq(slot) != seq: // retired or changed: the pin may be too late
 		d.pins.Clear(k)
 		return nil, nil, false
 	}
@@ -254,6 +263,9 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		d.pins.Clear(k) // every blob was backed already
 	}
 	c.dirGets.Add(1)
+	if own != 0 {
+		c.ownGets.Add(1)
+	}
 	return rec.Tree, bids, true
 }
 
@@ -274,6 +286,10 @@ func (c *Client) unholdLocked(b *blob) {
 // DirectoryGets returns how many gets the directory answered (tests and
 // benchmarks).
 func (c *Client) DirectoryGets() uint64 { return c.dirGets.Load() }
+
+// OwnPutGets returns how many gets were answered from this client's own
+// puts before the daemon handled them (tests and benchmarks).
+func (c *Client) OwnPutGets() uint64 { return c.ownGets.Load() }
 
 // HasDirectory reports whether the client got a directory at registration.
 func (c *Client) HasDirectory() bool {

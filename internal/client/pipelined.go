@@ -156,7 +156,7 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 		}
 	}
 	c.unacked = append(c.unacked, ahead...)
-	pins.Submit() // before the write: a reader that learns the id waits for it
+	seq := pins.Submit() // before the write: a reader that learns the id waits for it
 	if beforePipelinedWrite != nil {
 		beforePipelinedWrite(id)
 	}
@@ -164,6 +164,9 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 		return 0, nil, true, c.loseLocked(err)
 	}
 	c.sincePipelineSync++
+	c.state.Lock()
+	c.noteOwnPutLocked(id, seq, tree, triples) // a get of it needs no daemon (ownput.go)
+	c.state.Unlock()
 	return id, bids, true, nil
 }
 

@@ -31,6 +31,7 @@ type conn struct {
 	// pin page's, fds.go): flush closes them after sending.
 	closeAfterSend []int
 	trailing       uint64 // bytes of the current request still unread on the stream
+	pipedCounted   bool   // the current pipelined request was counted handled (createLeased)
 	out            []byte
 	in             []byte        // the body buffer kept between frames (read.go)
 	charged        int64         // bytes of the current frame charged to Server.inflight
@@ -137,8 +138,12 @@ func (c *conn) handleFrame(body []byte) bool {
 	}
 	if p := pipelined(f.Req); p != nil {
 		// No reply: the client does not wait for one. A failure goes out
-		// as a frame the client reads ahead of its next reply.
-		c.sess.PipelinedDone()
+		// as a frame the client reads ahead of its next reply. One that
+		// reached the store was counted there, with its effects.
+		if !c.pipedCounted {
+			c.sess.PipelinedDone()
+		}
+		c.pipedCounted = false
 		switch {
 		case errors.Is(err, errExit):
 			return false

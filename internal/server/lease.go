@@ -104,7 +104,8 @@ func (c *conn) createLeased(r *protocol.CreateDataRequest) (protocol.Reply, []in
 	if !c.passFds {
 		return nil, nil, status.Errorf(status.Invalid, "leases need a connection over the UNIX socket")
 	}
-	created, err := c.sess.CreateLeased(r.Content, leaseBlobs(r.LeaseBlobs), r.ID)
+	created, err := c.sess.CreateLeased(r.Content, leaseBlobs(r.LeaseBlobs), r.ID, r.Pipelined)
+	c.pipedCounted = r.Pipelined
 	if err != nil || r.Pipelined {
 		return nil, nil, err
 	}

@@ -528,8 +528,9 @@ func (v *PinView) Clear(i uint64) {
 // nothing any more.
 func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[pinRevoked]) != 0 }
 
-// Submit counts one more pipelined put; the caller then writes it.
-func (v *PinView) Submit() { atomic.AddUint64(&v.w[pinSubmitted], 1) }
+// Submit counts one more pipelined put, the caller then writes it, and
+// returns the count with it.
+func (v *PinView) Submit() uint64 { return atomic.AddUint64(&v.w[pinSubmitted], 1) }
 
 // Submitted returns the pipelined puts this client counted.
 func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[pinSubmitted]) }

@@ -229,10 +229,6 @@ func (s *Store) retirePinnedLocked(order []ids.ObjectID) {
 			}
 		})
 	}
-	if s.holdCount > 0 && !s.rescanArmed {
-		s.rescanArmed = true
-		time.AfterFunc(pinRescan, s.rescanPins)
-	}
 }
 
 // holdLocked gives ss a hold on the blobs of id (one reference each), once.
@@ -248,15 +244,24 @@ func (s *Store) holdLocked(ss *Session, id ids.ObjectID) {
 			kept = append(kept, b)
 		}
 	}
-	if len(kept) == 0 {
-		return
+	if len(kept) > 0 {
+		s.addHoldLocked(ss, id, kept)
 	}
+}
+
+// addHoldLocked gives ss the hold of id on blobs, each already counted one
+// reference for it, and has the pins rescanned until it goes.
+func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, blobs []*blob) {
 	if ss.holds == nil {
 		ss.holds = map[ids.ObjectID][]*blob{}
 	}
-	ss.holds[id] = kept
+	ss.holds[id] = blobs
 	ss.nholds.Add(1)
 	s.holdCount++
+	if !s.rescanArmed {
+		s.rescanArmed = true
+		time.AfterFunc(pinRescan, s.rescanPins)
+	}
 }
 
 // dropHoldLocked drops a hold, freeing deleted blobs nothing else holds.

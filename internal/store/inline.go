@@ -62,15 +62,19 @@ func (ss *Session) CreateInline(content json.RawMessage, blobs []InlineBlob) (Cr
 	for i, b := range blobs {
 		inline[i] = b.ID
 	}
-	return ss.createInlineLocked(content, inline, 0)
+	return ss.createInlineLocked(content, inline, 0, nil)
 }
 
 // createInlineLocked is CreateInline of the session's unsealed blobs
 // inline; the object gets the id root, or a fresh one when root is 0.
-// s.mu must be held.
-func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID) (Created, error) {
+// onFail, if not nil, runs first when the create is refused (a pipelined
+// put's, CreateLeased). s.mu must be held.
+func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID, onFail func()) (Created, error) {
 	s := ss.s
 	fail := func(err error) (Created, error) {
+		if onFail != nil {
+			onFail()
+		}
 		for _, id := range inline {
 			if b, ok := ss.created[id]; ok {
 				s.dropUnsealedLocked(b)
@@ -82,7 +86,7 @@ func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.Obje
 	}
 	var out Created
 	if len(content) > 0 && string(content) != "null" {
-		objs, err := s.buildTreeLocked(content, inline, root)
+		objs, err := s.buildTreeLocked(content, inline, root, leasedSignature(root))
 		if err != nil {
 			return fail(err)
 		}

@@ -217,7 +217,7 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 			return Created{}, err
 		}
 	}
-	objs, err := s.buildTreeLocked(content, nil, 0)
+	objs, err := s.buildTreeLocked(content, nil, 0, 0)
 	if err != nil {
 		return Created{}, err
 	}
@@ -242,7 +242,7 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	}
 	out := make([]Created, 0, len(contents))
 	for _, c := range contents {
-		objs, err := s.buildTreeLocked(c, nil, 0)
+		objs, err := s.buildTreeLocked(c, nil, 0, 0)
 		if err != nil {
 			return out, err
 		}
@@ -270,20 +270,28 @@ type treeBuild struct {
 	objs   []*object      // built so far: new members first, depth-first
 	inline []ids.ObjectID // the blobs of an inline create, for {"inline": i} members
 	root   ids.ObjectID   // the root's id; 0: a fresh one
+	sig    uint64         // the root's signature unless its tree has one; 0: a fresh one
 }
+
+// leasedSignature is the signature of a put whose client named its root
+// (CreateLeased): the root's own value, which the generator never hands
+// out (the lease reserved it), so the client knows the tree the daemon
+// makes without asking. 0 (a fresh one) for other puts.
+func leasedSignature(root ids.ObjectID) uint64 { return uint64(root) }
 
 // buildTreeLocked validates a tree and makes objects of it, not yet inserted:
 // the new members first (depth-first), the root last. inline are the blobs
 // of an inline create (nil otherwise); root is the id of the root (0: a
+// fresh one), sig its signature when the tree gives none (0: a
 // fresh one).
-func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID) ([]*object, error) {
+func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID, sig uint64) ([]*object, error) {
 	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
 	content = append(json.RawMessage(nil), content...)
-	tb := &treeBuild{inline: inline, root: root}
+	tb := &treeBuild{inline: inline, root: root, sig: sig}
 	if _, err := s.buildObjectLocked(content, 0, tb); err != nil {
 		return nil, err
 	}
@@ -365,8 +373,12 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	vals = append(o.id.AppendText(vals), '"')
 	o.fields.set("id", vals[:len(vals):len(vals)])
 	if _, ok := o.fields.get("signature"); !ok {
+		sig := tb.sig
+		if depth > 0 || sig == 0 {
+			sig = s.gen.Signature()
+		}
 		at := len(vals)
-		vals = strconv.AppendUint(vals, s.gen.Signature(), 10)
+		vals = strconv.AppendUint(vals, sig, 10)
 		o.fields.set("signature", vals[at:len(vals):len(vals)])
 	}
 	at := len(vals)

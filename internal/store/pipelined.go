@@ -16,7 +16,7 @@ import (
 // lease, names the object with an id of its lease's block, sends the
 // create_data and goes on without waiting for a reply. Before it writes the
 // request it counts it in its pin page (shm.PinPage.Submitted); the daemon
-// counts the pipelined requests it handled (PipelinedDone). A connection
+// counts the pipelined requests it handled (pipelinedDoneLocked). A connection
 // that cannot find an id may be asking for one that such a put carries and
 // the daemon has not read yet (its producer returned, told this process
 // the id, and the request still sits in the producer's socket):
@@ -45,10 +45,35 @@ func SetPipelineWait(d time.Duration) time.Duration {
 // content as the id root, whose {"inline": i} members are blobs[i]. root is
 // an id of the lease's block with the blob bit cleared, above every blob's;
 // the daemon's generator never hands out the value of a leased id, so no
-// other object can have it. All or nothing, as CreateInline; the session
-// keeps no reference to the blobs. The lease moves past the blobs and root
-// even when the tree is refused, as the client's view of it did.
-func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root ids.ObjectID) (Created, error) {
+// other object can have it, and it is the object's signature too unless
+// content gives one (so the client knows the whole tree it made; see
+// client/ownput.go). All or nothing, as CreateInline; the session keeps no
+// reference to the blobs. The lease moves past the blobs and root even when
+// the tree is refused, as the client's view of it did.
+//
+// A pipelined request (no reply awaited) is counted handled in the session
+// and its pin page under the same lock as its effects, after them (so a
+// client that sees the count finds the object in the directory), and
+// waiters are woken after the lock (AwaitPipelined, the client's own gets).
+// Its client may have answered a get of root from what it sent, pinning
+// root, while the count was lower: when the tree is then refused, the
+// count is stored first and the blobs are not freed but held under root
+// until that pin goes (holdFailedLocked).
+func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root ids.ObjectID, pipelined bool) (Created, error) {
+	s := ss.s
+	s.mu.Lock()
+	var wake *uint32
+	counted := !pipelined
+	count := func() {
+		if !counted {
+			wake, counted = ss.pipelinedDoneLocked(), true
+		}
+	}
+	defer func() {
+		count()
+		s.mu.Unlock()
+		shm.WakeHandled(wake) // a system call: not under the store's lock
+	}()
 	if len(blobs) == 0 {
 		return Created{}, status.Errorf(status.Invalid, "a leased create needs at least one blob")
 	}
@@ -58,9 +83,6 @@ func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root
 	if len(content) == 0 || string(content) == "null" {
 		return Created{}, status.Errorf(status.MetaTreeInvalid, "a leased create needs a tree")
 	}
-	s := ss.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if ss.closed {
 		return Created{}, status.Errorf(status.Invalid, "the session is closed")
 	}
@@ -84,23 +106,69 @@ func (ss *Session) CreateLeased(content json.RawMessage, blobs []LeaseBlob, root
 	for i, b := range blobs {
 		inline[i] = b.ID
 	}
-	return ss.createInlineLocked(content, inline, root)
+	var onFail func()
+	if pipelined {
+		onFail = func() {
+			count() // before the pin page is read
+			ss.holdFailedLocked(root, inline)
+		}
+	}
+	return ss.createInlineLocked(content, inline, root, onFail)
 }
 
-// PipelinedDone counts one pipelined request of the session handled,
-// successful or not, in the session and in its pin page, and wakes
-// AwaitPipelined's waiters (Changed) and the client's. Call it after the request's
-// effects are in the store.
+// PipelinedDone counts one pipelined request of the session handled that
+// CreateLeased did not count (one refused before it ran), as
+// pipelinedDoneLocked, and wakes the waiters.
 func (ss *Session) PipelinedDone() {
 	s := ss.s
 	s.mu.Lock()
+	wake := ss.pipelinedDoneLocked()
+	s.mu.Unlock()
+	shm.WakeHandled(wake) // a system call: not under the store's lock
+}
+
+// pipelinedDoneLocked counts one pipelined request of the session handled,
+// successful or not, in the session and in its pin page, and wakes
+// AwaitPipelined's waiters (Changed) once the lock goes; it returns the
+// futex to wake after unlocking, for the client's threads. s.mu must be
+// held.
+func (ss *Session) pipelinedDoneLocked() *uint32 {
 	// The pin page tells the client too (shm.PinPage.SetHandled): a get of
 	// its own put that the directory could not answer waits for it there.
 	ss.piped++
 	wake := ss.pins.SetHandled(ss.piped)
-	s.notifyLocked()
-	s.mu.Unlock()
-	shm.WakeHandled(wake) // a system call: not under the store's lock
+	ss.s.notifyLocked()
+	return wake
+}
+
+// holdFailedLocked is the end of a pipelined put whose tree was refused
+// after its blobs were adopted (still unsealed, the session's): each is
+// dropped as any refused put's, but when the client pins root (it answered
+// a get of its own put before the daemon had counted it handled) the blobs
+// are held under root first, as a delete holds pinned blobs, so that their
+// memory is not reused while the client reads it. The count was stored
+// before the pin page is read here (CreateLeased): a client that pinned
+// root and then saw the lower count pinned before this reads the page.
+// s.mu must be held.
+func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
+	s := ss.s
+	pinned := false
+	ss.pins.Scan(func(v uint64) { pinned = pinned || ids.ObjectID(v) == root })
+	var held []*blob
+	for _, id := range inline {
+		b, ok := ss.created[id]
+		if !ok {
+			continue
+		}
+		if pinned {
+			b.refs++ // the hold's reference
+			held = append(held, b)
+		}
+		s.dropUnsealedLocked(b)
+	}
+	if len(held) > 0 {
+		s.addHoldLocked(ss, root, held)
+	}
 }
 
 // AwaitPipelined waits (at most the pipeline wait, DefaultPipelineWait

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -37,7 +41,7 @@ func TestCreateLeasedIDs(t *testing.T) {
 		"zero":                     {blob(0), 0},
 		"a blob outside the lease": {[]LeaseBlob{{ID: l.FirstID, Offset: l.Offset + l.Size, Size: 10}}, (l.FirstID + 1) &^ ids.BlobBit},
 	} {
-		if _, err := ss.CreateLeased(tree, tc.blobs, tc.root); status.CodeOf(err) != status.Invalid {
+		if _, err := ss.CreateLeased(tree, tc.blobs, tc.root, false); status.CodeOf(err) != status.Invalid {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -45,7 +49,7 @@ func TestCreateLeasedIDs(t *testing.T) {
 		t.Fatalf("refused creates changed the lease: %+v, was %+v", got, l)
 	}
 	root := (l.FirstID + 1) &^ ids.BlobBit
-	c, err := ss.CreateLeased(tree, blob(0), root)
+	c, err := ss.CreateLeased(tree, blob(0), root, false)
 	if err != nil || c.ID != root || len(c.Inline) != 1 || c.Inline[0] != l.FirstID {
 		t.Fatalf("create: %+v, %v", c, err)
 	}
@@ -54,14 +58,88 @@ func TestCreateLeasedIDs(t *testing.T) {
 		t.Fatalf("tree %s, %v", stored, ok)
 	}
 	// Both ids are used: neither can be taken again.
-	if _, err := ss.CreateLeased(tree, blob(1), root); status.CodeOf(err) != status.Invalid {
+	if _, err := ss.CreateLeased(tree, blob(1), root, false); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("the same object id twice: %v", err)
 	}
-	if _, err := ss.CreateLeased([]byte(`{"a":{"inline":0}}`), blob(3), (l.FirstID+4)&^ids.BlobBit); status.CodeOf(err) != status.MetaTreeInvalid {
+	if _, err := ss.CreateLeased([]byte(`{"a":{"inline":0}}`), blob(3), (l.FirstID+4)&^ids.BlobBit, false); status.CodeOf(err) != status.MetaTreeInvalid {
 		t.Fatalf("a tree without typename: %v", err)
 	}
 	if n := ss.refs; len(n) != 0 {
 		t.Fatalf("the session holds %d references after leased creates", len(n))
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pipelined put that the daemon refuses after adopting its blobs holds
+// their memory while its client pins the root (it answered a get of its own
+// put before the daemon counted it), as a delete holds pinned blobs; the
+// memory goes once the pin does. A successful one is counted handled with
+// its effects, and its signature is the root's own value.
+func TestPipelinedFailureHeldWhilePinned(t *testing.T) {
+	s, err := New(Config{Size: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ss := s.NewSession()
+	defer ss.Close()
+	fd, err := ss.AttachPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := shm.Map(fd, shm.PinPageSize, true)
+	_ = unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Close() }()
+	pins, err := shm.NewPinView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ss.Lease(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used0, _ := s.Usage()
+
+	bad, root := []byte(`{"typename":"t","a":{"inline":1}}`), (l.FirstID+1)&^ids.BlobBit
+	slot, _ := pins.Set(uint64(root))
+	_, err = ss.CreateLeased(bad, []LeaseBlob{{ID: l.FirstID, Offset: l.Offset, Size: 4000}}, root, true)
+	if status.CodeOf(err) != status.MetaTreeInvalid {
+		t.Fatalf("a tree naming a blob it does not have: %v", err)
+	}
+	if pins.Handled() != 1 {
+		t.Fatalf("handled %d pipelined puts, want 1", pins.Handled())
+	}
+	if used, _ := s.Usage(); used != used0+4032 || !ss.HasHolds() {
+		t.Fatalf("the refused put's memory: %d bytes used (was %d), holds %v", used, used0, ss.HasHolds())
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	pins.Clear(slot)
+	ss.RescanPins()
+	if used, _ := s.Usage(); used != used0 || ss.HasHolds() {
+		t.Fatalf("after the pin went: %d bytes used (was %d), holds %v", used, used0, ss.HasHolds())
+	}
+
+	// Unpinned, a refused put frees at once; a good one is counted too.
+	_, err = ss.CreateLeased(bad, []LeaseBlob{{ID: l.FirstID + 2, Offset: l.Offset + 4032, Size: 10}},
+		(l.FirstID+3)&^ids.BlobBit, true)
+	if status.CodeOf(err) != status.MetaTreeInvalid || ss.HasHolds() {
+		t.Fatalf("unpinned refused put: %v, holds %v", err, ss.HasHolds())
+	}
+	good := (l.FirstID + 5) &^ ids.BlobBit
+	if _, err := ss.CreateLeased([]byte(`{"typename":"t","a":{"inline":0}}`),
+		[]LeaseBlob{{ID: l.FirstID + 4, Offset: l.Offset + 8192, Size: 10}}, good, true); err != nil {
+		t.Fatal(err)
+	}
+	tree, _ := s.Tree(good)
+	if pins.Handled() != 3 || !strings.Contains(string(tree), fmt.Sprintf(`"signature":%d,`, uint64(good))) {
+		t.Fatalf("handled %d, tree %s", pins.Handled(), tree)
 	}
 	if err := s.CheckInvariants(); err != nil {
 		t.Fatal(err)
