@@ -201,13 +201,16 @@ func (c *Client) usableLocal() error {
 // must be held.
 func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
 	d := c.dir
-	if d == nil || c.cache.dead.Load() {
+	if d == nil || c.cache.dead.Load() || d.pins.Revoked() { // revoked: pins protect nothing
 		return nil, nil, false
 	}
 	rec, slot, seq, ok := d.view.Lookup(uint64(id), maxDirRecord)
 	var own uint64 // a put of this client's, not yet handled: its number (ownput.go)
 	if !ok {
-		if rec, own, ok = c.ownGetLocked(id); !ok {
+		var handled bool
+		if rec, own, ok, handled = c.ownGetLocked(id); handled {
+			return c.dirGetLocked(id, pin) // since the lookup: the directory has it now
+		} else if !ok {
 			return nil, nil, false
 		}
 	}

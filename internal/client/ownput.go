@@ -81,23 +81,24 @@ func (c *Client) pruneOwnPutsLocked(handled uint64) {
 
 // ownGetLocked answers a get of id from a put of this client that the
 // daemon has not handled: its record, and the put's sequence number, which
-// the caller checks against the handled count once it pinned id. c.state
-// must be held.
-func (c *Client) ownGetLocked(id ids.ObjectID) (shm.Record, uint64, bool) {
+// the caller checks against the handled count once it pinned id. handled
+// reports a put of id the daemon handled since (forgotten now): the
+// directory, which missed it a moment before, has it. c.state must be held.
+func (c *Client) ownGetLocked(id ids.ObjectID) (rec shm.Record, seq uint64, ok, handled bool) {
 	op, ok := c.ownPuts[id]
 	if !ok {
-		return shm.Record{}, 0, false
+		return shm.Record{}, 0, false, false
 	}
 	if c.dir.pins.Handled() >= op.seq {
-		delete(c.ownPuts, id) // handled: the directory answers
-		return shm.Record{}, 0, false
+		delete(c.ownPuts, id)
+		return shm.Record{}, 0, false, true
 	}
 	tree, ok := ownTree(op.tree, id, c.instanceID, op.blobs)
 	if !ok {
 		delete(c.ownPuts, id)
-		return shm.Record{}, 0, false
+		return shm.Record{}, 0, false, false
 	}
-	return shm.Record{Tree: tree, Blobs: op.blobs}, op.seq, true
+	return shm.Record{Tree: tree, Blobs: op.blobs}, op.seq, true, false
 }
 
 // ownTreeable reports whether ownTree can rebuild the tree of a put of n
