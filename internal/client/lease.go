@@ -130,6 +130,8 @@ func (c *Client) ensureLeaseLocked(total, n, want uint64, pretouch bool) (a *are
 		}
 		if a, ok := c.regions[l.fd]; ok && pretouch {
 			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
+		} else if ok {
+			a.populate(l.off, l.end-l.off)
 		}
 	}
 	a, found := c.regions[l.fd]

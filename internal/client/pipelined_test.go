@@ -3,12 +3,14 @@ package client
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
@@ -333,5 +335,43 @@ func TestPipelinedPutsRenewTheLeaseRarely(t *testing.T) {
 	}
 	if got, most := a.RoundTrips()-before, uint64(2*n/syncEvery+2); got > most {
 		t.Fatalf("%d puts of %d bytes took %d round trips, want at most %d", n, size, got, most)
+	}
+}
+
+// A small put's new lease is mapped into the process when granted (what
+// the daemon pre-faulted of it), so that the puts into it do not fault each
+// page in on their first write.
+func TestSmallPutLeaseIsMapped(t *testing.T) {
+	srv, err := server.Start(server.Config{Socket: filepath.Join(t.TempDir(), "s.sock"), Size: 64 << 20,
+		PrefaultAhead: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	a := connect(t, srv)
+	putPipelined(t, a, 8, 0) // small puts start no pre-touch
+	waitPrefaulted(t, a.regions[firstRegion(a)], 16<<20)
+	var l leaseState
+	for i := 0; l.end-l.off < 2<<20; i++ { // until a lease of 64 puts of 64 KiB
+		if i > 64 {
+			t.Fatalf("no new lease: %d bytes left", l.end-l.off)
+		}
+		putPipelined(t, a, 64<<10, byte(i))
+		a.mu.Lock()
+		l = a.lease
+		a.mu.Unlock()
+	}
+	rw, err := a.regions[l.fd].view(l.off&^4095, (l.end-l.off&^4095)&^4095, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, m := range mapped(t, rw) {
+		if !m {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of the lease's %d pages are not mapped", missing, len(rw)/4096)
 	}
 }
