@@ -12,16 +12,24 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-// CreateLeased takes the object's id from the lease's block, above the
-// blobs', and refuses any other without changing anything.
-func TestCreateLeasedIDs(t *testing.T) {
+// leasingSession returns a 16 MiB store and a session of it, closed when
+// the test ends.
+func leasingSession(t *testing.T) (*Store, *Session) {
+	t.Helper()
 	s, err := New(Config{Size: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
+	t.Cleanup(func() { _ = s.Close() })
 	ss := s.NewSession()
-	defer ss.Close()
+	t.Cleanup(ss.Close)
+	return s, ss
+}
+
+// CreateLeased takes the object's id from the lease's block, above the
+// blobs', and refuses any other without changing anything.
+func TestCreateLeasedIDs(t *testing.T) {
+	s, ss := leasingSession(t)
 	l, err := ss.Lease(1<<20, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +86,7 @@ func TestCreateLeasedIDs(t *testing.T) {
 // memory goes once the pin does. A successful one is counted handled with
 // its effects, and its signature is the root's own value.
 func TestPipelinedFailureHeldWhilePinned(t *testing.T) {
-	s, err := New(Config{Size: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	ss := s.NewSession()
-	defer ss.Close()
+	s, ss := leasingSession(t)
 	fd, err := ss.AttachPins()
 	if err != nil {
 		t.Fatal(err)
