@@ -93,3 +93,36 @@ def test_after_the_daemon_died_neither_a_put_nor_a_carved_buffer_succeeds(privat
     with pytest.raises(ConnectionError):
         client.put(np.arange(3))
     client.close()
+
+
+def _own_values() -> list:
+    """Small values of every kind the Python put sends in one pipelined put."""
+    rng = np.random.default_rng(7)
+    return [
+        np.arange(10, dtype=np.int64),
+        np.float32(3.5) * np.ones((3, 4), dtype=np.float32),
+        np.asfortranarray(rng.random((5, 7))),
+        np.array(42, dtype=np.int16),
+        np.array([True, False, True]),
+        rng.integers(0, 255, 64 << 10, dtype=np.uint8),
+        np.zeros((2, 3, 4), dtype=np.complex64),
+        np.array([1.5, -2.0], dtype=">f8"),
+    ]
+
+
+def test_a_get_of_ones_own_put_is_the_daemons(vineyard_socket):
+    """A get right after the put is answered from the put (client/ownput.go) before the
+    daemon read it, most of the time: value and metadata are the daemon's, as another
+    connection sees them once the put is in."""
+    with vineyard.connect(vineyard_socket) as writer, vineyard.connect(vineyard_socket) as other:
+        for round_ in range(20):
+            for value in _own_values():
+                oid = writer.put(value)
+                own_meta = writer.get_meta(oid).to_json()
+                got = writer.get(oid)
+                assert got.dtype == value.dtype and got.shape == value.shape
+                np.testing.assert_array_equal(got, value)
+                assert got.flags.f_contiguous == value.flags.f_contiguous or value.ndim < 2
+                del got
+                assert own_meta == other.get_meta(oid).to_json(), f"round {round_}: {value.dtype} {value.shape}"
+                writer.delete([oid])
