@@ -2,9 +2,11 @@ package shm
 
 import (
 	"bytes"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -203,4 +205,69 @@ func TestPinPagePipelineWords(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("the pipeline words show as %d pins", n)
 	}
+}
+
+// residentPages returns how many pages of b are in memory (mincore).
+func residentPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+int(pageSize)-1)/int(pageSize))
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// minorFaults returns this thread's minor page faults so far.
+func minorFaults() int64 {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return ru.Minflt
+}
+
+// The directory's hot part (header, entry slots, the start of the record
+// area) is resident from creation, the rest is not; a client that
+// populates its view then reads the hot part without a page fault.
+func TestDirectoryHotPart(t *testing.T) {
+	d, err := CreateDirectory(1<<16, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	recOff, recSize := d.RecordArea()
+	hot := hotLen(recOff, recSize)
+	if hot != recOff+DirHotRecords || hot%pageSize != 0 {
+		t.Fatalf("hot part of %d bytes, record area at %d", hot, recOff)
+	}
+	if n, want := residentPages(t, d.data[:hot]), int(hot/pageSize); n != want {
+		t.Fatalf("%d of the %d pages of the hot part are resident", n, want)
+	}
+	if n := residentPages(t, d.data[hot:hot+(1<<20)]); n != 0 {
+		t.Fatalf("%d pages past the hot part are resident", n)
+	}
+	m, err := Map(d.ReadOnlyFd(), uint64(len(d.data)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v, err := NewDirectoryView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	v.Populate(m.Bytes())
+	b := m.Bytes()
+	before := minorFaults()
+	var sum byte
+	for off := uint64(0); off < hot; off += pageSize {
+		sum += b[off]
+	}
+	if n := minorFaults() - before; n > 8 {
+		t.Fatalf("reading the %d pages of the populated hot part took %d page faults", hot/pageSize, n)
+	}
+	runtime.KeepAlive(sum)
 }
