@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""CPU per operation of the put + get loop (the loop of the harness's
+``conc.*`` figures), split between the clients and the daemon: what the
+aggregate rate of N clients on this machine is made of (docs/performance.md).
+
+    benchmarks/cpu_per_op.py [--clients 1,2,4] [--ops 20000] [--rounds 2] [--size 1024]
+
+Starts build/vineyardd (env VINEYARDD overrides it) on a socket of its own. Each
+round starts N client processes that wait at a barrier, then each does ``ops``
+times put + get + drop of its own NumPy array of ``size`` bytes. Printed per
+round: the aggregate rate, the clients' CPU per operation (``os.times`` of each
+client around its loop) and the daemon's (``/proc/<pid>/stat``, read by the
+clients when the first starts and the last ends, so their deletes after the
+loop are not counted). CPU figures have the 10 ms resolution of the kernel's
+clock ticks: keep ops × clients ≥ 20,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process pid, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _client(sock: str, size: int, ops: int, daemon: int, barrier: Any, out: Any) -> None:
+    import numpy as np
+    import vineyard
+
+    client = vineyard.connect(sock)
+    value = np.ones(size // 8)
+    refs = [client.put(value) for _ in range(3)]  # the lease, the first mappings
+    for ref in refs:
+        client.get(ref)
+    barrier.wait()
+    daemon0, mine0, t0 = _cpu_seconds(daemon), os.times(), time.time()
+    for _ in range(ops):
+        ref = client.put(value)
+        v = client.get(ref)
+        del v
+        refs.append(ref)
+    t1, mine1, daemon1 = time.time(), os.times(), _cpu_seconds(daemon)
+    out.put((t0, t1, (mine1.user + mine1.system) - (mine0.user + mine0.system), daemon0, daemon1))
+    client.delete(refs)
+    client.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", default="1,2,4", help="comma-separated client counts")
+    ap.add_argument("--ops", type=int, default=20000, help="put + get per client per round")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds per client count")
+    ap.add_argument("--size", type=int, default=1024, help="bytes per value (a multiple of 8)")
+    args = ap.parse_args()
+    binary = os.environ.get("VINEYARDD") or str(ROOT / "build" / "vineyardd")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"cpu_per_op: {binary} is missing: run 'make build'")
+    with tempfile.TemporaryDirectory(prefix="v6d-cpu-") as tmp:
+        sock = os.path.join(tmp, "s.sock")
+        daemon = subprocess.Popen([binary, "--socket", sock, "--norpc", "--size", "2Gi"],
+                                  stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 30
+            while not os.path.exists(sock):
+                if daemon.poll() is not None or time.time() > deadline:
+                    sys.exit(f"cpu_per_op: {binary} did not start")
+                time.sleep(0.05)
+            ctx = mp.get_context("spawn")
+            for n in (int(c) for c in args.clients.split(",")):
+                for _ in range(args.rounds):
+                    barrier, out = ctx.Barrier(n), ctx.Queue()
+                    procs = [ctx.Process(target=_client, args=(sock, args.size, args.ops, daemon.pid, barrier, out))
+                             for _ in range(n)]
+                    for p in procs:
+                        p.start()
+                    res = [out.get(timeout=600) for _ in procs]
+                    for p in procs:
+                        p.join(60)
+                    ops = n * args.ops
+                    wall = max(r[1] for r in res) - min(r[0] for r in res)
+                    clients = sum(r[2] for r in res) / ops * 1e6
+                    served = (max(r[4] for r in res) - min(r[3] for r in res)) / ops * 1e6
+                    print(f"{n} client(s): {ops / wall / 1000:.1f} k ops/s; CPU per op: clients {clients:.1f} µs, "
+                          f"daemon {served:.1f} µs", flush=True)
+        finally:
+            daemon.terminate()
+            daemon.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
