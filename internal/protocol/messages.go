@@ -343,7 +343,11 @@ type Frame struct {
 	Kind Kind
 	// Wire is the request's "type" as sent ("" when there is none).
 	Wire string
-	// Req is the decoded request; nil when decoding failed.
+	// Req is the decoded request; nil when its fields could not be decoded.
+	// With an error, a non-nil Req decoded but is invalid: the caller must
+	// not act on it, only answer it as its kind requires (a pipelined
+	// create_data's failure goes back as a PipelinedError frame, since its
+	// client awaits no reply, and counts as handled).
 	Req Request
 	// Trailing is the number of bytes that follow the frame on the stream
 	// and belong to this request (Trailer). The reader must consume them,
@@ -390,6 +394,7 @@ func DecodeRequest(body []byte) (Frame, error) {
 		req = f.Kind.New()
 		err = json.Unmarshal(body, req)
 	}
+	decoded := err == nil
 	if err != nil {
 		err = status.Errorf(status.Invalid, "bad %s: %v", f.Wire, err)
 	} else if v, ok := req.(validator); ok {
@@ -413,11 +418,10 @@ func DecodeRequest(body []byte) (Frame, error) {
 		}
 		f.Trailing = n
 	}
-	if err != nil {
-		return f, err
+	if decoded {
+		f.Req = req
 	}
-	f.Req = req
-	return f, nil
+	return f, err
 }
 
 // EncodeRequest marshals a request with its "type" as the first key.

@@ -187,6 +187,28 @@ func TestPipelinedRequests(t *testing.T) {
 	_ = unix.Close(fd)
 }
 
+// TestInvalidPipelinedCreate: a pipelined create_data whose fields decode
+// but are invalid (here: no id) is answered as a pipelined failure, a
+// pipelined_error frame ahead of the next reply, never with a reply of its
+// own, which its client, awaiting none, would take for the next request's.
+func TestInvalidPipelinedCreate(t *testing.T) {
+	s := start(t)
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
+	batch := protocol.AppendFrame(nil, []byte(`{"type":"create_data_request","content":{"typename":"t"},"pipelined":true}`))
+	batch = protocol.AppendFrame(batch, []byte(`{"type":"exists_request","id":1}`))
+	if _, err := r.c.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	m := r.recv()
+	if msg, _ := m["message"].(string); m["type"] != protocol.PipelinedErrorType || !strings.Contains(msg, "needs an id") {
+		t.Fatalf("first frame: %v, want a pipelined_error", m)
+	}
+	if m := r.recv(); m["type"] != "exists_reply" {
+		t.Fatalf("second frame: %v, want the exists_reply", m)
+	}
+}
+
 // TestErrReportsAcceptLoopDeath replaces the listening socket under the
 // accept loop: the server stops and Err says why.
 func TestErrReportsAcceptLoopDeath(t *testing.T) {
