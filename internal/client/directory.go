@@ -116,7 +116,6 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 		_ = dm.Close()
 		return nil, err
 	}
-	view.Populate(dm.Bytes())
 	// The page's size must be ours exactly: its last word is the daemon's
 	// revoked flag, which a page of another size keeps elsewhere.
 	psize, err := shm.FileSize(pinFd)

@@ -75,8 +75,7 @@ const (
 // hotLen is the length, from the directory's start, of its hot part: the
 // header, every entry slot and the first DirHotRecords of the record area.
 // A publish writes an entry slot chosen by hash, so without it the first
-// few thousand puts would each fault in a page of slots (15–30 µs on a VM),
-// and a client's first gets would each map one.
+// few thousand puts would each fault in a page of slots (15–30 µs on a VM).
 func hotLen(recOff, recSize uint64) uint64 { return recOff + min(recSize, DirHotRecords) }
 
 // DirMagic identifies the directory layout.
@@ -152,10 +151,10 @@ func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
 		return nil, fmt.Errorf("shm: read-only reopen of the directory: %w", err)
 	}
 	d := &Directory{fd: fd, rofd: rofd, data: data, w: words(data), entries: n, recOff: recOff, recSize: recordBytes}
-	// Resident before any client maps it, so that clients can map the hot
-	// part without allocating (DirectoryView.Populate). Best effort: a
-	// kernel before 5.14 (EINVAL) or a failure leaves the pages to first
-	// touch, as before.
+	// Resident before the first publish. Best effort: a kernel before 5.14
+	// (EINVAL) or a failure leaves the pages to first touch. Clients need
+	// no such step: a read fault on a shared file mapping maps the pages
+	// around it that are resident too (fault-around, 16 pages).
 	_ = unix.Madvise(data[:hotLen(recOff, recordBytes)], unix.MADV_POPULATE_WRITE)
 	copy(data, DirMagic)
 	atomic.StoreUint64(&d.w[1], n)
@@ -310,17 +309,6 @@ func NewDirectoryView(b []byte) (*DirectoryView, error) {
 	}
 	v.recEnd = v.recOff + size
 	return v, nil
-}
-
-// Populate maps the directory's hot part (hotLen) into this process's page
-// tables now, one system call instead of a page fault at each of the first
-// lookups that reach a new page of entry slots or records. The daemon made
-// those pages resident at creation, so this allocates nothing. Best effort:
-// before Linux 5.14 it does nothing.
-func (v *DirectoryView) Populate(b []byte) {
-	if end := hotLen(v.recOff, v.recEnd-v.recOff); end <= uint64(len(b)) {
-		_ = unix.Madvise(b[:end], unix.MADV_POPULATE_READ)
-	}
 }
 
 // Record is a copy of a directory record.
