@@ -9,10 +9,10 @@ Starts build/vineyardd (env VINEYARDD overrides it) on a socket of its own. Each
 round starts N client processes that wait at a barrier, then each does ``ops``
 times put + get + drop of its own NumPy array of ``size`` bytes. Printed per
 round: the aggregate rate, the clients' CPU per operation (``os.times`` of each
-client around its loop) and the daemon's (``/proc/<pid>/stat``, read by the
-clients when the first starts and the last ends, so their deletes after the
-loop are not counted). CPU figures have the 10 ms resolution of the kernel's
-clock ticks: keep ops × clients ≥ 20,000.
+client around its loop) and the daemon's (``/proc/<pid>/stat``, from the first
+client's start to the last one's end, so a client's deletes after its loop count
+only while another client is still in its loop, as in the harness). CPU figures
+have the 10 ms resolution of the kernel's clock ticks: keep ops × clients ≥ 20,000.
 """
 
 from __future__ import annotations

@@ -143,12 +143,7 @@ func (a *Arena) Prefault() error {
 	if a.closed {
 		return ErrClosed
 	}
-	err := unix.Madvise(a.data, unix.MADV_POPULATE_WRITE)
-	if errors.Is(err, unix.EINVAL) {
-		touchPages(a.data)
-		return nil
-	}
-	if err != nil {
+	if err := populate(a.data); err != nil {
 		return fmt.Errorf("shm: prefault of a %d-byte arena: %w", a.size, err)
 	}
 	return nil
@@ -172,15 +167,22 @@ func (a *Arena) PrefaultRange(offset, size uint64) error {
 	if end <= start {
 		return nil
 	}
-	err := unix.Madvise(a.data[start:end], unix.MADV_POPULATE_WRITE)
-	if errors.Is(err, unix.EINVAL) {
-		touchPages(a.data[start:end])
-		return nil
-	}
-	if err != nil {
+	if err := populate(a.data[start:end]); err != nil {
 		return fmt.Errorf("shm: prefault of [%d, %d): %w", start, end, err)
 	}
 	return nil
+}
+
+// populate allocates and maps every page of b (page-aligned, shared)
+// without changing its contents: MADV_POPULATE_WRITE, or where the kernel
+// does not know it (before 5.14, EINVAL) a write to one word of every page.
+func populate(b []byte) error {
+	err := unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	if errors.Is(err, unix.EINVAL) {
+		touchPages(b)
+		return nil
+	}
+	return err
 }
 
 // touchPages write-faults every page of b, which must be page-aligned, without

@@ -151,11 +151,11 @@ func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
 		return nil, fmt.Errorf("shm: read-only reopen of the directory: %w", err)
 	}
 	d := &Directory{fd: fd, rofd: rofd, data: data, w: words(data), entries: n, recOff: recOff, recSize: recordBytes}
-	// Resident before the first publish. Best effort: a kernel before 5.14
-	// (EINVAL) or a failure leaves the pages to first touch. Clients need
-	// no such step: a read fault on a shared file mapping maps the pages
-	// around it that are resident too (fault-around, 16 pages).
-	_ = unix.Madvise(data[:hotLen(recOff, recordBytes)], unix.MADV_POPULATE_WRITE)
+	// Resident before the first publish. Best effort: a failure (ENOMEM)
+	// leaves the pages to first touch. Clients need no such step: a read
+	// fault on a shared file mapping maps the pages around it that are
+	// resident too (fault-around, 16 pages).
+	_ = populate(data[:hotLen(recOff, recordBytes)])
 	copy(data, DirMagic)
 	atomic.StoreUint64(&d.w[1], n)
 	atomic.StoreUint64(&d.w[2], recOff)

@@ -10,29 +10,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// clientView maps d read-only through the fd clients get, as a client
-// does, and returns the mapping (unmapped at the test's end) and its view.
-func clientView(t *testing.T, d *Directory) (*Mapping, *DirectoryView) {
-	t.Helper()
-	m, err := Map(d.ReadOnlyFd(), uint64(len(d.data)), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	v, err := NewDirectoryView(m.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, v
-}
-
 func TestDirectoryPublishLookupRetire(t *testing.T) {
 	d, err := CreateDirectory(16, 1<<16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	_, v := clientView(t, d)
+	m, err := Map(d.ReadOnlyFd(), uint64(len(d.data)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v, err := NewDirectoryView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
 	recOff, _ := d.RecordArea()
 	tree := []byte(`{"id":"o0000000000000007","typename":"t"}`)
 	blobs := []DirBlob{{ID: 1<<63 | 5, Offset: 4096, Size: 10}}
