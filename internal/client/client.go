@@ -190,9 +190,11 @@ func (c *Client) InstanceID() uint64 { return c.instanceID }
 // speaks, "0.24.2" for ours), as upstream's client.version gives it.
 func (c *Client) DaemonVersion() string { return c.daemonVersion }
 
-// RoundTrips returns the number of request/reply exchanges made so far,
-// including registration. Tests and benchmarks use it to check that a put
-// costs 2 and a get 1.
+// RoundTrips returns the number of request/reply exchanges the client's
+// calls made so far, including registration; not the releases the timer
+// sends on its own (release.go), which no call waits for and which come
+// at a time the scheduler picks. Tests use it to check what a put or a get
+// costs.
 func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
 
 // Close sends exit_request, closes the connection and drops the client's
@@ -297,6 +299,7 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	if flush := c.takeLeaseLocked(req); flush != nil {
 		ahead = append([]protocol.Request{flush}, ahead...)
 	}
+	c.roundTrips.Add(1)
 	return c.exchangeLocked(req, reply, ahead, trailing)
 }
 
@@ -326,7 +329,6 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 			return status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
 		}
 	}
-	c.roundTrips.Add(1)
 	c.sincePipelineSync = 0 // this exchange reads what they failed with
 	if len(trailing) == 0 {
 		if _, err := c.conn.Write(c.wbuf); err != nil {

@@ -123,5 +123,6 @@ func (c *Client) FlushReleases() error {
 	}
 	reqs := c.releaseRequests(rel)
 	var reply protocol.AckReply
+	c.roundTrips.Add(1)
 	return c.exchangeLocked(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }
