@@ -176,14 +176,23 @@ func TestPinPagePipelineWords(t *testing.T) {
 	}
 	woke := make(chan bool)
 	go func() {
-		addr, val, done := v.BeginWait(2)
-		if !done {
-			SleepHandled(addr, val, time.Minute)
+		// A futex sleep may end early (a signal: Go preempts with SIGURG),
+		// so the waiter loops, as the client's does.
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			addr, val, done := v.BeginWait(2)
+			if done {
+				break
+			}
+			SleepHandled(addr, val, time.Until(deadline))
 			v.EndWait()
 		}
 		woke <- v.Handled() >= 2
 	}()
-	for atomic.LoadUint64(&v.w[pinWaiting]) == 0 { // the waiter is about to sleep
+	for since := time.Now(); atomic.LoadUint64(&v.w[pinWaiting]) == 0; { // the waiter is about to sleep
+		if time.Since(since) > 30*time.Second {
+			t.Fatal("the waiter never announced itself")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	wake := p.SetHandled(2)

@@ -17,11 +17,22 @@ const (
 )
 
 // futexWait sleeps while *addr == val, for at most timeout; a wake, a
-// signal, a changed value or a fault all end it.
+// changed value or a fault end it. A signal does not: Go preempts
+// goroutines with SIGURG, which would otherwise end a sleep early, so it
+// sleeps again for what is left.
 func futexWait(addr *uint32, val uint32, timeout time.Duration) {
-	ts := unix.NsecToTimespec(int64(timeout))
-	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val),
-		uintptr(unsafe.Pointer(&ts)), 0, 0)
+	deadline := time.Now().Add(timeout)
+	for {
+		ts := unix.NsecToTimespec(int64(timeout))
+		_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val),
+			uintptr(unsafe.Pointer(&ts)), 0, 0)
+		if e != unix.EINTR {
+			return
+		}
+		if timeout = time.Until(deadline); timeout <= 0 {
+			return
+		}
+	}
 }
 
 // futexWake wakes every waiter on addr.
