@@ -68,6 +68,7 @@ type Client struct {
 	sincePipelineSync int
 	putErr            *putError
 	unacked           []protocol.Request // sent ahead of pipelined puts, acknowledgements unread
+	verdict           treeVerdict        // what the last pipelined put's tree allows
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped

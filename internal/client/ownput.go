@@ -40,7 +40,7 @@ import (
 // ownPut is a pipelined put of this client, perhaps not yet handled.
 type ownPut struct {
 	seq   uint64        // the submitted count that includes it
-	tree  []byte        // its tree as sent (the client's copy)
+	tree  []byte        // its tree as sent (the client's copy, shared with others and the verdict; never written)
 	blobs []shm.DirBlob // its blobs, in the order {"inline": i} counts them
 }
 
@@ -48,18 +48,19 @@ type ownPut struct {
 // its reply, after which all earlier ones are handled.
 const maxOwnPuts = 2 * syncEvery
 
-// noteOwnPutLocked remembers a pipelined put just written, and forgets those
-// the daemon handled. c.state must be held.
-func (c *Client) noteOwnPutLocked(id ids.ObjectID, seq uint64, tree []byte, triples []uint64) {
+// noteOwnPutLocked remembers a pipelined put just written, whose tree v
+// judged (verdictLocked), and forgets those the daemon handled. c.state
+// must be held.
+func (c *Client) noteOwnPutLocked(id ids.ObjectID, seq uint64, v *treeVerdict, triples []uint64) {
 	d := c.dir
 	if d == nil {
 		return
 	}
 	c.pruneOwnPutsLocked(d.pins.Handled())
-	if len(c.ownPuts) >= maxOwnPuts || !ownTreeable(tree, len(triples)/3) {
+	if len(c.ownPuts) >= maxOwnPuts || !v.ownTreeable {
 		return
 	}
-	op := &ownPut{seq: seq, tree: slices.Clone(tree), blobs: make([]shm.DirBlob, len(triples)/3)}
+	op := &ownPut{seq: seq, tree: v.tree, blobs: make([]shm.DirBlob, len(triples)/3)}
 	for i := range op.blobs {
 		op.blobs[i] = shm.DirBlob{ID: triples[3*i], Offset: triples[3*i+1], Size: triples[3*i+2]}
 	}

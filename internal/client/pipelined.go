@@ -1,8 +1,10 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -86,7 +88,11 @@ func (c *Client) takePutErrorLocked() error {
 // named): the caller puts the old way. c.mu must be held.
 func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.ObjectID, ok bool, err error) {
 	if !c.ext.pipelined || !c.ext.lease || c.remote || len(tree) == 0 || len(tree) > maxPipelinedTree ||
-		len(c.lease.pending) > 0 || len(data) >= leaseIDsLow || !pipelineable(tree, len(data), 0) {
+		len(c.lease.pending) > 0 || len(data) >= leaseIDsLow {
+		return 0, nil, false, nil
+	}
+	v := c.verdictLocked(tree, len(data))
+	if !v.pipelineable {
 		return 0, nil, false, nil
 	}
 	var total uint64
@@ -165,9 +171,33 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	}
 	c.sincePipelineSync++
 	c.state.Lock()
-	c.noteOwnPutLocked(id, seq, tree, triples) // a get of it needs no daemon (ownput.go)
+	c.noteOwnPutLocked(id, seq, v, triples) // a get of it needs no daemon (ownput.go)
 	c.state.Unlock()
 	return id, bids, true, nil
+}
+
+// treeVerdict is what pipelineable and ownTreeable said of a tree put with
+// n blobs. tree is the verdict's own copy, never written: own puts share it.
+type treeVerdict struct {
+	tree         []byte
+	n            int
+	pipelineable bool
+	ownTreeable  bool
+}
+
+// verdictLocked returns the verdict on tree for a put of n blobs. Both
+// checks scan the whole tree, about a microsecond of a small put's ten, and
+// a program's puts of small arrays send one tree text per dtype and shape
+// (the Python client caches it), so the last verdict is kept and reused
+// while the tree and n are the same. c.mu must be held.
+func (c *Client) verdictLocked(tree []byte, n int) *treeVerdict {
+	v := &c.verdict
+	if v.n == n && v.tree != nil && bytes.Equal(v.tree, tree) {
+		return v
+	}
+	*v = treeVerdict{tree: slices.Clone(tree), n: n, pipelineable: pipelineable(tree, n, 0)}
+	v.ownTreeable = v.pipelineable && ownTreeable(tree, n)
+	return v
 }
 
 // Limits of the daemon's tree builder (store/meta.go) that pipelineable
