@@ -21,7 +21,8 @@ type options struct {
 	socketMode      os.FileMode
 	size            uint64
 	reserve         bool
-	prefaultAhead   int64 // 0: the default; negative: off
+	prefaultAhead   int64  // 0: the default; negative: off
+	dirEntries      uint64 // 0: from the size
 	allowOvercommit bool
 	meta            string
 	instanceID      uint64
@@ -117,6 +118,17 @@ var flags = []flagDef{
 			if n == 0 {
 				o.prefaultAhead = -1
 			}
+			return nil
+		}},
+	{"directory-entries", "N", constant("one per 4Ki of --size, 65536 to 1048576"),
+		"objects and blobs that gets find in shared memory without asking the daemon (32\n" +
+			"bytes of resident memory each); a get of any object past that takes a round trip",
+		func(o *options, v string) error {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n == 0 || n > server.MaxDirectoryEntries {
+				return fmt.Errorf("--directory-entries %q is not an integer from 1 to %d", v, server.MaxDirectoryEntries)
+			}
+			o.dirEntries = n
 			return nil
 		}},
 	{"allow-overcommit", "", constant("false"),

@@ -55,14 +55,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	srv, err := server.Start(server.Config{
-		Socket:        o.socket,
-		SocketMode:    o.socketMode,
-		Size:          o.size,
-		ReserveMemory: o.reserve,
-		PrefaultAhead: o.prefaultAhead,
-		Meta:          o.meta,
-		InstanceID:    o.instanceID,
-		Logger:        logger,
+		Socket:           o.socket,
+		SocketMode:       o.socketMode,
+		Size:             o.size,
+		ReserveMemory:    o.reserve,
+		PrefaultAhead:    o.prefaultAhead,
+		DirectoryEntries: o.dirEntries,
+		Meta:             o.meta,
+		InstanceID:       o.instanceID,
+		Logger:           logger,
 
 		EtcdEndpoints: o.etcdEndpoints,
 		EtcdPrefix:    o.etcdPrefix,

@@ -49,6 +49,17 @@ func TestParseArgsSpellings(t *testing.T) {
 	if _, err := parseArgs([]string{"--prefault-ahead", "-1"}); err == nil {
 		t.Fatal("--prefault-ahead -1 accepted")
 	}
+	for args, want := range map[string]uint64{"": 0, "--directory-entries=300000": 300000, "--directory_entries=1": 1} {
+		o, err := parseArgs(strings.Fields(args))
+		if err != nil || o.dirEntries != want {
+			t.Fatalf("%q: directory entries %d, %v; want %d", args, o.dirEntries, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "16777217", "1Mi"} {
+		if _, err := parseArgs([]string{"--directory-entries", bad}); err == nil {
+			t.Fatalf("--directory-entries %s accepted", bad)
+		}
+	}
 }
 
 func TestParseArgsEtcd(t *testing.T) {

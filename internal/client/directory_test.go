@@ -404,3 +404,28 @@ func waitFor(t testing.TB, cond func() bool) {
 		}
 	}
 }
+
+// A store of more objects than the 65,536 entries every directory had
+// until December 4: with a 1 GiB arena the directory names 262,144, so a
+// get of the last of 80,000 objects needs no round trip (it took one
+// before, ~20x a directory get's time from Python).
+func TestDirectoryHoldsManyObjects(t *testing.T) {
+	srv := startServer(t, 1<<30)
+	a, b := connect(t, srv), connect(t, srv)
+	const n = 80000
+	var last, lastBlob ids.ObjectID
+	for i := range n {
+		last, lastBlob = putPipelined(t, a, 8, byte(i))
+	}
+	if err := a.FlushReleases(); err != nil { // a round trip: every put is handled
+		t.Fatal(err)
+	}
+	before, gets := b.RoundTrips(), b.DirectoryGets()
+	if _, err := b.GetObject(last); err != nil {
+		t.Fatal(err)
+	}
+	if trips, dir := b.RoundTrips()-before, b.DirectoryGets()-gets; trips != 0 || dir != 1 {
+		t.Fatalf("a get of the %d-th object took %d round trips (%d from the directory), want 0 (1)", n, trips, dir)
+	}
+	checkBlob(t, b, lastBlob, 8, byte((n-1)&0xff))
+}

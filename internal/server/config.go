@@ -12,6 +12,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/store"
 )
 
 // Config configures a daemon. The zero value of every field but Size has a
@@ -29,6 +30,10 @@ type Config struct {
 	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
 	// DefaultPrefaultAhead when zero, none when negative.
 	PrefaultAhead int64
+	// DirectoryEntries is how many objects and blobs gets can find without
+	// a round trip (store.Config.DirectoryEntries); one per 4 KiB of Size
+	// (at least 65,536, at most 1,048,576) when zero.
+	DirectoryEntries uint64
 	// Meta is the metadata backend: "local" (the default) or "etcd".
 	Meta string
 	// InstanceID is this daemon's instance id with the local backend; with
@@ -127,6 +132,9 @@ func (c *Config) validateMeta() error {
 	return nil
 }
 
+// MaxDirectoryEntries is the most Config.DirectoryEntries may ask for.
+const MaxDirectoryEntries = store.MaxDirectoryEntries
+
 // DefaultPrefaultAhead is Config.PrefaultAhead's default: enough for puts
 // of tens of MiB to find their memory resident, at a cost of 64 MiB of
 // memory and ~0.1 s of one CPU, once.
@@ -180,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead
+	}
+	if c.DirectoryEntries > store.MaxDirectoryEntries {
+		return fmt.Errorf("%w: %d directory entries, at most %d", ErrBadConfig, c.DirectoryEntries, MaxDirectoryEntries)
 	}
 	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)

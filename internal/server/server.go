@@ -105,7 +105,8 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	scfg := store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0))}
+		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0)),
+		DirectoryEntries: cfg.DirectoryEntries}
 	if etcd != nil {
 		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
 	}

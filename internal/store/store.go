@@ -61,6 +61,10 @@ type Config struct {
 	// NoDirectory turns off the directory (directory.go): every get then
 	// takes a round trip.
 	NoDirectory bool
+	// DirectoryEntries is how many objects and blobs the directory can
+	// name at once (it rounds up to a power of two); DirectoryEntriesFor(Size)
+	// when zero. Past that, gets of the rest take a round trip.
+	DirectoryEntries uint64
 }
 
 // DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
@@ -168,7 +172,11 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		return nil, err
 	}
 	if !cfg.NoDirectory {
-		s.dir = openDirectory()
+		entries := cfg.DirectoryEntries
+		if entries == 0 {
+			entries = DirectoryEntriesFor(cfg.Size)
+		}
+		s.dir = openDirectory(entries)
 	}
 	go s.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
