@@ -219,6 +219,30 @@ func TestPipelineable(t *testing.T) {
 	}
 }
 
+// The verdict kept for the last tree is reused only for the same text and
+// blob count, and keeps a copy of its own: the caller's buffer (C memory,
+// reused by the next put) may change under it.
+func TestVerdictFollowsTheTree(t *testing.T) {
+	var c Client
+	buf := []byte(`{"typename":"t","a":{"inline":0}}`)
+	if v := c.verdictLocked(buf, 1); !v.pipelineable || !v.ownTreeable {
+		t.Fatalf("verdict %+v", v)
+	}
+	if v := c.verdictLocked(buf, 0); v.pipelineable { // {"inline": 0} of no blob
+		t.Fatalf("verdict for 0 blobs %+v", v)
+	}
+	c.verdictLocked(buf, 1)
+	copy(buf, `{"typename":"t","a":{"id":"o0"}}  `) // same length, links an object
+	if v := c.verdictLocked(buf, 1); v.pipelineable || v.ownTreeable {
+		t.Fatalf("verdict on the changed text %+v", v)
+	}
+	kept := c.verdict.tree
+	buf[2] = 'X'
+	if string(kept) == string(buf) {
+		t.Fatal("the verdict shares the caller's buffer")
+	}
+}
+
 // Producers pipeline puts and pass the ids on at once; readers on other
 // connections get and check every byte, delete and reuse the memory.
 func TestPipelinedPutsUnderReaders(t *testing.T) {
