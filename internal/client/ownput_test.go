@@ -55,7 +55,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 		if op == nil {
 			t.Fatalf("%s: the put is not remembered", tc.tree)
 		}
-		mine, ok := ownTree(op.tree, id, a.InstanceID(), op.blobs)
+		mine, ok := ownTree(op.shape.tree, id, a.InstanceID(), op.blobs)
 		if !ok {
 			t.Fatalf("%s: no tree rebuilt", tc.tree)
 		}
@@ -65,6 +65,32 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 		}
 		if !bytes.Equal(mine, daemons) {
 			t.Errorf("tree %s:\nrebuilt %s\ndaemon's %s", tc.tree, mine, daemons)
+		}
+	}
+	// One template serves every put of a text: other ids, other sizes.
+	text := []byte(`{"typename":"t","z":1,"b":{"inline":1},"a":{"inline":0}}`)
+	tmpl, ok := newOwnTemplate(text, a.InstanceID(), 2)
+	if !ok {
+		t.Fatal("no template")
+	}
+	for i, sizes := range [][2]int{{1, 9}, {100000, 7}, {12, 12}} {
+		a.mu.Lock()
+		a.sincePipelineSync = 0
+		a.mu.Unlock()
+		id, _, err := a.CreateInline(text, [][]byte{make([]byte, sizes[0]), make([]byte, sizes[1])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := ownPutOf(a, id)
+		if op == nil {
+			t.Fatalf("put %d is not remembered", i)
+		}
+		daemons, err := b.GetMetadata(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mine := tmpl.render(id, op.blobs); !bytes.Equal(mine, daemons) {
+			t.Errorf("put %d:\nrendered %s\ndaemon's %s", i, mine, daemons)
 		}
 	}
 	// Trees it cannot rebuild are not remembered: their gets wait for the

@@ -183,6 +183,7 @@ type treeVerdict struct {
 	n            int
 	pipelineable bool
 	ownTreeable  bool
+	own          *ownShape // the tree for gets of own puts (ownput.go), when ownTreeable
 }
 
 // verdictLocked returns the verdict on tree for a put of n blobs. Both
@@ -197,6 +198,9 @@ func (c *Client) verdictLocked(tree []byte, n int) *treeVerdict {
 	}
 	*v = treeVerdict{tree: slices.Clone(tree), n: n, pipelineable: pipelineable(tree, n, 0)}
 	v.ownTreeable = v.pipelineable && ownTreeable(tree, n)
+	if v.ownTreeable {
+		v.own = &ownShape{tree: v.tree}
+	}
 	return v
 }
 
