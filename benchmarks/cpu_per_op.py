@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+
+from harness.daemons import ours  # benchmarks/, the script's folder, is on sys.path
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -70,36 +70,28 @@ def main() -> int:
     binary = os.environ.get("VINEYARDD") or str(ROOT / "build" / "vineyardd")
     if not os.access(binary, os.X_OK):
         sys.exit(f"cpu_per_op: {binary} is missing: run 'make build'")
-    with tempfile.TemporaryDirectory(prefix="v6d-cpu-") as tmp:
-        sock = os.path.join(tmp, "s.sock")
-        daemon = subprocess.Popen([binary, "--socket", sock, "--norpc", "--size", "2Gi"],
-                                  stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.time() + 30
-            while not os.path.exists(sock):
-                if daemon.poll() is not None or time.time() > deadline:
-                    sys.exit(f"cpu_per_op: {binary} did not start")
-                time.sleep(0.05)
-            ctx = mp.get_context("spawn")
-            for n in (int(c) for c in args.clients.split(",")):
-                for _ in range(args.rounds):
-                    barrier, out = ctx.Barrier(n), ctx.Queue()
-                    procs = [ctx.Process(target=_client, args=(sock, args.size, args.ops, daemon.pid, barrier, out))
-                             for _ in range(n)]
-                    for p in procs:
-                        p.start()
-                    res = [out.get(timeout=600) for _ in procs]
-                    for p in procs:
-                        p.join(60)
-                    ops = n * args.ops
-                    wall = max(r[1] for r in res) - min(r[0] for r in res)
-                    clients = sum(r[2] for r in res) / ops * 1e6
-                    served = (max(r[4] for r in res) - min(r[3] for r in res)) / ops * 1e6
-                    print(f"{n} client(s): {ops / wall / 1000:.1f} k ops/s; CPU per op: clients {clients:.1f} µs, "
-                          f"daemon {served:.1f} µs", flush=True)
-        finally:
-            daemon.terminate()
-            daemon.wait(30)
+    daemon = ours(binary, 2 << 30)
+    try:
+        ctx = mp.get_context("spawn")
+        for n in (int(c) for c in args.clients.split(",")):
+            for _ in range(args.rounds):
+                barrier, out = ctx.Barrier(n), ctx.Queue()
+                procs = [ctx.Process(target=_client, args=(daemon.socket, args.size, args.ops, daemon.proc.pid,
+                                                           barrier, out))
+                         for _ in range(n)]
+                for p in procs:
+                    p.start()
+                res = [out.get(timeout=600) for _ in procs]
+                for p in procs:
+                    p.join(60)
+                ops = n * args.ops
+                wall = max(r[1] for r in res) - min(r[0] for r in res)
+                clients = sum(r[2] for r in res) / ops * 1e6
+                served = (max(r[4] for r in res) - min(r[3] for r in res)) / ops * 1e6
+                print(f"{n} client(s): {ops / wall / 1000:.1f} k ops/s; CPU per op: clients {clients:.1f} µs, "
+                      f"daemon {served:.1f} µs", flush=True)
+    finally:
+        daemon.stop()
     return 0
 
 

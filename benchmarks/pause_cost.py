@@ -19,15 +19,15 @@ import argparse
 import ctypes
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+
+from harness.daemons import ours  # benchmarks/, the script's folder, is on sys.path
 
 
 def _median_after(op: Callable[[], object], before: Callable[[], object], n: int) -> float:
@@ -53,54 +53,45 @@ def main() -> int:
     from vineyard import _ffi
 
     binary = os.environ.get("VINEYARDD") or str(ROOT / "build" / "vineyardd")
-    with tempfile.TemporaryDirectory(prefix="v6d-pause-") as tmp:
-        sock = os.path.join(tmp, "s.sock")
-        daemon = subprocess.Popen([binary, "--socket", sock, "--norpc", "--size", "1Gi"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 30
-            while not os.path.exists(sock):
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"vineyardd did not start ({binary})")
-                time.sleep(0.01)
-            client = vineyard.connect(sock)
-            kept: list[object] = []
-            value = np.ones(1, dtype=np.int64)
-            handle = client._session.conn.c_handle
-            release = _ffi.untyped("v6d_release")
-            a, b = socket.socketpair()
-            pause = args.sleep_us / 1e6
+    daemon = ours(binary, 1 << 30)
+    try:
+        client = vineyard.connect(daemon.socket)
+        kept: list[object] = []
+        value = np.ones(1, dtype=np.int64)
+        handle = client._session.conn.c_handle
+        release = _ffi.untyped("v6d_release")
+        a, b = socket.socketpair()
+        pause = args.sleep_us / 1e6
 
-            def sleep() -> None:
-                time.sleep(pause)
+        def sleep() -> None:
+            time.sleep(pause)
 
-            # About as long as the sleep, without leaving the CPU.
-            spin = max(1, int(args.sleep_us * 10))
+        # About as long as the sleep, without leaving the CPU.
+        spin = max(1, int(args.sleep_us * 10))
 
-            def busy() -> None:
-                [None for _ in range(spin)]
+        def busy() -> None:
+            [None for _ in range(spin)]
 
-            def sendrecv() -> None:
-                a.send(b"x" * 64)
-                b.recv(64)
+        def sendrecv() -> None:
+            a.send(b"x" * 64)
+            b.recv(64)
 
-            ops: list[tuple[str, Callable[[], object]]] = [
-                ("libv6d call that does nothing", lambda: release(handle, ctypes.c_uint64(1), None)),
-                ("send + recv 64 B, socketpair", sendrecv),
-                ("sum(range(50))", lambda: sum(range(50))),
-                ("os.stat('/')", lambda: os.stat("/")),
-                ("put of 8 B", lambda: kept.append(client.put(value))),
-            ]
-            print(f"{'operation':32s} {'after sleep':>12s} {'after busy':>12s}")
-            for name, op in ops:
-                slow = _median_after(op, sleep, args.n)
-                fast = _median_after(op, busy, args.n)
-                print(f"{name:32s} {slow * 1e6:9.2f} µs {fast * 1e6:9.2f} µs")
-            client.delete(kept)
-            client.close()
-        finally:
-            daemon.terminate()
-            daemon.wait(30)
+        ops: list[tuple[str, Callable[[], object]]] = [
+            ("libv6d call that does nothing", lambda: release(handle, ctypes.c_uint64(1), None)),
+            ("send + recv 64 B, socketpair", sendrecv),
+            ("sum(range(50))", lambda: sum(range(50))),
+            ("os.stat('/')", lambda: os.stat("/")),
+            ("put of 8 B", lambda: kept.append(client.put(value))),
+        ]
+        print(f"{'operation':32s} {'after sleep':>12s} {'after busy':>12s}")
+        for name, op in ops:
+            slow = _median_after(op, sleep, args.n)
+            fast = _median_after(op, busy, args.n)
+            print(f"{name:32s} {slow * 1e6:9.2f} µs {fast * 1e6:9.2f} µs")
+        client.delete(kept)
+        client.close()
+    finally:
+        daemon.stop()
     return 0
 
 
