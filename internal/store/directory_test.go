@@ -2,10 +2,13 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
@@ -55,4 +58,35 @@ func directoryEntries(t *testing.T, s *Store) uint64 {
 		t.Fatal(err)
 	}
 	return binary.LittleEndian.Uint64(b[8:16]) // header word 1
+}
+
+// When the directory has no room for an object, Config.DirectoryFull hears
+// it once, with how many entries it holds; the object is still created
+// and its gets take the round trip.
+func TestDirectoryFullIsToldOnce(t *testing.T) {
+	var calls, held int
+	s, err := New(Config{Size: 1 << 20, DirectoryEntries: 64, DirectoryFull: func(entries int) {
+		calls++
+		held = entries
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ss := s.NewSession()
+	defer ss.Close()
+	var last ids.ObjectID
+	for i := range 200 {
+		c, err := ss.CreateData(json.RawMessage(fmt.Sprintf(`{"typename":"t","i":%d}`, i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = c.ID
+	}
+	if calls != 1 || held == 0 || held > 64 {
+		t.Fatalf("DirectoryFull called %d times, with %d entries; want once, with 1 to 64", calls, held)
+	}
+	if _, _, err := s.GetData([]ids.ObjectID{last}); err != nil {
+		t.Fatalf("an object past the full directory: %v", err)
+	}
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// name at once (it rounds up to a power of two); DirectoryEntriesFor(Size)
 	// when zero. Past that, gets of the rest take a round trip.
 	DirectoryEntries uint64
+	// DirectoryFull, when set, is called the first time an object finds no
+	// room in the directory, with how many entries it holds; under the
+	// store's lock, so it must not call the store.
+	DirectoryFull func(entries int)
 }
 
 // DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
@@ -177,6 +181,9 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 			entries = DirectoryEntriesFor(cfg.Size)
 		}
 		s.dir = openDirectory(entries)
+		if s.dir != nil {
+			s.dir.full = cfg.DirectoryFull
+		}
 	}
 	go s.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
