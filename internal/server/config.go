@@ -189,7 +189,7 @@ func (c *Config) Validate() error {
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead
 	}
-	if c.DirectoryEntries > store.MaxDirectoryEntries {
+	if c.DirectoryEntries > MaxDirectoryEntries {
 		return fmt.Errorf("%w: %d directory entries, at most %d", ErrBadConfig, c.DirectoryEntries, MaxDirectoryEntries)
 	}
 	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
