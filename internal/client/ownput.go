@@ -33,7 +33,7 @@ import (
 // put, as any pipelined put's.
 //
 // Only trees whose tree the client can rebuild byte for byte are answered
-// this way (ownTree): one object whose members are all blobs of the put,
+// this way (ownTemplate): one object whose members are all blobs of the put,
 // keys of plain ASCII. TestOwnTreeIsTheDaemons checks the rebuild against
 // the daemon's for trees of every shape the rules touch.
 
@@ -45,13 +45,13 @@ type ownPut struct {
 }
 
 // ownShape is a tree text that pipelined puts sent (treeVerdict), and the
-// template ownTree's output for it follows, made at the first get of such
-// a put: the puts of one text differ only in their ids and blob sizes.
+// template of the tree the daemon makes of it, made at the first get of
+// such a put: the puts of one text differ only in their ids and blob sizes.
 // tmpl and bad are guarded by c.state.
 type ownShape struct {
 	tree []byte // the client's copy, never written
 	tmpl *ownTemplate
-	bad  bool // ownTree refuses the text
+	bad  bool // newOwnTemplate refused the text
 }
 
 // maxOwnPuts bounds the puts remembered: every syncEvery-th put waits for
@@ -67,7 +67,7 @@ func (c *Client) noteOwnPutLocked(id ids.ObjectID, seq uint64, v *treeVerdict, t
 		return
 	}
 	c.pruneOwnPutsLocked(d.pins.Handled())
-	if len(c.ownPuts) >= maxOwnPuts || !v.ownTreeable {
+	if len(c.ownPuts) >= maxOwnPuts || v.own == nil {
 		return
 	}
 	op := &ownPut{seq: seq, shape: v.own, blobs: make([]shm.DirBlob, len(triples)/3)}
@@ -116,7 +116,7 @@ func (c *Client) ownGetLocked(id ids.ObjectID) (rec shm.Record, seq uint64, ok, 
 	return shm.Record{Tree: sh.tmpl.render(id, op.blobs), Blobs: op.blobs}, op.seq, true, false
 }
 
-// ownTreeable reports whether ownTree can rebuild the tree of a put of n
+// ownTreeable reports whether newOwnTemplate can rebuild the tree of a put of n
 // blobs: an object of plain keys whose members are all {"inline": i}.
 func ownTreeable(tree []byte, n int) bool {
 	ok := true
@@ -156,22 +156,13 @@ func plainKey(key []byte) bool {
 	return true
 }
 
-// ownTree is the tree the daemon makes of a leased put of tree as id
-// (store.Session.CreateLeased): its scalar fields sorted by key (of a
-// repeated key the last one), with id, signature (unless given: the id's
-// value), instance_id, transient and nbytes (unless given: 0) set as the
-// daemon sets them, then its members in key order, each the tree of its
-// blob. It reports false for a tree ownTreeable refuses.
-func ownTree(tree []byte, id ids.ObjectID, instance uint64, blobs []shm.DirBlob) ([]byte, bool) {
-	t, ok := newOwnTemplate(tree, instance, len(blobs))
-	if !ok {
-		return nil, false
-	}
-	return t.render(id, blobs), true
-}
-
-// ownTemplate is ownTree's output for one tree text, instance and blob
-// count, cut where puts of that text differ: lits[i] comes before holes[i],
+// ownTemplate is the tree the daemon makes of a leased put of one tree
+// text (store.Session.CreateLeased), for one instance and blob count: its
+// scalar fields sorted by key (of a repeated key the last one), with id,
+// signature (unless given: the id's value), instance_id, transient and
+// nbytes (unless given: 0) set as the daemon sets them, then its members
+// in key order, each the tree of its blob. It is cut where puts of that
+// text differ (ids, blob sizes): lits[i] comes before holes[i],
 // and the last of lits ends the tree. Rendering one is a few appends;
 // making it sorts and scans the tree (3-4 µs of a get of one's own put).
 type ownTemplate struct {
@@ -194,8 +185,8 @@ const (
 	holeBlobSize
 )
 
-// newOwnTemplate makes the template of ownTree(tree, _, instance, blobs)
-// for n blobs; false for a tree ownTreeable refuses.
+// newOwnTemplate makes the template of tree for puts of n blobs; false for
+// a tree ownTreeable refuses.
 func newOwnTemplate(tree []byte, instance uint64, n int) (*ownTemplate, bool) {
 	type field struct {
 		key  string
@@ -276,7 +267,7 @@ func newOwnTemplate(tree []byte, instance uint64, n int) (*ownTemplate, bool) {
 	return t, true
 }
 
-// render is ownTree's output for the put of the template's text as id with
+// render is the daemon's tree of the put of the template's text as id with
 // blobs (as many as the template was made for).
 func (t *ownTemplate) render(id ids.ObjectID, blobs []shm.DirBlob) []byte {
 	out := make([]byte, 0, t.size)

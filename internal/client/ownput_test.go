@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -15,6 +16,16 @@ func ownPutOf(c *Client, id ids.ObjectID) *ownPut {
 	c.state.Lock()
 	defer c.state.Unlock()
 	return c.ownPuts[id]
+}
+
+// ownTree is the tree the client rebuilds of a put of tree as id (as a get
+// of its own put does, ownGetLocked): false for a tree ownTreeable refuses.
+func ownTree(tree []byte, id ids.ObjectID, instance uint64, blobs []shm.DirBlob) ([]byte, bool) {
+	t, ok := newOwnTemplate(tree, instance, len(blobs))
+	if !ok {
+		return nil, false
+	}
+	return t.render(id, blobs), true
 }
 
 // The tree a client rebuilds of its own put is the daemon's, byte for byte,

@@ -182,8 +182,7 @@ type treeVerdict struct {
 	tree         []byte
 	n            int
 	pipelineable bool
-	ownTreeable  bool
-	own          *ownShape // the tree for gets of own puts (ownput.go), when ownTreeable
+	own          *ownShape // for gets of own puts (ownput.go); nil when ownTreeable refuses
 }
 
 // verdictLocked returns the verdict on tree for a put of n blobs. Both
@@ -197,8 +196,7 @@ func (c *Client) verdictLocked(tree []byte, n int) *treeVerdict {
 		return v
 	}
 	*v = treeVerdict{tree: slices.Clone(tree), n: n, pipelineable: pipelineable(tree, n, 0)}
-	v.ownTreeable = v.pipelineable && ownTreeable(tree, n)
-	if v.ownTreeable {
+	if v.pipelineable && ownTreeable(tree, n) {
 		v.own = &ownShape{tree: v.tree}
 	}
 	return v

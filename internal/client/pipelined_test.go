@@ -225,7 +225,7 @@ func TestPipelineable(t *testing.T) {
 func TestVerdictFollowsTheTree(t *testing.T) {
 	var c Client
 	buf := []byte(`{"typename":"t","a":{"inline":0}}`)
-	if v := c.verdictLocked(buf, 1); !v.pipelineable || !v.ownTreeable {
+	if v := c.verdictLocked(buf, 1); !v.pipelineable || v.own == nil {
 		t.Fatalf("verdict %+v", v)
 	}
 	if v := c.verdictLocked(buf, 0); v.pipelineable { // {"inline": 0} of no blob
@@ -233,7 +233,7 @@ func TestVerdictFollowsTheTree(t *testing.T) {
 	}
 	c.verdictLocked(buf, 1)
 	copy(buf, `{"typename":"t","a":{"id":"o0"}}  `) // same length, links an object
-	if v := c.verdictLocked(buf, 1); v.pipelineable || v.ownTreeable {
+	if v := c.verdictLocked(buf, 1); v.pipelineable || v.own != nil {
 		t.Fatalf("verdict on the changed text %+v", v)
 	}
 	kept := c.verdict.tree
