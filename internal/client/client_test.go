@@ -18,12 +18,19 @@ import (
 // startServer runs a real daemon in-process on a temp socket.
 func startServer(t testing.TB, size uint64) *server.Server {
 	t.Helper()
+	return startServerWith(t, server.Config{Size: size})
+}
+
+// startServerWith starts a daemon of cfg on a socket of its own.
+func startServerWith(t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "v6d-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: size})
+	cfg.Socket = filepath.Join(dir, "s.sock")
+	srv, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

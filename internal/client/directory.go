@@ -116,17 +116,18 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 		_ = dm.Close()
 		return nil, err
 	}
-	// The page's size must be ours exactly: its last word is the daemon's
-	// revoked flag, which a page of another size keeps elsewhere.
+	// A daemon of another version may make pages of another size: the
+	// view places the daemon's words from the page's end (NewPinView
+	// refuses sizes out of bounds, before anything is mapped).
 	psize, err := shm.FileSize(pinFd)
-	if err == nil && psize != shm.PinPageSize {
-		err = fmt.Errorf("pin page of %d bytes, want %d", psize, shm.PinPageSize)
+	if err == nil && (psize < shm.MinPinPageSize || psize > shm.MaxPinPageSize) {
+		err = fmt.Errorf("pin page of %d bytes, want %d to %d", psize, shm.MinPinPageSize, shm.MaxPinPageSize)
 	}
 	if err != nil {
 		_ = dm.Close()
 		return nil, err
 	}
-	pm, err := shm.Map(pinFd, shm.PinPageSize, true)
+	pm, err := shm.Map(pinFd, psize, true)
 	if err != nil {
 		_ = dm.Close()
 		return nil, err

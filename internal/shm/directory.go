@@ -400,21 +400,31 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 // slots: either the client sees the new seq and does not use the pin, or
 // the daemon sees the pin.
 const (
-	// PinPageSize is the size of a connection's pin page: 8,187 slots, so
-	// that a process holding thousands of got values still gets without a
-	// round trip (with 4 KiB, the 511th held value fell back). The memfd's
-	// pages are allocated as slots are first used (lowest first), and the
-	// daemon reads slots only up to the client's hint.
-	PinPageSize = 64 << 10
-	// PinSlots is the number of slots of a pin page.
-	PinSlots = PinPageSize/8 - 5
-	// pinSubmitted counts the client's pipelined puts, pinHandled the
-	// daemon's, pinWaiting the client's threads waiting for pinHandled.
+	// PinPageSize is the size of the pin pages this daemon makes: 65,531
+	// slots, so that a process holding tens of thousands of got values
+	// still gets without a round trip (with 64 KiB, the 8,188th held value
+	// fell back to a round trip of 80-95 µs against 5-6 µs; docs/performance.md,
+	// "December 5"). The memfd's pages are allocated as slots are first
+	// used (lowest first), and the daemon reads slots only up to the
+	// client's hint, so an idle connection costs two pages whatever the size.
+	PinPageSize = 512 << 10
+	// PinSlots is the number of slots of a pin page of PinPageSize.
+	PinSlots = PinPageSize/8 - pinTail
+	// MinPinPageSize and MaxPinPageSize bound the pages a client accepts: a
+	// daemon of another version may make pages of another size, whose
+	// words the client then places from the page's end as the daemon does.
+	MinPinPageSize = 4 << 10
+	MaxPinPageSize = 64 << 20
+	// pinTail is the number of words that are not slots: the hint, and
+	// after the slots the client's pipelined puts submitted, the daemon's
+	// count handled, the client's threads waiting for it and the daemon's
+	// revoked flag, the page's last four words whatever its size.
+	pinTail = 5
+	// The words after the slots of the daemon's pages (pinWords).
 	pinSubmitted = PinPageSize/8 - 4
 	pinHandled   = PinPageSize/8 - 3
 	pinWaiting   = PinPageSize/8 - 2
-	// pinRevoked is the word the daemon sets when it drops the page.
-	pinRevoked = PinPageSize/8 - 1
+	pinRevoked   = PinPageSize/8 - 1
 )
 
 // pinsName is the memfd name of a pin page.
@@ -436,17 +446,52 @@ func CreatePinPage() (*PinPage, int, error) {
 	return &PinPage{w: words(data), data: data}, fd, nil
 }
 
-// Scan calls fn with every non-zero slot value, reading each slot once.
-func (p *PinPage) Scan(fn func(id uint64)) {
-	if p == nil || p.w == nil {
+// Find calls fn with the slot number and value of every slot holding one of
+// ids, reading each slot once: a delete's look for pins of what it deletes,
+// which reads every slot up to the client's hint, so its loop makes no call
+// per slot (a closure per slot took 320 µs for a page of 60,000 pins, the
+// loop 30-60 µs). Up to 8 ids are compared in turn, more looked up in a set.
+func (p *PinPage) Find(idl []uint64, fn func(slot, id uint64)) {
+	if p == nil || p.w == nil || len(idl) == 0 {
 		return
 	}
 	limit := min(atomic.LoadUint64(&p.w[0]), PinSlots)
+	w := p.w[:limit+1]
+	if len(idl) > 8 {
+		set := make(map[uint64]struct{}, len(idl))
+		for _, id := range idl {
+			set[id] = struct{}{}
+		}
+		for i := uint64(1); i <= limit; i++ {
+			if v := atomic.LoadUint64(&w[i]); v != 0 {
+				if _, ok := set[v]; ok {
+					fn(i, v)
+				}
+			}
+		}
+		return
+	}
 	for i := uint64(1); i <= limit; i++ {
-		if v := atomic.LoadUint64(&p.w[i]); v != 0 {
-			fn(v)
+		v := atomic.LoadUint64(&w[i])
+		if v == 0 {
+			continue
+		}
+		for _, id := range idl {
+			if v == id {
+				fn(i, v)
+				break
+			}
 		}
 	}
+}
+
+// Holds reports whether slot holds id now: a hold made from a pin seen in
+// a slot (Scan) lasts while the slot keeps the id, one load, not a scan.
+func (p *PinPage) Holds(slot, id uint64) bool {
+	if p == nil || p.w == nil || slot < 1 || slot > PinSlots {
+		return false
+	}
+	return atomic.LoadUint64(&p.w[slot]) == id
 }
 
 // Revoke marks the page revoked (PinView.Revoked): from now on the client
@@ -504,29 +549,45 @@ func (p *PinPage) Close() {
 type PinView struct {
 	w    []uint64
 	hint uint64
-	free []uint64 // free slot numbers, highest first
+	// Slots are taken lowest first: next is the lowest never taken, free
+	// the ones cleared since (taken again first, last cleared first). The
+	// page's memory is then allocated only as far as the client ever
+	// pinned at once.
+	next  uint64
+	free  []uint64
+	slots uint64 // words 1..slots are slots
+	// The words after the slots, placed from the page's end (PinPageSize).
+	submitted, handled, waiting, revoked uint64
 }
 
-// NewPinView wraps a writable mapping of a pin page.
+// NewPinView wraps a writable mapping of a pin page. The page may have any
+// size from MinPinPageSize to MaxPinPageSize that is a whole number of
+// words (a daemon of another version may make another size): its last
+// words are placed from its end, as the daemon places them.
 func NewPinView(b []byte) (*PinView, error) {
-	if len(b) < PinPageSize {
-		return nil, errors.New("shm: pin page too small")
+	if len(b) < MinPinPageSize || len(b) > MaxPinPageSize || len(b)%8 != 0 {
+		return nil, fmt.Errorf("shm: a pin page of %d bytes (want a multiple of 8 from %d to %d)",
+			len(b), MinPinPageSize, MaxPinPageSize)
 	}
-	v := &PinView{w: words(b)}
-	for i := uint64(PinSlots); i >= 1; i-- {
-		v.free = append(v.free, i)
-	}
-	return v, nil
+	n := uint64(len(b) / 8)
+	return &PinView{w: words(b), next: 1, slots: n - pinTail,
+		submitted: n - 4, handled: n - 3, waiting: n - 2, revoked: n - 1}, nil
 }
 
 // Set takes a free slot, stores id in it and returns its number, or false
 // when every slot is taken.
 func (v *PinView) Set(id uint64) (uint64, bool) {
-	if len(v.free) == 0 {
+	var i uint64
+	switch {
+	case len(v.free) > 0:
+		i = v.free[len(v.free)-1]
+		v.free = v.free[:len(v.free)-1]
+	case v.next <= v.slots:
+		i = v.next
+		v.next++
+	default:
 		return 0, false
 	}
-	i := v.free[len(v.free)-1]
-	v.free = v.free[:len(v.free)-1]
 	if i >= v.hint {
 		v.hint = i + 1
 		atomic.StoreUint64(&v.w[0], v.hint) // before the slot: the daemon reads the hint first
@@ -543,17 +604,17 @@ func (v *PinView) Clear(i uint64) {
 
 // Revoked reports whether the daemon dropped the page: its pins protect
 // nothing any more.
-func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[pinRevoked]) != 0 }
+func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[v.revoked]) != 0 }
 
 // Submit counts one more pipelined put, the caller then writes it, and
 // returns the count with it.
-func (v *PinView) Submit() uint64 { return atomic.AddUint64(&v.w[pinSubmitted], 1) }
+func (v *PinView) Submit() uint64 { return atomic.AddUint64(&v.w[v.submitted], 1) }
 
 // Submitted returns the pipelined puts this client counted.
-func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[pinSubmitted]) }
+func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[v.submitted]) }
 
 // Handled returns the pipelined puts the daemon says it handled.
-func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[pinHandled]) }
+func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[v.handled]) }
 
 // BeginWait announces a thread about to wait until the daemon handled at
 // least target pipelined puts, and returns the futex word and the value to
@@ -568,17 +629,17 @@ func (v *PinView) BeginWait(target uint64) (addr *uint32, val uint32, done bool)
 	if v.Handled() >= target {
 		return nil, 0, true
 	}
-	atomic.AddUint64(&v.w[pinWaiting], 1)
+	atomic.AddUint64(&v.w[v.waiting], 1)
 	h := v.Handled()
 	if h >= target {
 		v.EndWait()
 		return nil, 0, true
 	}
-	return (*uint32)(unsafe.Pointer(&v.w[pinHandled])), uint32(h), false
+	return (*uint32)(unsafe.Pointer(&v.w[v.handled])), uint32(h), false
 }
 
 // EndWait withdraws a waiter BeginWait announced.
-func (v *PinView) EndWait() { atomic.AddUint64(&v.w[pinWaiting], ^uint64(0)) }
+func (v *PinView) EndWait() { atomic.AddUint64(&v.w[v.waiting], ^uint64(0)) }
 
 // SleepHandled sleeps while the futex word at addr (from BeginWait) holds
 // val, for at most timeout. It only makes a system call, so the caller
@@ -587,4 +648,7 @@ func (v *PinView) EndWait() { atomic.AddUint64(&v.w[pinWaiting], ^uint64(0)) }
 func SleepHandled(addr *uint32, val uint32, timeout time.Duration) { futexWait(addr, val, timeout) }
 
 // InUse returns the number of slots taken (tests).
-func (v *PinView) InUse() int { return PinSlots - len(v.free) }
+func (v *PinView) InUse() int { return int(v.next-1) - len(v.free) }
+
+// Slots returns the number of slots of the page.
+func (v *PinView) Slots() int { return int(v.slots) }

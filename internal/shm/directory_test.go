@@ -2,6 +2,7 @@ package shm
 
 import (
 	"bytes"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,13 +122,14 @@ func TestPinPage(t *testing.T) {
 	a, _ := v.Set(11)
 	b, _ := v.Set(12)
 	seen := map[uint64]bool{}
-	p.Scan(func(id uint64) { seen[id] = true })
+	p.Find([]uint64{11, 12, 13}, func(_, id uint64) { seen[id] = true })
 	if !seen[11] || !seen[12] || len(seen) != 2 {
 		t.Fatalf("scan saw %v", seen)
 	}
 	v.Clear(a)
 	clear(seen)
-	p.Scan(func(id uint64) { seen[id] = true })
+	many := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 11, 12} // more than 8: looked up in a set
+	p.Find(many, func(_, id uint64) { seen[id] = true })
 	if seen[11] || !seen[12] {
 		t.Fatalf("scan after clear saw %v", seen)
 	}
@@ -143,7 +145,7 @@ func TestPinPage(t *testing.T) {
 	// The daemon never reads past the page, whatever the client's hint.
 	words(m.Bytes())[0] = 1 << 40
 	n := 0
-	p.Scan(func(uint64) { n++ })
+	p.Find([]uint64{1}, func(uint64, uint64) { n++ })
 	if n != PinSlots {
 		t.Fatalf("scanned %d slots", n)
 	}
@@ -209,7 +211,7 @@ func TestPinPagePipelineWords(t *testing.T) {
 		t.Fatal("the waiter was not woken")
 	}
 	n := 0
-	p.Scan(func(uint64) { n++ })
+	p.Find([]uint64{1}, func(uint64, uint64) { n++ })
 	if n != 0 {
 		t.Fatalf("the pipeline words show as %d pins", n)
 	}
@@ -247,5 +249,82 @@ func TestDirectoryHotPart(t *testing.T) {
 	}
 	if n := residentPages(t, d.data[hot:hot+(1<<20)]); n != 0 {
 		t.Fatalf("%d pages past the hot part are resident", n)
+	}
+}
+
+// Slots are taken lowest first, cleared ones again before new ones, so the
+// hint (and the page memory the client touches) stays at the most pins held
+// at once; the daemon's Holds follows one slot.
+func TestPinSlotsLowestFirst(t *testing.T) {
+	p, v, _ := pinPage(t)
+	var got []uint64
+	for id := uint64(1); id <= 3; id++ {
+		i, ok := v.Set(100 + id)
+		if !ok {
+			t.Fatal("refused")
+		}
+		got = append(got, i)
+	}
+	v.Clear(got[1])
+	again, _ := v.Set(200)
+	if !slices.Equal(got, []uint64{1, 2, 3}) || again != 2 || v.InUse() != 3 || v.hint != 4 {
+		t.Fatalf("slots %v, then %d; in use %d, hint %d", got, again, v.InUse(), v.hint)
+	}
+	if !p.Holds(2, 200) || p.Holds(2, 102) || p.Holds(0, 0) || p.Holds(PinSlots+1, 0) {
+		t.Fatal("Holds does not follow slot 2")
+	}
+}
+
+// A client maps pin pages of other sizes (a daemon of another version) with
+// the daemon's words at the page's end; it refuses sizes that are not one.
+func TestPinViewOtherSizes(t *testing.T) {
+	for _, size := range []int{MinPinPageSize, 64 << 10, PinPageSize} {
+		b := make([]byte, size)
+		v, err := NewPinView(b)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		w := words(b)
+		n := len(w)
+		v.Submit()
+		w[n-3] = 7 // the daemon's handled count
+		w[n-1] = 1 // revoked
+		if w[n-4] != 1 || v.Handled() != 7 || !v.Revoked() || v.Slots() != n-5 {
+			t.Fatalf("%d bytes: submitted at %v, handled %d, revoked %v, %d slots", size, w[n-5:], v.Handled(), v.Revoked(), v.Slots())
+		}
+		for range v.Slots() {
+			if _, ok := v.Set(1); !ok {
+				t.Fatalf("%d bytes: a free slot was refused", size)
+			}
+		}
+		if _, ok := v.Set(1); ok || w[n-5] != 1 || w[n-4] != 1 {
+			t.Fatalf("%d bytes: the slots ran into the words after them", size)
+		}
+	}
+	for _, size := range []int{0, MinPinPageSize - 8, MinPinPageSize + 4, MaxPinPageSize + 8} {
+		if _, err := NewPinView(make([]byte, size)); err == nil {
+			t.Errorf("a pin page of %d bytes was taken", size)
+		}
+	}
+}
+
+// BenchmarkPinPageFind is a delete's read of a page holding 60,000 pins
+// (docs/performance.md, "December 5").
+func BenchmarkPinPageFind(b *testing.B) {
+	p, fd, err := CreatePinPage()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = unix.Close(fd)
+	defer p.Close()
+	v, err := NewPinView(p.data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range uint64(60_000) {
+		v.Set(i + 1000)
+	}
+	for b.Loop() {
+		p.Find([]uint64{5}, func(uint64, uint64) { b.Fatal("found") })
 	}
 }

@@ -37,10 +37,10 @@ type Session struct {
 	created map[ids.ObjectID]*blob // unsealed blobs this session created
 	lease   lease                  // memory and ids the client carves blobs from (lease.go)
 	closed  bool
-	pins    *shm.PinPage             // the client's pin slots; nil: none (directory.go)
-	holds   map[ids.ObjectID][]*blob // pins of deleted ids: one reference per blob
-	nholds  atomic.Int32             // len(holds), read without the lock (HasHolds)
-	piped   uint64                   // pipelined requests handled (pipelined.go); under s.mu
+	pins    *shm.PinPage           // the client's pin slots; nil: none (directory.go)
+	holds   map[ids.ObjectID]*hold // pins of deleted ids (directory.go)
+	nholds  atomic.Int32           // len(holds), read without the lock (HasHolds)
+	piped   uint64                 // pipelined requests handled (pipelined.go); under s.mu
 }
 
 // NewSession opens a session. The caller MUST call Close when the connection

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
@@ -20,9 +21,13 @@ import (
 // entries of what it deletes, then reads every pin page: each pin of a
 // deleted id becomes a hold of that session (Session.holds), which counts
 // one reference on each blob of the id, like a session's own references, so
-// the memory is freed only after the pin is gone. A timer re-reads the pages
-// of sessions with holds every pinRescan and drops the holds whose pins were
-// cleared; closing a session drops all of its holds.
+// the memory is freed only after the pin is gone. A hold remembers the slots
+// its id was seen in: no new pin of a retired id is ever used (the client
+// checks the entry after it pins), so the hold lasts while one of those
+// slots still holds the id, which a rescan checks with a load per slot, not
+// a read of the whole page. A timer rescans the holds every pinRescan, and
+// a request of the session rescans its own first; closing a session drops
+// all of its holds.
 
 const (
 	// The directory's entry slots: one per dirArenaPerEntry of arena, at
@@ -249,25 +254,28 @@ func (s *Store) retirePinnedLocked(order []ids.ObjectID) {
 	for _, id := range order {
 		s.unpublishLocked(id)
 	}
-	gone := make(map[ids.ObjectID]bool, len(order))
-	for _, id := range order {
-		gone[id] = true
+	gone := make([]uint64, len(order))
+	for i, id := range order {
+		gone[i] = uint64(id)
 	}
 	for ss := range s.sessions {
-		if ss.pins == nil {
-			continue
-		}
-		ss.pins.Scan(func(v uint64) {
-			if id := ids.ObjectID(v); gone[id] {
-				s.holdLocked(ss, id)
-			}
-		})
+		ss.pins.Find(gone, func(slot, v uint64) { s.holdLocked(ss, ids.ObjectID(v), slot) })
 	}
 }
 
-// holdLocked gives ss a hold on the blobs of id (one reference each), once.
-func (s *Store) holdLocked(ss *Session, id ids.ObjectID) {
-	if _, ok := ss.holds[id]; ok {
+// hold is what a session's pin of a deleted id keeps: a reference on each
+// of the id's blobs, while one of the slots the pin was seen in still holds
+// the id.
+type hold struct {
+	blobs []*blob
+	slots []uint64
+}
+
+// holdLocked gives ss a hold on the blobs of id (one reference each), once,
+// and has it watch slot.
+func (s *Store) holdLocked(ss *Session, id ids.ObjectID, slot uint64) {
+	if h, ok := ss.holds[id]; ok {
+		h.slots = append(h.slots, slot)
 		return
 	}
 	bl := s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
@@ -279,17 +287,17 @@ func (s *Store) holdLocked(ss *Session, id ids.ObjectID) {
 		}
 	}
 	if len(kept) > 0 {
-		s.addHoldLocked(ss, id, kept)
+		s.addHoldLocked(ss, id, &hold{blobs: kept, slots: []uint64{slot}})
 	}
 }
 
-// addHoldLocked gives ss the hold of id on blobs, each already counted one
-// reference for it, and has the pins rescanned until it goes.
-func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, blobs []*blob) {
+// addHoldLocked gives ss the hold of id, its blobs each already counted one
+// reference for it, and has the holds rescanned until it goes.
+func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, h *hold) {
 	if ss.holds == nil {
-		ss.holds = map[ids.ObjectID][]*blob{}
+		ss.holds = map[ids.ObjectID]*hold{}
 	}
-	ss.holds[id] = blobs
+	ss.holds[id] = h
 	ss.nholds.Add(1)
 	s.holdCount++
 	if !s.rescanArmed {
@@ -300,7 +308,7 @@ func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, blobs []*blob) {
 
 // dropHoldLocked drops a hold, freeing deleted blobs nothing else holds.
 func (s *Store) dropHoldLocked(ss *Session, id ids.ObjectID) {
-	for _, b := range ss.holds[id] {
+	for _, b := range ss.holds[id].blobs {
 		b.refs--
 		if b.refs == 0 && b.deleted {
 			s.freeLocked(b)
@@ -338,12 +346,11 @@ func (s *Store) rescanLocked() {
 	}
 }
 
-// rescanLocked drops the session's holds no pin names any more.
+// rescanLocked drops the session's holds whose slots no longer hold their
+// ids.
 func (ss *Session) rescanLocked() {
-	pinned := map[ids.ObjectID]bool{}
-	ss.pins.Scan(func(v uint64) { pinned[ids.ObjectID(v)] = true })
-	for id := range ss.holds {
-		if !pinned[id] {
+	for id, h := range ss.holds {
+		if !slices.ContainsFunc(h.slots, func(slot uint64) bool { return ss.pins.Holds(slot, uint64(id)) }) {
 			ss.s.dropHoldLocked(ss, id)
 		}
 	}

@@ -61,8 +61,8 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 				fail("%v holds %v, which is neither live nor a zombie", ss, id)
 			}
 		}
-		for id, bl := range ss.holds {
-			for _, b := range bl {
+		for id, h := range ss.holds {
+			for _, b := range h.blobs {
 				held[b]++ // a hold (a pin of a deleted id) counts one reference per blob
 				if s.blobs[b.id] != b && s.zombies[b.id] != b {
 					fail("%v holds %v for the pin of %v, which is neither live nor a zombie", ss, b.id, id)

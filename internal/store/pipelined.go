@@ -152,8 +152,9 @@ func (ss *Session) pipelinedDoneLocked() *uint32 {
 // s.mu must be held.
 func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 	s := ss.s
-	pinned := false
-	ss.pins.Scan(func(v uint64) { pinned = pinned || ids.ObjectID(v) == root })
+	var slots []uint64
+	ss.pins.Find([]uint64{uint64(root)}, func(slot, _ uint64) { slots = append(slots, slot) })
+	pinned := len(slots) > 0
 	var held []*blob
 	for _, id := range inline {
 		b, ok := ss.created[id]
@@ -167,7 +168,7 @@ func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 		s.dropUnsealedLocked(b)
 	}
 	if len(held) > 0 {
-		s.addHoldLocked(ss, root, held)
+		s.addHoldLocked(ss, root, &hold{blobs: held, slots: slots})
 	}
 }
 

@@ -147,3 +147,60 @@ func TestPipelinedFailureHeldWhilePinned(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A delete turns a pin into a hold that lasts while the slot the pin was
+// seen in keeps the id: a new pin of the deleted id elsewhere (a client's
+// attempt, which it drops when it finds the entry retired) does not keep
+// the memory, and neither does the slot once it holds another id.
+func TestHoldFollowsItsSlot(t *testing.T) {
+	s, ss := leasingSession(t)
+	fd, err := ss.AttachPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := shm.Map(fd, shm.PinPageSize, true)
+	_ = unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Close() }()
+	pins, err := shm.NewPinView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ss.Lease(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used0, _ := s.Usage()
+	tree := []byte(`{"typename":"t","a":{"inline":0}}`)
+	put := func(i uint64) ids.ObjectID {
+		root := (l.FirstID + ids.ObjectID(2*i+1)) &^ ids.BlobBit
+		blobs := []LeaseBlob{{ID: l.FirstID + ids.ObjectID(2*i), Offset: l.Offset + 4096*i, Size: 4000}}
+		if _, err := ss.CreateLeased(tree, blobs, root, false); err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	x, y := put(0), put(1)
+	used1, _ := s.Usage()
+
+	a, _ := pins.Set(uint64(x))
+	s.Delete([]ids.ObjectID{x}, DeleteOptions{})
+	if !ss.HasHolds() {
+		t.Fatal("a pinned object was deleted without a hold")
+	}
+	b, _ := pins.Set(uint64(x)) // a pin attempt after the delete
+	pins.Clear(a)
+	pins.Set(uint64(y)) // slot a, taken again for another id
+	ss.RescanPins()
+	if ss.HasHolds() {
+		t.Fatalf("the hold outlived its slot (%d now holds %v, %d holds the deleted id)", a, y, b)
+	}
+	if used, _ := s.Usage(); used != used1-4032 || used < used0 {
+		t.Fatalf("%d bytes used after the hold went, %d before the delete", used, used1)
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
