@@ -435,7 +435,9 @@ v6d_status v6d_list(v6d_client client, const char *pattern, int32_t regex,
 /** Deletes n objects. flags: V6D_DELETE_*. Missing ids are ignored, as
  *  upstream does. Objects still referenced by another object are kept unless
  *  V6D_DELETE_FORCE. Blobs another client still holds stay readable for it
- *  until its release. \since 1 */
+ *  until its release. Any n: a list longer than a request takes (65,536
+ *  ids) goes in several, with the outcome of one, but atomic only per
+ *  65,536. \since 1 */
 v6d_status v6d_delete(v6d_client client, size_t n, const uint64_t *ids,
                       uint32_t flags, v6d_error *err);
 

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
@@ -217,13 +218,44 @@ func (c *Client) List(pattern string, regex bool, limit uint64) (json.RawMessage
 // object that uses them, deep deletes members no other object uses,
 // memoryTrim returns freed pages to the kernel. Missing ids are ignored.
 // Blobs another client still holds stay readable for it until its release.
-// It returns the ids of the blobs deleted.
+// It returns the ids of the blobs deleted, sorted.
+//
+// A list longer than a request may carry (protocol.MaxItems) goes in
+// parts, in order, with the result of one request of the whole list: with
+// force or deep, a member kept by one part because a later part's object
+// still used it is deleted with that object, so one pass does it. Without
+// either, an object kept because an object of a later part used it stays,
+// so the parts are sent again until a pass removes nothing (the reply's
+// count; as many passes as the list's objects nest, plus one). Each part
+// is atomic, not the whole list.
 func (c *Client) Delete(idl []ids.ObjectID, force, deep, memoryTrim bool) ([]ids.ObjectID, error) {
-	var reply protocol.DelDataReply
-	if err := c.call(protocol.NewDelDataRequest(idl, force, deep, memoryTrim), &reply); err != nil {
-		return nil, err
+	if len(idl) <= protocol.MaxItems {
+		var reply protocol.DelDataReply
+		if err := c.call(protocol.NewDelDataRequest(idl, force, deep, memoryTrim), &reply); err != nil {
+			return nil, err
+		}
+		return reply.DeletedBids, nil
 	}
-	return reply.DeletedBids, nil
+	var blobs []ids.ObjectID
+	for {
+		removed := 0
+		for part := range slices.Chunk(idl, protocol.MaxItems) {
+			var reply protocol.DelDataReply
+			if err := c.call(protocol.NewDelDataRequest(part, force, deep, memoryTrim), &reply); err != nil {
+				return blobs, err
+			}
+			blobs = append(blobs, reply.DeletedBids...)
+			if reply.Deleted != nil {
+				removed += *reply.Deleted
+			} else {
+				removed += len(reply.DeletedBids) // a daemon that does not count
+			}
+		}
+		if force || deep || removed == 0 {
+			slices.Sort(blobs)
+			return blobs, nil
+		}
+	}
 }
 
 // Exists reports whether an object (or blob) exists.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"slices"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -70,14 +71,20 @@ func (c *Client) takeReleasesLocked() []ids.ObjectID {
 }
 
 // releaseRequests are the requests that send the queued releases rel: one
-// with every id, or one per id when the daemon lacks release.ids
-// (upstream's, which reads only object_id).
+// per protocol.MaxItems ids (a daemon refuses longer lists, and a refused
+// release would keep the memory until the connection closes), or one per
+// id when the daemon lacks release.ids (upstream's, which reads only
+// object_id).
 func (c *Client) releaseRequests(rel []ids.ObjectID) []protocol.Request {
 	if len(rel) == 0 {
 		return nil
 	}
 	if c.ext.releaseIDs {
-		return []protocol.Request{&protocol.ReleaseRequest{ObjectID: rel[0], IDs: rel[1:]}}
+		var out []protocol.Request
+		for part := range slices.Chunk(rel, protocol.MaxItems) {
+			out = append(out, &protocol.ReleaseRequest{ObjectID: part[0], IDs: part[1:]})
+		}
+		return out
 	}
 	out := make([]protocol.Request, len(rel))
 	for i, id := range rel {

@@ -179,6 +179,9 @@ type GetDataReply struct {
 type DelDataReply struct {
 	Header
 	DeletedBids []ids.ObjectID `json:"deleted_bids"`
+	// Deleted is how many ids (objects and blobs) the delete removed; ours
+	// only (nil from upstream's daemon, which upstream's clients ignore).
+	Deleted *int `json:"deleted,omitempty"`
 }
 
 // ExistsReply answers exists_request.

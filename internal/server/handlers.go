@@ -243,7 +243,7 @@ var handlers = [protocol.NumKinds]handler{
 // may, as with upstream's daemon.
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
 	c.awaitIfMissing(r.ID)
-	deleted := c.s.store.Delete(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
+	deleted, removed := c.s.store.DeleteCounted(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
 	if deleted == nil {
 		deleted = []ids.ObjectID{}
 	}
@@ -252,7 +252,7 @@ func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error)
 			return nil, nil, err
 		}
 	}
-	return &protocol.DelDataReply{DeletedBids: deleted}, nil, nil
+	return &protocol.DelDataReply{DeletedBids: deleted, Deleted: &removed}, nil, nil
 }
 
 // createData stores a metadata tree; with inline blobs (a request with

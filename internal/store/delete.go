@@ -76,9 +76,18 @@ func (s *Store) unlinkLocked(user, id ids.ObjectID) {
 // references disappears at once but keeps its memory until the last release.
 // It costs O(what it deletes and their member links).
 func (s *Store) Delete(idl []ids.ObjectID, opt DeleteOptions) []ids.ObjectID {
+	blobs, _ := s.DeleteCounted(idl, opt)
+	return blobs
+}
+
+// DeleteCounted is Delete that also returns how many ids (objects and
+// blobs) it removed: a client deleting a list in several requests knows
+// from it whether another pass could remove more (client.Delete).
+func (s *Store) DeleteCounted(idl []ids.ObjectID, opt DeleteOptions) (blobs []ids.ObjectID, removed int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deleteLocked(idl, opt)
+	d := s.planDeleteLocked(idl, opt)
+	return d.apply(opt.MemoryTrim, false), len(d.order)
 }
 
 // deletion is one delete in progress: the set of ids it will delete, and the

@@ -129,6 +129,25 @@ def test_delete_while_viewed_keeps_view_intact(client, vineyard_socket):
     assert (view == 7).all()
 
 
+def test_delete_more_ids_than_a_request_takes(client, vineyard_socket):
+    """A delete of 70,000 ids (a request takes 65,536) deletes them all,
+    and the memory goes while another process's got values keep theirs."""
+    base = client.status.memory_usage
+    ids = [client.put(np.full(1, i, dtype=np.int64)) for i in range(70_000)]
+    other = vineyard.connect(vineyard_socket)
+    kept = other.get(ids[-1])
+    client.delete(ids)
+    assert not client.exists(ids[0]) and not client.exists(ids[-1])
+    assert int(kept[0]) == 69_999
+    del kept
+    other.close()
+    for _ in range(100):
+        if client.status.memory_usage == base:
+            break
+        time.sleep(0.01)
+    assert client.status.memory_usage == base
+
+
 def _worker(sock: str, oid: int, q) -> None:
     import vineyard as v
 
