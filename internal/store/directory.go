@@ -194,8 +194,8 @@ func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
 	if !ok || o.isGlobal() {
 		return false
 	}
-	for i, m := range o.members {
-		if !repeatsEarlier(o.members, i) && !s.localTreeLocked(m.id, depth+1) {
+	for m := range distinctMembers(o.members) {
+		if !s.localTreeLocked(m.id, depth+1) {
 			return false
 		}
 	}
