@@ -83,3 +83,17 @@ def test_the_cache_is_bounded():
     for n in range(_trees._MAX_SHAPES + 10):
         _trees.loads(f'{{"id":"o0000000000000001","n":[{",".join(["0"] * (n + 1))}]}}'.encode())
     assert len(_trees._shapes) <= _trees._MAX_SHAPES
+
+
+def test_a_shape_is_compiled_when_seen_again_and_small():
+    # Compiling costs ~100 json.loads: a shape seen once is only parsed.
+    _trees.loads(_tensor(1, 2, 3))
+    assert list(_trees._shapes.values()) == [_trees._SEEN]
+    _trees.loads(_tensor(4, 5, 6))
+    assert callable(next(iter(_trees._shapes.values())))
+    # A tree of more ids than _MAX_VARS is parsed every time, never compiled.
+    n = _trees._MAX_VARS + 1
+    big = ("[" + ",".join(f'{{"id":"o{i:016x}"}}' for i in range(n)) + "]").encode()
+    for _ in range(3):
+        assert _trees.loads(big) == json.loads(big)
+    assert list(_trees._shapes.values())[-1] is None
