@@ -243,7 +243,8 @@ var flags = []flagDef{
 			"that would go over it is drained and answered NotEnoughMemory",
 		sizeSetter("--max-inflight-bytes", func(o *options) *uint64 { return &o.maxInflightBytes })},
 	{"max-reply-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxReply)),
-		"largest reply the daemon builds; a request whose reply would be larger gets an error",
+		"largest reply the daemon builds (at most 1Gi, the most clients read); a request\n" +
+			"whose reply would be larger gets an error",
 		sizeSetter("--max-reply-bytes", func(o *options) *uint64 { return &o.maxReplyBytes })},
 	{"frame-timeout", "DURATION", constant(server.DefaultFrameTimeout.String()),
 		"time a request frame may take to arrive once begun, and one reply write to drain\n" +

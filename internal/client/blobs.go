@@ -1,6 +1,8 @@
 package client
 
 import (
+	"slices"
+
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -47,8 +49,30 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 }
 
 // CreateBuffers creates len(sizes) unsealed blobs in one round trip, as
-// CreateBuffer does for each. A size of 0 gives the empty blob.
+// CreateBuffer does for each (one per protocol.MaxItems sizes, the most a
+// request carries; if one fails, those made before it are dropped). A size
+// of 0 gives the empty blob.
 func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
+	if len(sizes) > protocol.MaxItems {
+		out := make([]Buffer, 0, len(sizes))
+		for part := range slices.Chunk(sizes, protocol.MaxItems) {
+			bufs, err := c.CreateBuffers(part)
+			if err != nil {
+				made := make([]ids.ObjectID, 0, len(out))
+				for _, b := range out {
+					if b.ID != ids.EmptyBlob {
+						made = append(made, b.ID)
+					}
+				}
+				c.mu.Lock()
+				c.rollbackLocked(made)
+				c.mu.Unlock()
+				return nil, err
+			}
+			out = append(out, bufs...)
+		}
+		return out, nil
+	}
 	var nonEmpty []uint64
 	for _, s := range sizes {
 		if s != 0 {

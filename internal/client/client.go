@@ -397,9 +397,9 @@ func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, rea
 // read-ahead buffer (valid until the next read). c.mu must be held.
 func (c *Client) readFrameLocked(readAhead bool) ([]byte, error) {
 	if readAhead {
-		return c.readAheadLocked(protocol.DefaultMaxFrame)
+		return c.readAheadLocked(protocol.MaxReplyFrame)
 	}
-	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.DefaultMaxFrame)
+	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.MaxReplyFrame)
 	c.keepReadBufLocked(body)
 	return body, err
 }

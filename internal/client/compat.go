@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -213,9 +214,9 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 		var ack protocol.AckReply
 		_ = c.callLocked(&protocol.DropBufferRequest{ID: id}, &ack)
 	}
-	if len(rest) > 0 {
+	for part := range slices.Chunk(rest, protocol.MaxItems) { // deep: one pass (Delete)
 		var reply protocol.DelDataReply
-		_ = c.callLocked(protocol.NewDelDataRequest(rest, false, true, false), &reply)
+		_ = c.callLocked(protocol.NewDelDataRequest(part, false, true, false), &reply)
 	}
 	// The references sealing took: our daemon keeps a deleted blob's memory
 	// while they are held.

@@ -51,9 +51,16 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	if !c.ext.seal || (withTree && !c.ext.withContent) {
 		return c.upstreamCreateWithTreeLocked(tree, toSeal, withTree)
 	}
+	last, err := c.sealAheadLocked(toSeal)
+	if err != nil {
+		return 0, nil, err
+	}
 	var reply protocol.CreateDataReply
-	req := &protocol.CreateDataRequest{Content: tree, Seal: toSeal, WithContent: withTree}
+	req := &protocol.CreateDataRequest{Content: tree, Seal: last, WithContent: withTree}
 	if err := c.callLocked(req, &reply); err != nil {
+		if len(last) < len(toSeal) {
+			c.rollbackLocked(toSeal[:len(toSeal)-len(last)]) // sealed ahead: deleted again
+		}
 		return 0, nil, err
 	}
 	c.leaseRenewedLocked(req.LeaseSize, reply.Lease)
@@ -66,6 +73,31 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 		c.state.Unlock()
 	}
 	return reply.ID, reply.Content, nil
+}
+
+// sealAheadLocked seals all but the last protocol.MaxItems blobs of toSeal,
+// which a create_data cannot carry, in requests of their own (a
+// create_datas of no tree seals its list), and returns the rest for the
+// create. On failure nothing of toSeal stays sealed. c.mu must be held.
+func (c *Client) sealAheadLocked(toSeal []ids.ObjectID) ([]ids.ObjectID, error) {
+	n := len(toSeal) - protocol.MaxItems
+	if n <= 0 {
+		return toSeal, nil
+	}
+	for start := 0; start < n; start += protocol.MaxItems {
+		part := toSeal[start:min(start+protocol.MaxItems, n)]
+		var reply protocol.CreateDatasReply
+		if err := c.callLocked(&protocol.CreateDatasRequest{Contents: []json.RawMessage{}, Seal: part}, &reply); err != nil {
+			c.rollbackLocked(toSeal[:start+len(part)])
+			return nil, err
+		}
+		c.state.Lock()
+		for _, id := range part {
+			c.sealedLocked(id)
+		}
+		c.state.Unlock()
+	}
+	return toSeal[n:], nil
 }
 
 // GetMetadata returns the metadata tree of an object (or blob), which the

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -63,6 +64,83 @@ func TestDeleteLongListNested(t *testing.T) {
 	}
 	if !slices.Equal(deleted, []ids.ObjectID{innerBlob}) {
 		t.Fatalf("deleted blobs %v, want %v", deleted, innerBlob)
+	}
+	checkStore(t, srv)
+}
+
+// A reply larger than a request frame (64 MiB), up to the daemon's reply
+// limit (256 MiB by default), reaches the client whole: the client once
+// read at most 64 MiB and dropped the connection on such a reply.
+func TestReplyLargerThanARequestFrame(t *testing.T) {
+	srv := startServer(t, 64<<20)
+	c := connect(t, srv)
+	field := strings.Repeat("x", 40<<20)
+	for range 2 {
+		if _, err := c.Create([]byte(`{"typename":"big","f":"`+field+`"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trees, err := c.List("big", false, 0)
+	if err != nil || len(trees) < 80<<20 || !json.Valid(trees) {
+		t.Fatalf("a list of %d bytes: %v", len(trees), err)
+	}
+	if ok, err := c.Exists(1); ok || err != nil {
+		t.Fatalf("the connection after the reply: %v", err)
+	}
+}
+
+// A put of more blobs than a request carries (protocol.MaxItems): blobs
+// created one at a time (carved from the lease; a lease holds 1,024 ids,
+// so those the daemon does not know yet stay far below the limit) and all
+// at once, then one object of them all, sealed and readable:
+// CreateBuffers and the seals go in parts.
+func TestCreateOfMoreBlobsThanARequestCarries(t *testing.T) {
+	srv := startServer(t, 256<<20)
+	c := connect(t, srv)
+	n := 2 * (protocol.MaxItems + 100)
+	var bids []ids.ObjectID
+	for i := range n / 2 { // one at a time
+		bid, buf, err := c.CreateBuffer(8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.LittleEndian.PutUint64(buf, uint64(i))
+		bids = append(bids, bid)
+	}
+	sizes := make([]uint64, n-n/2)
+	for i := range sizes {
+		sizes[i] = 8
+	}
+	bufs, err := c.CreateBuffers(sizes) // more than a request takes, with the others pending
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bufs {
+		binary.LittleEndian.PutUint64(b.Data, uint64(n/2+i))
+		bids = append(bids, b.ID)
+	}
+	var tree strings.Builder
+	tree.WriteString(`{"typename":"many"`)
+	for i, bid := range bids {
+		fmt.Fprintf(&tree, `,"m%d":{"id":"%v"}`, i, bid)
+	}
+	tree.WriteString("}")
+	id, err := c.Create([]byte(tree.String()), bids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := connect(t, srv)
+	datas, err := other.GetBuffers(bids[len(bids)-10:], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range datas {
+		if got := binary.LittleEndian.Uint64(d); got != uint64(n-10+i) {
+			t.Fatalf("blob %d holds %d", n-10+i, got)
+		}
+	}
+	if _, err := c.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
 	}
 	checkStore(t, srv)
 }

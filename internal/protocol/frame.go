@@ -14,6 +14,12 @@ import (
 // Upstream rejects frames over 256 MiB; metadata never needs that much.
 const DefaultMaxFrame = 64 << 20
 
+// MaxReplyFrame is the largest reply frame a client reads, and so the most
+// a daemon may be configured to build (its default is 256 MiB): the tree of
+// one object of 140,000 members is 80 MB. A client that met a larger one
+// would have to drop the connection, the stream being out of step.
+const MaxReplyFrame = 1 << 30
+
 // headerSize is the size of the length prefix of every frame.
 const headerSize = 8
 

@@ -56,7 +56,8 @@ type Config struct {
 	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
 	MaxFrame int
 	// MaxReplyBytes bounds a reply: a request whose reply would be larger
-	// gets an error instead; DefaultMaxReply when zero.
+	// gets an error instead; DefaultMaxReply when zero, at most
+	// protocol.MaxReplyFrame.
 	MaxReplyBytes int
 	// Deployment is reported in instance status; "local" when empty.
 	Deployment string
@@ -185,6 +186,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReply
+	}
+	if c.MaxReplyBytes > protocol.MaxReplyFrame {
+		return fmt.Errorf("%w: replies of at most %d bytes, since clients read no larger frame; %d asked",
+			ErrBadConfig, protocol.MaxReplyFrame, c.MaxReplyBytes)
 	}
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead

@@ -137,6 +137,7 @@ func TestValidate(t *testing.T) {
 		{Socket: "/tmp/x.sock", Size: 1, EtcdPrefix: "v6d"},
 		{Socket: "/tmp/x.sock", Size: 1, SocketMode: 0o10000},
 		{Socket: "/tmp/x.sock", Size: 1, DirectoryEntries: MaxDirectoryEntries + 1},
+		{Socket: "/tmp/x.sock", Size: 1, MaxReplyBytes: protocol.MaxReplyFrame + 1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v accepted", c)

@@ -148,6 +148,18 @@ def test_delete_more_ids_than_a_request_takes(client, vineyard_socket):
     assert client.status.memory_usage == base
 
 
+def test_put_and_get_a_list_longer_than_a_request(client, vineyard_socket):
+    """A list of 70,000 arrays (more blobs than one request carries, a tree
+    of 7 MB) is put and got whole, in time linear in its length (its tree
+    was compiled for nothing and its members checked in quadratic time)."""
+    value = [np.arange(3) + i for i in range(70_000)]
+    oid = client.put(value)
+    got = vineyard.connect(vineyard_socket).get(oid)
+    assert len(got) == len(value)
+    assert all(int(g[0]) == i for i, g in enumerate(got))
+    client.delete(oid)
+
+
 def _worker(sock: str, oid: int, q) -> None:
     import vineyard as v
 
