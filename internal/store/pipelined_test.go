@@ -26,6 +26,32 @@ func leasingSession(t *testing.T) (*Store, *Session) {
 	return s, ss
 }
 
+// pinningSession is leasingSession with a pin page, the client's view of
+// it, and a lease of 1 MiB; all go when the test ends.
+func pinningSession(t *testing.T) (*Store, *Session, *shm.PinView, Lease) {
+	t.Helper()
+	s, ss := leasingSession(t)
+	fd, err := ss.AttachPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := shm.Map(fd, shm.PinPageSize, true)
+	_ = unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	pins, err := shm.NewPinView(m.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ss.Lease(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ss, pins, l
+}
+
 // CreateLeased takes the object's id from the lease's block, above the
 // blobs', and refuses any other without changing anything.
 func TestCreateLeasedIDs(t *testing.T) {
@@ -86,30 +112,12 @@ func TestCreateLeasedIDs(t *testing.T) {
 // memory goes once the pin does. A successful one is counted handled with
 // its effects, and its signature is the root's own value.
 func TestPipelinedFailureHeldWhilePinned(t *testing.T) {
-	s, ss := leasingSession(t)
-	fd, err := ss.AttachPins()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := shm.Map(fd, shm.PinPageSize, true)
-	_ = unix.Close(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = m.Close() }()
-	pins, err := shm.NewPinView(m.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ss.Lease(1<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ss, pins, l := pinningSession(t)
 	used0, _ := s.Usage()
 
 	bad, root := []byte(`{"typename":"t","a":{"inline":1}}`), (l.FirstID+1)&^ids.BlobBit
 	slot, _ := pins.Set(uint64(root))
-	_, err = ss.CreateLeased(bad, []LeaseBlob{{ID: l.FirstID, Offset: l.Offset, Size: 4000}}, root, true)
+	_, err := ss.CreateLeased(bad, []LeaseBlob{{ID: l.FirstID, Offset: l.Offset, Size: 4000}}, root, true)
 	if status.CodeOf(err) != status.MetaTreeInvalid {
 		t.Fatalf("a tree naming a blob it does not have: %v", err)
 	}
@@ -153,25 +161,7 @@ func TestPipelinedFailureHeldWhilePinned(t *testing.T) {
 // attempt, which it drops when it finds the entry retired) does not keep
 // the memory, and neither does the slot once it holds another id.
 func TestHoldFollowsItsSlot(t *testing.T) {
-	s, ss := leasingSession(t)
-	fd, err := ss.AttachPins()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := shm.Map(fd, shm.PinPageSize, true)
-	_ = unix.Close(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = m.Close() }()
-	pins, err := shm.NewPinView(m.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ss.Lease(1<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ss, pins, l := pinningSession(t)
 	used0, _ := s.Usage()
 	tree := []byte(`{"typename":"t","a":{"inline":0}}`)
 	put := func(i uint64) ids.ObjectID {
