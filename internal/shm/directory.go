@@ -420,7 +420,8 @@ const (
 	// count handled, the client's threads waiting for it and the daemon's
 	// revoked flag, the page's last four words whatever its size.
 	pinTail = 5
-	// The words after the slots of the daemon's pages (pinWords).
+	// The words after the slots of this daemon's pages (a client places
+	// them from its page's end: PinView).
 	pinSubmitted = PinPageSize/8 - 4
 	pinHandled   = PinPageSize/8 - 3
 	pinWaiting   = PinPageSize/8 - 2
