@@ -219,8 +219,9 @@ v6d_status v6d_cluster_meta(v6d_client client, char **json, size_t *len,
 v6d_status v6d_create_buffer(v6d_client client, uint64_t size, uint64_t *id,
                              uint8_t **data, v6d_error *err);
 
-/** Creates n unsealed blobs in one round trip; ids[i] and datas[i] as for
- *  v6d_create_buffer. On failure nothing is created. \since 1 */
+/** Creates n unsealed blobs in one round trip (one per 65,536, the most a
+ *  request carries); ids[i] and datas[i] as for v6d_create_buffer. On
+ *  failure nothing is created. \since 1 */
 v6d_status v6d_create_buffers(v6d_client client, size_t n,
                               const uint64_t *sizes, uint64_t *ids,
                               uint8_t **datas, v6d_error *err);
@@ -268,7 +269,8 @@ v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
 /** Gets n blobs in one round trip (none when the directory has them all),
  *  as v6d_get does for each. With
  *  V6D_GET_UNSAFE in flags unsealed blobs are allowed. Fails as a whole if
- *  any id is missing. \since 1 */
+ *  any id is missing, and with V6D_INVALID for more than 65,536 ids that
+ *  need the round trip (the most a request carries). \since 1 */
 v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
                            uint32_t flags, const uint8_t **datas,
                            uint64_t *sizes, v6d_error *err);
