@@ -157,6 +157,13 @@ def test_put_and_get_a_list_longer_than_a_request(client, vineyard_socket):
     got = vineyard.connect(vineyard_socket).get(oid)
     assert len(got) == len(value)
     assert all(int(g[0]) == i for i, g in enumerate(got))
+    # Its blobs are not published one by one: get_blobs of them all takes
+    # round trips, of at most 65,536 ids each.
+    meta = client.get_meta(oid)
+    bids = [meta[f"__elements_-{i}"]["buffer_"].id for i in range(len(value))]
+    blobs = client.get_blobs(bids)
+    assert len(blobs) == len(value) and bytes(memoryview(blobs[-1]))[:8] == np.int64(69_999).tobytes()
+    del blobs
     client.delete(oid)
 
 
