@@ -266,11 +266,10 @@ v6d_status v6d_shrink(v6d_client client, uint64_t id, uint64_t size,
 v6d_status v6d_get(v6d_client client, uint64_t id, const uint8_t **data,
                    uint64_t *size, v6d_error *err);
 
-/** Gets n blobs in one round trip (none when the directory has them all),
- *  as v6d_get does for each. With
- *  V6D_GET_UNSAFE in flags unsealed blobs are allowed. Fails as a whole if
- *  any id is missing, and with V6D_INVALID for more than 65,536 ids that
- *  need the round trip (the most a request carries). \since 1 */
+/** Gets n blobs in one round trip (none when the directory has them all;
+ *  one per 65,536, the most a request carries), as v6d_get does for each.
+ *  With V6D_GET_UNSAFE in flags unsealed blobs are allowed. Fails as a
+ *  whole if any id is missing. \since 1 */
 v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
                            uint32_t flags, const uint8_t **datas,
                            uint64_t *sizes, v6d_error *err);

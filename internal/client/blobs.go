@@ -287,13 +287,25 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var reply protocol.BuffersReply
-	if err := c.callLocked(&protocol.GetBuffersRequest{IDs: want, Unsafe: unsafe}, &reply); err != nil {
-		return nil, err
-	}
-	views, err := c.viewsLocked(reply.Payloads)
-	if err != nil {
-		return nil, err
+	views := make(map[ids.ObjectID][]byte, len(want))
+	for part := range slices.Chunk(want, protocol.MaxItems) { // the most a request carries
+		var reply protocol.BuffersReply
+		err := c.callLocked(&protocol.GetBuffersRequest{IDs: part, Unsafe: unsafe}, &reply)
+		if err == nil {
+			err = c.addViewsLocked(views, reply.Payloads)
+		}
+		if err != nil {
+			// The parts before took a reference to each of their blobs:
+			// counted and dropped as a get's, so those the client held
+			// before keep theirs (the daemon keeps one per connection).
+			c.state.Lock()
+			for id, v := range views {
+				c.pinLocked(id, v)
+				c.undoGetLocked([]ids.ObjectID{id})
+			}
+			c.state.Unlock()
+			return nil, err
+		}
 	}
 	for _, id := range want {
 		if _, ok := views[id]; !ok {
@@ -350,18 +362,23 @@ func (c *Client) Get(id ids.ObjectID) ([]byte, error) {
 // viewsLocked maps every payload to its read-only view. c.mu must be held.
 func (c *Client) viewsLocked(ps []protocol.Payload) (map[ids.ObjectID][]byte, error) {
 	views := make(map[ids.ObjectID][]byte, len(ps))
+	return views, c.addViewsLocked(views, ps)
+}
+
+// addViewsLocked adds the views of ps to views, as viewsLocked makes them.
+func (c *Client) addViewsLocked(views map[ids.ObjectID][]byte, ps []protocol.Payload) error {
 	for i := range ps {
 		p := &ps[i]
 		if !p.ObjectID.IsBlob() {
-			return nil, errBadReply("payload id %v is not a blob id", p.ObjectID)
+			return errBadReply("payload id %v is not a blob id", p.ObjectID)
 		}
 		v, err := c.viewLocked(p, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		views[p.ObjectID] = v
 	}
-	return views, nil
+	return nil
 }
 
 // pinLocked adds one local reference to a blob the daemon just gave this

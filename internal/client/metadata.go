@@ -66,7 +66,7 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	c.leaseRenewedLocked(req.LeaseSize, reply.Lease)
 	if len(toSeal) > 0 {
 		c.state.Lock()
-		for _, id := range toSeal {
+		for _, id := range last { // those sealed ahead are counted already
 			c.sealedLocked(id)
 		}
 		c.objects[reply.ID] = append(c.objects[reply.ID], toSeal)

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,8 +140,93 @@ func TestCreateOfMoreBlobsThanARequestCarries(t *testing.T) {
 			t.Fatalf("blob %d holds %d", n-10+i, got)
 		}
 	}
+	if err := other.Close(); err != nil { // its references go with it
+		t.Fatal(err)
+	}
+	if err := c.Release(id); err != nil { // the references sealing took, ahead or not
+		t.Fatal(err)
+	}
 	if _, err := c.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used != 0 {
+		t.Fatalf("%d bytes used after the delete", used)
+	}
+	checkStore(t, srv)
+}
+
+// GetBuffers of more blobs than a request carries, by round trip, goes in
+// parts; when a part fails, the references the parts before took are
+// dropped, but not one the client held before the call.
+func TestGetBuffersInParts(t *testing.T) {
+	srv := startServer(t, 256<<20)
+	a := connect(t, srv)
+	n := protocol.MaxItems + 10
+	sizes := make([]uint64, n)
+	for i := range sizes {
+		sizes[i] = 8
+	}
+	bufs, err := a.CreateBuffers(sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree strings.Builder
+	tree.WriteString(`{"typename":"many"`)
+	bids := make([]ids.ObjectID, n)
+	for i, b := range bufs {
+		binary.LittleEndian.PutUint64(b.Data, uint64(i))
+		bids[i] = b.ID
+		fmt.Fprintf(&tree, `,"m%d":{"id":"%v"}`, i, b.ID)
+	}
+	tree.WriteString("}")
+	id, err := a.Create([]byte(tree.String()), bids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bid := range bids {
+		_ = a.Release(bid) // sealing's references
+	}
+	b, err := Connect(srv.Socket(), WithoutDirectory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.GetBuffers(bids[:1], false); err != nil { // held before
+		t.Fatal(err)
+	}
+	missing := ids.ObjectID(1<<63 | 12345)
+	if _, err := b.GetBuffers(append(slices.Clone(bids), missing), false); status.CodeOf(err) != status.ObjectNotExists {
+		t.Fatalf("a get of a missing blob in the second part: %v", err)
+	}
+	datas, err := b.GetBuffers(bids, false)
+	if err != nil || len(datas) != n || binary.LittleEndian.Uint64(datas[n-1]) != uint64(n-1) {
+		t.Fatalf("%d blobs got: %v", len(datas), err)
+	}
+	for _, bid := range bids {
+		if err := b.Release(bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(a.FlushReleases(), b.FlushReleases()); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used == 0 {
+		t.Fatal("the blob the client held before the failed get was freed")
+	}
+	if err := b.Release(bids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushReleases(); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := srv.Store().Usage(); used != 0 {
+		t.Fatalf("%d bytes used after every release", used)
 	}
 	checkStore(t, srv)
 }

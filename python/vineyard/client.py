@@ -30,10 +30,6 @@ IdLike = Union[ObjectID, int, str, ObjectMeta]
 
 _build_numpy = data.tensor.build_numpy
 
-# The most items (ids, sizes) one request to the daemon carries
-# (protocol.MaxItems): longer lists go in parts.
-_MAX_ITEMS = 65536
-
 # (dtype, shape, C order) → the tree text of a small array's put (Client._put_small_array).
 _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 # Gets of trees of a shape already got (shape numbers, v6d_get_object_shaped):
@@ -202,10 +198,8 @@ class Client:
     def get_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> list[Blob]:
         """:meth:`get_blob` of several blobs in one round trip (none when the
         directory has them all; one per 65,536 ids, the most a request
-        carries)."""
+        carries, which libv6d sends in turn)."""
         idl = [_id(i) for i in object_ids]
-        if len(idl) > _MAX_ITEMS:  # on a failure, the parts got already are released with their Blobs
-            return [b for at in range(0, len(idl), _MAX_ITEMS) for b in self.get_blobs(idl[at:at + _MAX_ITEMS], unsafe)]
         n = len(idl)
         c_ids = (ctypes.c_uint64 * n)(*idl)
         c_ptrs = (ctypes.POINTER(ctypes.c_uint8) * n)()
