@@ -3,7 +3,6 @@ package client
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -149,10 +149,7 @@ func TestCreateOfMoreBlobsThanARequestCarries(t *testing.T) {
 	if _, err := c.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.FlushReleases(); err != nil {
-		t.Fatal(err)
-	}
-	if used, _ := srv.Store().Usage(); used != 0 {
+	if used := usedAfterReleases(t, srv, c); used != 0 {
 		t.Fatalf("%d bytes used after the delete", used)
 	}
 	checkStore(t, srv)
@@ -213,20 +210,27 @@ func TestGetBuffersInParts(t *testing.T) {
 	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(a.FlushReleases(), b.FlushReleases()); err != nil {
-		t.Fatal(err)
-	}
-	if used, _ := srv.Store().Usage(); used == 0 {
+	if usedAfterReleases(t, srv, a, b) == 0 {
 		t.Fatal("the blob the client held before the failed get was freed")
 	}
 	if err := b.Release(bids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.FlushReleases(); err != nil {
-		t.Fatal(err)
-	}
-	if used, _ := srv.Store().Usage(); used != 0 {
+	if used := usedAfterReleases(t, srv, b); used != 0 {
 		t.Fatalf("%d bytes used after every release", used)
 	}
 	checkStore(t, srv)
+}
+
+// usedAfterReleases sends the queued releases of clients and returns the
+// bytes the store then uses.
+func usedAfterReleases(t *testing.T, srv *server.Server, clients ...*Client) uint64 {
+	t.Helper()
+	for _, c := range clients {
+		if err := c.FlushReleases(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used, _ := srv.Store().Usage()
+	return used
 }
