@@ -299,10 +299,12 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 			// counted and dropped as a get's, so those the client held
 			// before keep theirs (the daemon keeps one per connection).
 			c.state.Lock()
+			got := make([]ids.ObjectID, 0, len(views))
 			for id, v := range views {
 				c.pinLocked(id, v)
-				c.undoGetLocked([]ids.ObjectID{id})
+				got = append(got, id)
 			}
+			c.undoGetLocked(got)
 			c.state.Unlock()
 			return nil, err
 		}

@@ -416,16 +416,16 @@ const (
 	MinPinPageSize = 4 << 10
 	MaxPinPageSize = 64 << 20
 	// pinTail is the number of words that are not slots: the hint, and
-	// after the slots the client's pipelined puts submitted, the daemon's
-	// count handled, the client's threads waiting for it and the daemon's
-	// revoked flag, the page's last four words whatever its size.
+	// the four after the slots, which both sides place from the page's end
+	// whatever its size (words(page)[len-k] for k below).
 	pinTail = 5
-	// The words after the slots of this daemon's pages (a client places
-	// them from its page's end: PinView).
-	pinSubmitted = PinPageSize/8 - 4
-	pinHandled   = PinPageSize/8 - 3
-	pinWaiting   = PinPageSize/8 - 2
-	pinRevoked   = PinPageSize/8 - 1
+	// The last four words: the client's pipelined puts submitted, the
+	// daemon's count handled, the client's threads waiting for it and the
+	// daemon's revoked flag.
+	endSubmitted = 4
+	endHandled   = 3
+	endWaiting   = 2
+	endRevoked   = 1
 )
 
 // pinsName is the memfd name of a pin page.
@@ -447,37 +447,48 @@ func CreatePinPage() (*PinPage, int, error) {
 	return &PinPage{w: words(data), data: data}, fd, nil
 }
 
+// PinIDs are the ids a delete looks for in every pin page (PinPage.Find),
+// made once per delete: up to 8 compared in turn, more looked up in a set.
+type PinIDs struct {
+	few []uint64
+	set map[uint64]struct{}
+}
+
+// NewPinIDs makes the PinIDs of idl.
+func NewPinIDs(idl []uint64) PinIDs {
+	if len(idl) <= 8 {
+		return PinIDs{few: idl}
+	}
+	set := make(map[uint64]struct{}, len(idl))
+	for _, id := range idl {
+		set[id] = struct{}{}
+	}
+	return PinIDs{set: set}
+}
+
 // Find calls fn with the slot number and value of every slot holding one of
 // ids, reading each slot once: a delete's look for pins of what it deletes,
 // which reads every slot up to the client's hint, so its loop makes no call
 // per slot (a closure per slot took 320 µs for a page of 60,000 pins, the
-// loop 30-60 µs). Up to 8 ids are compared in turn, more looked up in a set.
-func (p *PinPage) Find(idl []uint64, fn func(slot, id uint64)) {
-	if p == nil || p.w == nil || len(idl) == 0 {
+// loop 30-60 µs).
+func (p *PinPage) Find(ids PinIDs, fn func(slot, id uint64)) {
+	if p == nil || p.w == nil || (len(ids.few) == 0 && len(ids.set) == 0) {
 		return
 	}
 	limit := min(atomic.LoadUint64(&p.w[0]), PinSlots)
 	w := p.w[:limit+1]
-	if len(idl) > 8 {
-		set := make(map[uint64]struct{}, len(idl))
-		for _, id := range idl {
-			set[id] = struct{}{}
-		}
-		for i := uint64(1); i <= limit; i++ {
-			if v := atomic.LoadUint64(&w[i]); v != 0 {
-				if _, ok := set[v]; ok {
-					fn(i, v)
-				}
-			}
-		}
-		return
-	}
 	for i := uint64(1); i <= limit; i++ {
 		v := atomic.LoadUint64(&w[i])
 		if v == 0 {
 			continue
 		}
-		for _, id := range idl {
+		if ids.set != nil {
+			if _, ok := ids.set[v]; ok {
+				fn(i, v)
+			}
+			continue
+		}
+		for _, id := range ids.few {
 			if v == id {
 				fn(i, v)
 				break
@@ -487,7 +498,8 @@ func (p *PinPage) Find(idl []uint64, fn func(slot, id uint64)) {
 }
 
 // Holds reports whether slot holds id now: a hold made from a pin seen in
-// a slot (Scan) lasts while the slot keeps the id, one load, not a scan.
+// a slot (Find) lasts while the slot keeps the id, one load, not a read of
+// the page.
 func (p *PinPage) Holds(slot, id uint64) bool {
 	if p == nil || p.w == nil || slot < 1 || slot > PinSlots {
 		return false
@@ -499,7 +511,7 @@ func (p *PinPage) Holds(slot, id uint64) bool {
 // answers no get from the directory.
 func (p *PinPage) Revoke() {
 	if p != nil && p.w != nil {
-		atomic.StoreUint64(&p.w[pinRevoked], 1)
+		atomic.StoreUint64(&p.w[len(p.w)-endRevoked], 1)
 	}
 }
 
@@ -509,7 +521,7 @@ func (p *PinPage) Submitted() uint64 {
 	if p == nil || p.w == nil {
 		return 0
 	}
-	return atomic.LoadUint64(&p.w[pinSubmitted])
+	return atomic.LoadUint64(&p.w[len(p.w)-endSubmitted])
 }
 
 // SetHandled publishes n, the pipelined puts the daemon handled, and
@@ -519,11 +531,11 @@ func (p *PinPage) SetHandled(n uint64) *uint32 {
 	if p == nil || p.w == nil {
 		return nil
 	}
-	atomic.StoreUint64(&p.w[pinHandled], n)
-	if atomic.LoadUint64(&p.w[pinWaiting]) == 0 { // after the store: see BeginWait
+	atomic.StoreUint64(&p.w[len(p.w)-endHandled], n)
+	if atomic.LoadUint64(&p.w[len(p.w)-endWaiting]) == 0 { // after the store: see BeginWait
 		return nil
 	}
-	return (*uint32)(unsafe.Pointer(&p.w[pinHandled]))
+	return (*uint32)(unsafe.Pointer(&p.w[len(p.w)-endHandled]))
 }
 
 // WakeHandled wakes the threads waiting on the handled word at addr (from
@@ -554,11 +566,8 @@ type PinView struct {
 	// the ones cleared since (taken again first, last cleared first). The
 	// page's memory is then allocated only as far as the client ever
 	// pinned at once.
-	next  uint64
-	free  []uint64
-	slots uint64 // words 1..slots are slots
-	// The words after the slots, placed from the page's end (PinPageSize).
-	submitted, handled, waiting, revoked uint64
+	next uint64
+	free []uint64
 }
 
 // NewPinView wraps a writable mapping of a pin page. The page may have any
@@ -570,9 +579,7 @@ func NewPinView(b []byte) (*PinView, error) {
 		return nil, fmt.Errorf("shm: a pin page of %d bytes (want a multiple of 8 from %d to %d)",
 			len(b), MinPinPageSize, MaxPinPageSize)
 	}
-	n := uint64(len(b) / 8)
-	return &PinView{w: words(b), next: 1, slots: n - pinTail,
-		submitted: n - 4, handled: n - 3, waiting: n - 2, revoked: n - 1}, nil
+	return &PinView{w: words(b), next: 1}, nil
 }
 
 // Set takes a free slot, stores id in it and returns its number, or false
@@ -583,7 +590,7 @@ func (v *PinView) Set(id uint64) (uint64, bool) {
 	case len(v.free) > 0:
 		i = v.free[len(v.free)-1]
 		v.free = v.free[:len(v.free)-1]
-	case v.next <= v.slots:
+	case v.next <= uint64(v.Slots()):
 		i = v.next
 		v.next++
 	default:
@@ -605,17 +612,17 @@ func (v *PinView) Clear(i uint64) {
 
 // Revoked reports whether the daemon dropped the page: its pins protect
 // nothing any more.
-func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[v.revoked]) != 0 }
+func (v *PinView) Revoked() bool { return atomic.LoadUint64(&v.w[len(v.w)-endRevoked]) != 0 }
 
 // Submit counts one more pipelined put, the caller then writes it, and
 // returns the count with it.
-func (v *PinView) Submit() uint64 { return atomic.AddUint64(&v.w[v.submitted], 1) }
+func (v *PinView) Submit() uint64 { return atomic.AddUint64(&v.w[len(v.w)-endSubmitted], 1) }
 
 // Submitted returns the pipelined puts this client counted.
-func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[v.submitted]) }
+func (v *PinView) Submitted() uint64 { return atomic.LoadUint64(&v.w[len(v.w)-endSubmitted]) }
 
 // Handled returns the pipelined puts the daemon says it handled.
-func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[v.handled]) }
+func (v *PinView) Handled() uint64 { return atomic.LoadUint64(&v.w[len(v.w)-endHandled]) }
 
 // BeginWait announces a thread about to wait until the daemon handled at
 // least target pipelined puts, and returns the futex word and the value to
@@ -630,17 +637,17 @@ func (v *PinView) BeginWait(target uint64) (addr *uint32, val uint32, done bool)
 	if v.Handled() >= target {
 		return nil, 0, true
 	}
-	atomic.AddUint64(&v.w[v.waiting], 1)
+	atomic.AddUint64(&v.w[len(v.w)-endWaiting], 1)
 	h := v.Handled()
 	if h >= target {
 		v.EndWait()
 		return nil, 0, true
 	}
-	return (*uint32)(unsafe.Pointer(&v.w[v.handled])), uint32(h), false
+	return (*uint32)(unsafe.Pointer(&v.w[len(v.w)-endHandled])), uint32(h), false
 }
 
 // EndWait withdraws a waiter BeginWait announced.
-func (v *PinView) EndWait() { atomic.AddUint64(&v.w[v.waiting], ^uint64(0)) }
+func (v *PinView) EndWait() { atomic.AddUint64(&v.w[len(v.w)-endWaiting], ^uint64(0)) }
 
 // SleepHandled sleeps while the futex word at addr (from BeginWait) holds
 // val, for at most timeout. It only makes a system call, so the caller
@@ -652,4 +659,4 @@ func SleepHandled(addr *uint32, val uint32, timeout time.Duration) { futexWait(a
 func (v *PinView) InUse() int { return int(v.next-1) - len(v.free) }
 
 // Slots returns the number of slots of the page.
-func (v *PinView) Slots() int { return int(v.slots) }
+func (v *PinView) Slots() int { return len(v.w) - pinTail }

@@ -122,14 +122,14 @@ func TestPinPage(t *testing.T) {
 	a, _ := v.Set(11)
 	b, _ := v.Set(12)
 	seen := map[uint64]bool{}
-	p.Find([]uint64{11, 12, 13}, func(_, id uint64) { seen[id] = true })
+	p.Find(NewPinIDs([]uint64{11, 12, 13}), func(_, id uint64) { seen[id] = true })
 	if !seen[11] || !seen[12] || len(seen) != 2 {
 		t.Fatalf("scan saw %v", seen)
 	}
 	v.Clear(a)
 	clear(seen)
 	many := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 11, 12} // more than 8: looked up in a set
-	p.Find(many, func(_, id uint64) { seen[id] = true })
+	p.Find(NewPinIDs(many), func(_, id uint64) { seen[id] = true })
 	if seen[11] || !seen[12] {
 		t.Fatalf("scan after clear saw %v", seen)
 	}
@@ -145,7 +145,7 @@ func TestPinPage(t *testing.T) {
 	// The daemon never reads past the page, whatever the client's hint.
 	words(m.Bytes())[0] = 1 << 40
 	n := 0
-	p.Find([]uint64{1}, func(uint64, uint64) { n++ })
+	p.Find(NewPinIDs([]uint64{1}), func(uint64, uint64) { n++ })
 	if n != PinSlots {
 		t.Fatalf("scanned %d slots", n)
 	}
@@ -191,7 +191,7 @@ func TestPinPagePipelineWords(t *testing.T) {
 		}
 		woke <- v.Handled() >= 2
 	}()
-	for since := time.Now(); atomic.LoadUint64(&v.w[pinWaiting]) == 0; { // the waiter is about to sleep
+	for since := time.Now(); atomic.LoadUint64(&v.w[len(v.w)-endWaiting]) == 0; { // the waiter is about to sleep
 		if time.Since(since) > 30*time.Second {
 			t.Fatal("the waiter never announced itself")
 		}
@@ -211,7 +211,7 @@ func TestPinPagePipelineWords(t *testing.T) {
 		t.Fatal("the waiter was not woken")
 	}
 	n := 0
-	p.Find([]uint64{1}, func(uint64, uint64) { n++ })
+	p.Find(NewPinIDs([]uint64{1}), func(uint64, uint64) { n++ })
 	if n != 0 {
 		t.Fatalf("the pipeline words show as %d pins", n)
 	}
@@ -325,6 +325,6 @@ func BenchmarkPinPageFind(b *testing.B) {
 		v.Set(i + 1000)
 	}
 	for b.Loop() {
-		p.Find([]uint64{5}, func(uint64, uint64) { b.Fatal("found") })
+		p.Find(NewPinIDs([]uint64{5}), func(uint64, uint64) { b.Fatal("found") })
 	}
 }

@@ -87,8 +87,7 @@ func (s *Store) Delete(idl []ids.ObjectID, opt DeleteOptions) []ids.ObjectID {
 func (s *Store) DeleteCounted(idl []ids.ObjectID, opt DeleteOptions) (blobs []ids.ObjectID, removed int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.planDeleteLocked(idl, opt)
-	return d.apply(opt.MemoryTrim, false), len(d.order)
+	return s.deleteLocked(idl, opt)
 }
 
 // deletion is one delete in progress: the set of ids it will delete, and the
@@ -99,9 +98,9 @@ type deletion struct {
 	order []ids.ObjectID
 }
 
-func (s *Store) deleteLocked(idl []ids.ObjectID, opt DeleteOptions) []ids.ObjectID {
+func (s *Store) deleteLocked(idl []ids.ObjectID, opt DeleteOptions) (blobs []ids.ObjectID, removed int) {
 	d := s.planDeleteLocked(idl, opt)
-	return d.apply(opt.MemoryTrim, false)
+	return d.apply(opt.MemoryTrim, false), len(d.order)
 }
 
 // planDeleteLocked decides what a delete of idl removes, changing nothing.

@@ -258,8 +258,9 @@ func (s *Store) retirePinnedLocked(order []ids.ObjectID) {
 	for i, id := range order {
 		gone[i] = uint64(id)
 	}
+	pinIDs := shm.NewPinIDs(gone) // once, for every session's page
 	for ss := range s.sessions {
-		ss.pins.Find(gone, func(slot, v uint64) { s.holdLocked(ss, ids.ObjectID(v), slot) })
+		ss.pins.Find(pinIDs, func(slot, v uint64) { s.holdLocked(ss, ids.ObjectID(v), slot) })
 	}
 }
 

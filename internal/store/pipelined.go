@@ -153,7 +153,7 @@ func (ss *Session) pipelinedDoneLocked() *uint32 {
 func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 	s := ss.s
 	var slots []uint64
-	ss.pins.Find([]uint64{uint64(root)}, func(slot, _ uint64) { slots = append(slots, slot) })
+	ss.pins.Find(shm.NewPinIDs([]uint64{uint64(root)}), func(slot, _ uint64) { slots = append(slots, slot) })
 	pinned := len(slots) > 0
 	var held []*blob
 	for _, id := range inline {
