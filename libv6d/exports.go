@@ -38,6 +38,7 @@ func with(h C.uint64_t, err *C.v6d_error, fn func(c *client.Client) error) (st C
 	if e != nil {
 		return fail(err, e)
 	}
+	c.TakeQueuedReleases() // releases written since the last call come first
 	return result(err, fn(c))
 }
 
@@ -299,6 +300,24 @@ func v6dgo_get_buffers(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32
 //export v6dgo_release
 func v6dgo_release(h C.uint64_t, id C.uint64_t, err *C.v6d_error) C.int32_t {
 	return with(h, err, func(c *client.Client) error { return c.Release(ids.ObjectID(id)) })
+}
+
+//export v6dgo_release_queue
+func v6dgo_release_queue(h C.uint64_t, words *C.uint64_t, n C.size_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		if words == nil {
+			return nullArg("words")
+		}
+		if n > client.MaxReleaseQueueWords {
+			return status.Errorf(status.Invalid, "a release queue has at most %d words, not %d", client.MaxReleaseQueueWords, uint64(n))
+		}
+		return c.SetReleaseQueue(unsafe.Slice((*uint64)(unsafe.Pointer(words)), int(n)))
+	})
+}
+
+//export v6dgo_release_queue_flush
+func v6dgo_release_queue_flush(h C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error { return c.FlushReleaseQueue() })
 }
 
 func jsonArg(p *C.char, n C.size_t) []byte {

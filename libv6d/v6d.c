@@ -113,6 +113,15 @@ v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err) {
   return st(v6dgo_release(client, id, err));
 }
 
+v6d_status v6d_release_queue(v6d_client client, uint64_t *words, size_t n_words,
+                             v6d_error *err) {
+  return st(v6dgo_release_queue(client, words, n_words, err));
+}
+
+v6d_status v6d_release_queue_flush(v6d_client client, v6d_error *err) {
+  return st(v6dgo_release_queue_flush(client, err));
+}
+
 /* ---- private copy-on-write views --------------------------------------- */
 
 v6d_status v6d_map_private(v6d_client client, uint64_t blob_id, uint8_t **data,
@@ -185,6 +194,18 @@ v6d_status v6d_get_object_shaped(v6d_client client, uint64_t id,
   return st(v6dgo_get_object_shaped(client, id, flags, json, cap, len,
                                     max_blobs, blob_ids, (uint8_t **)datas,
                                     sizes, n_blobs, shape, err));
+}
+
+v6d_status v6d_get_object_args(v6d_client client, v6d_get_args *args) {
+  if (args == NULL) {
+    /* every out-parameter NULL: the export reports which it needed */
+    return st(v6dgo_get_object_shaped(client, 0, 0, NULL, 0, NULL, 0, NULL,
+                                      NULL, NULL, NULL, NULL, NULL));
+  }
+  return st(v6dgo_get_object_shaped(
+      client, args->id, args->flags, args->json, args->cap, &args->len,
+      args->max_blobs, args->blob_ids, (uint8_t **)args->datas, args->sizes,
+      &args->n_blobs, &args->shape, &args->err));
 }
 
 v6d_status v6d_list(v6d_client client, const char *pattern, int32_t regex,

@@ -440,6 +440,11 @@ func (c *Client) Release(id ids.ObjectID) error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
+	return c.releaseLocked(id)
+}
+
+// releaseLocked is Release. c.state must be held.
+func (c *Client) releaseLocked(id ids.ObjectID) error {
 	blobs, err := c.toReleaseLocked(id)
 	if err != nil {
 		return err

@@ -83,7 +83,9 @@ type Client struct {
 	// slotsCleared: a pin slot was cleared since the last FlushReleases;
 	// the daemon notices at this connection's next request.
 	slotsCleared bool
-	ownPuts      map[ids.ObjectID]*ownPut // pipelined puts perhaps not yet handled (ownput.go)
+	ownPuts      map[ids.ObjectID]*ownPut     // pipelined puts perhaps not yet handled (ownput.go)
+	relq         *releaseQueue                // releases written to memory (relqueue.go); nil: none
+	relqSeen     atomic.Pointer[releaseQueue] // relq, for a look without the lock
 
 	dirGets atomic.Uint64 // gets the directory answered
 	ownGets atomic.Uint64 // of them, gets answered from this client's own puts (ownput.go)
@@ -217,6 +219,9 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.isClosed.Store(true)
+	c.state.Lock()
+	c.dropQueueLocked() // its memory may go once Close returns
+	c.state.Unlock()
 	if c.waitForViewsLocked() {
 		return nil // the last UnmapPrivate disconnects
 	}

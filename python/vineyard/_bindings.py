@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
 # Flags of v6d_get_buffers:
@@ -25,6 +25,27 @@ class V6DError(ctypes.Structure):
     """``v6d_error``: the caller-owned error out-parameter."""
 
     _fields_ = [("code", c_int32), ("message", c_void_p)]
+
+
+class V6DGetArgs(ctypes.Structure):
+    """``v6d_get_args``: v6d_get_object_args's arguments, every field a word
+    of 8 bytes (``_session._GetRoom`` reads and writes them by index)."""
+
+    _fields_ = [
+        ("id", c_uint64),
+        ("flags", c_uint32),
+        ("reserved", c_uint32),
+        ("json", c_void_p),
+        ("cap", c_size_t),
+        ("len", c_size_t),
+        ("max_blobs", c_size_t),
+        ("blob_ids", POINTER(c_uint64)),
+        ("datas", POINTER(c_void_p)),
+        ("sizes", POINTER(c_uint64)),
+        ("n_blobs", c_size_t),
+        ("shape", c_uint64),
+        ("err", V6DError),
+    ]
 
 
 _client = c_uint64
@@ -59,6 +80,8 @@ SIGNATURES = {
     "v6d_get": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_get_buffers": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_release": (c_int32, [_client, c_uint64, _err]),
+    "v6d_release_queue": (c_int32, [_client, POINTER(c_uint64), c_size_t, _err]),
+    "v6d_release_queue_flush": (c_int32, [_client, _err]),
     "v6d_map_private": (c_int32, [_client, c_uint64, POINTER(_u8p), POINTER(c_uint64), _err]),
     "v6d_unmap_private": (c_int32, [c_void_p, _err]),
     "v6d_private_views": (c_int64, []),
@@ -85,6 +108,7 @@ SIGNATURES = {
         [_client, c_uint64, c_uint32, c_void_p, c_size_t, _sizep, c_size_t, POINTER(c_uint64), POINTER(c_void_p),
          POINTER(c_uint64), _sizep, POINTER(c_uint64), _err],
     ),
+    "v6d_get_object_args": (c_int32, [_client, POINTER(V6DGetArgs)]),
     "v6d_list": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
     "v6d_delete": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_uint32, _err]),
     "v6d_exists": (c_int32, [_client, c_uint64, POINTER(c_int32), _err]),

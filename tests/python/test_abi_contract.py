@@ -103,8 +103,9 @@ def _mismatch(ctype: str, py: Any, *, result: bool = False) -> str | None:
         if want is None:
             return f"unknown C type {ctype!r} (teach this test)"
         return None if py is want else f"{ctype} declared as {py}"
-    if base == "v6d_error" and depth == 1:
-        ok = isinstance(py, type) and issubclass(py, ctypes._Pointer) and py._type_ is bindings.V6DError
+    structs = {"v6d_error": bindings.V6DError, "v6d_get_args": bindings.V6DGetArgs}
+    if base in structs and depth == 1:
+        ok = isinstance(py, type) and issubclass(py, ctypes._Pointer) and py._type_ is structs[base]
         return None if ok else f"{ctype} declared as {py}"
     if depth == 1:
         if base == "char":
@@ -255,3 +256,23 @@ def test_error_struct_matches_the_header():
     assert [n for n, _ in bindings.V6DError._fields_] == ["code", "message"]
     assert bindings.V6DError._fields_[0][1] is ctypes.c_int32
     assert _is_pointer_type(bindings.V6DError._fields_[1][1])
+
+
+def test_get_args_struct_matches_the_header():
+    m = re.search(r"typedef\s+struct\s+v6d_get_args\s*\{(.*?)\}\s*v6d_get_args", _header_code(), re.DOTALL)
+    assert m
+    fields = [_param_type(f) + " " + f.split()[-1].lstrip("*") for f in m.group(1).split(";") if f.strip()]
+    c_types = {"uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32, "size_t": ctypes.c_size_t}
+    declared = bindings.V6DGetArgs._fields_
+    assert [f.split()[-1] for f in fields] == [n for n, _ in declared]
+    for field, (name, py) in zip(fields, declared):
+        ctype = field.rsplit(" ", 1)[0]
+        if ctype == "v6d_error":
+            assert py is bindings.V6DError, name
+        elif ctype in c_types:
+            assert py is c_types[ctype], name
+        else:  # a pointer: one the test of signatures would accept for a parameter
+            assert _mismatch(ctype, py) is None, name
+    # Every field is a word: the client reads and writes them by index.
+    assert all(getattr(bindings.V6DGetArgs, n).offset % 8 == 0 for n, _ in declared if n != "reserved")
+    assert ctypes.sizeof(bindings.V6DGetArgs) == 13 * 8
