@@ -122,8 +122,15 @@ def loaded() -> bool:
 
 
 def usable() -> bool:
-    """Reports whether calls into libv6d are safe here (loaded, same process)."""
-    return _lib is not None and not _forked and _same_process()
+    """Reports whether calls into libv6d are safe here (loaded, same process).
+    Every release of a get's pin asks, so it reads the sentinel itself
+    rather than through :func:`_same_process`."""
+    if _lib is None or _forked:
+        return False
+    page = _sentinel
+    if page is not None:
+        return page[0] == 1
+    return os.getpid() == _pid
 
 
 def lib() -> ctypes.CDLL:

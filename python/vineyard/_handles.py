@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 import weakref
 from typing import Any
 
@@ -18,20 +19,36 @@ import numpy as np
 
 from . import _ffi
 
-__all__ = ["ArrayHolder", "Conn", "Pin", "PrivateView", "live_views", "map_private"]
+__all__ = ["ArrayHolder", "ArrayPin", "Conn", "Pin", "PrivateView", "live_views", "map_private"]
 
 
-def _disconnect(handle: int) -> None:
+def _disconnect(handle: int, queue: Any = None) -> None:
+    # queue: the release queue's memory, kept until libv6d forgot it
     if _ffi.usable():
         with contextlib.suppress(Exception):  # best effort at teardown
             _ffi.call("v6d_disconnect", handle)
+
+
+# The release queue (v6d_release_queue): a pin's release is written to memory
+# libv6d reads, not a call, which costs a get about 0.5 µs. Its words are the
+# header (written, taken, armed, reserved) and a ring of _QUEUE_RING ids.
+_QUEUE_SLOTS = 4
+_QUEUE_RING = 4096
+
+
+def _gil_serialises() -> bool:
+    """Whether the GIL serialises the writes of a release: Pin.__del__ writes
+    the queue in a few bytecodes with no call in between, where no other
+    thread runs; a build without the GIL (3.13t) calls v6d_release."""
+    enabled = getattr(sys, "_is_gil_enabled", None)
+    return enabled is None or bool(enabled())
 
 
 class Conn:
     """Owns a C client handle. It disconnects once nothing references it: the
     client and every live view hold it."""
 
-    __slots__ = ("__weakref__", "_finalizer", "c_handle", "handle", "remote")
+    __slots__ = ("__weakref__", "_finalizer", "c_handle", "handle", "queue", "remote")
 
     def __init__(self, handle: int, remote: bool = False) -> None:
         self.handle = handle
@@ -39,17 +56,41 @@ class Conn:
         # Connected over TCP: the blobs a get returns are private copies
         # (memory libv6d owns), so the views over them are writable.
         self.remote = remote
-        self._finalizer = weakref.finalize(self, _disconnect, handle)
+        # The release queue's words as a memoryview of uint64, or None (a
+        # remote client, no GIL, or a library that refused it).
+        self.queue: memoryview | None = None
+        words = None
+        if not remote and _gil_serialises():
+            words = (ctypes.c_uint64 * (_QUEUE_SLOTS + _QUEUE_RING))()
+            try:
+                _ffi.call("v6d_release_queue", handle, words, len(words))
+                self.queue = memoryview(words).cast("B").cast("Q")
+            except Exception:  # noqa: BLE001 - releases then take a call each
+                words = None
+        self._finalizer = weakref.finalize(self, _disconnect, handle, words)
 
     def __repr__(self) -> str:
         return f"Conn <handle {self.handle}>"
 
 
-def _release(conn: Conn, oid: int) -> None:
-    # Errors are of no use here (the connection may be gone): no v6d_error,
-    # which saves a third of the cost of a release from a directory get.
-    if _ffi.usable():
-        _ffi.untyped("v6d_release")(conn.c_handle, ctypes.c_uint64(oid), None)
+_usable = _ffi.usable
+_c_uint64 = ctypes.c_uint64
+_release_fn: Any = None  # v6d_release, untyped (_ffi.untyped), once loaded
+
+
+_flush_fn: Any = None  # v6d_release_queue_flush, untyped
+
+
+def _release_function() -> Any:
+    global _release_fn
+    _release_fn = _ffi.untyped("v6d_release")
+    return _release_fn
+
+
+def _flush_function() -> Any:
+    global _flush_fn
+    _flush_fn = _ffi.untyped("v6d_release_queue_flush")
+    return _flush_fn
 
 
 class Pin:
@@ -71,13 +112,54 @@ class Pin:
         self.root: tuple[dict[str, Any], bytes] | None = None
 
     def __del__(self) -> None:
-        try:  # not contextlib.suppress: a pin dies on every get, the context manager costs
-            _release(self.conn, self.oid)
+        # A pin dies on every get: written out, with no contextlib.suppress
+        # (a call and a context manager cost). Errors are of no use here (the
+        # connection may be gone): no v6d_error.
+        try:
+            conn = self.conn
+            queue = conn.queue
+            oid = self.oid
+            if queue is not None and oid:
+                # The release queue's protocol (v6d.h). From the first read to
+                # the last write no call: no other thread runs in between.
+                written = queue[0]
+                if written - queue[1] < _QUEUE_RING:
+                    queue[_QUEUE_SLOTS + written % _QUEUE_RING] = oid
+                    queue[0] = written + 1
+                    if queue[2] or not _usable():
+                        return  # libv6d looks on its own (or this is a forked child)
+                    (_flush_fn or _flush_function())(conn.c_handle, None)
+                    return
+            if _usable():
+                (_release_fn or _release_function())(conn.c_handle, _c_uint64(oid), None)
         except Exception:  # noqa: BLE001,S110 - also at interpreter shutdown
             pass
 
     def __repr__(self) -> str:
         return f"Pin <o{self.oid:016x}>"
+
+
+class ArrayPin(Pin):
+    """The pin of a get that made one NumPy array over one blob, which is
+    also that array's base: its ``__array_interface__`` describes the
+    view, so a planned get (``vineyard.data.tensor.numpy_plan``) makes one
+    object where a pin and an :class:`ArrayHolder` would be two. Read-only
+    unless the connection is remote, as :class:`ArrayHolder`."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, conn: Conn, oid: int, address: int, shape: tuple[int, ...], typestr: str) -> None:
+        self.conn = conn
+        self.oid = oid
+        self.views = None
+        self.root = None
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (address, not conn.remote),
+            "strides": None,
+            "version": 3,
+        }
 
 
 class ArrayHolder:

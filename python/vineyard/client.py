@@ -52,8 +52,11 @@ def _address(arr: np.ndarray) -> int:
     return int(arr.ctypes.data)
 
 
+_ID_END = 1 << 64
+
+
 def _id(value: IdLike) -> int:
-    if type(value) is int and 0 <= value < 1 << 64:
+    if type(value) is int and 0 <= value < _ID_END:
         return value
     if type(value) is ObjectID:
         return int(value)  # checked when made
@@ -508,13 +511,15 @@ class Client:
         Raises ``ObjectNotExistsException`` for an unknown id,
         ``ValueError`` without either argument, ``ConnectionError`` when the
         daemon is gone."""
-        if object_id is None:
-            if name is None:
-                raise ValueError("get needs an object_id or a name")
-            object_id = self.get_name(name)
+        if type(object_id) is not int or not 0 <= object_id < _ID_END:  # an int in range: the hot path
+            if object_id is None:
+                if name is None:
+                    raise ValueError("get needs an object_id or a name")
+                object_id = self.get_name(name)
+            object_id = _id(object_id)
         if fetch:
-            object_id = self.migrate(object_id)
-        value, raw, pin, shape = self._session.get_planned(_id(object_id), _plans)
+            object_id = _id(self.migrate(object_id))
+        value, raw, pin, shape = self._session.get_planned(object_id, _plans)
         if raw is None:
             return value
         assert pin is not None

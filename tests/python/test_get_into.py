@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 import vineyard
-from vineyard import _session
+from vineyard import _ffi, _session
 from vineyard._session import Session
 
 
@@ -36,7 +36,7 @@ def test_a_tree_larger_than_the_room_is_got_again(vineyard_socket):
             oid = c.put(values)
             got = c.get(oid)
             out.append(all(np.array_equal(a, b) for a, b in zip(got, values)) and len(got) == 200)
-            out.append(_session._room.cap > 4096 and _session._room.blobs >= 200)
+            out.append(_session._room().cap > 4096 and _session._room().blobs >= 200)
             del got
             out.append(int(c.get(c.put(np.int64(7)))))
             # Nothing stays pinned: the delete frees the blobs at once.
@@ -87,3 +87,11 @@ def test_the_untyped_get_path_leaves_the_declared_functions_typed(client):
     # A typed call still converts (and checks) its arguments.
     with pytest.raises(ctypes.ArgumentError):
         _ffi.function("v6d_release")(client._session.handle(), "not an id", None)
+
+
+def test_get_args_of_null_fail_and_hold_nothing(client):
+    oid = client.put(np.arange(3))
+    fn = _ffi.untyped("v6d_get_object_args")
+    assert fn(client._session.conn.c_handle, None) == vineyard.errors.Status.INVALID
+    with pytest.raises(vineyard.errors.ObjectNotExistsException):  # nothing is held
+        _ffi.call("v6d_release", client._session.handle(), int(oid))

@@ -10,7 +10,7 @@ import ctypes
 import numpy as np
 import pytest
 import vineyard
-from vineyard import _ffi, _session
+from vineyard import _ffi
 from vineyard import client as client_module
 from vineyard.data import tensor
 
@@ -40,8 +40,8 @@ def _plans_used(monkeypatch) -> list[int]:
         if plan is None:
             return None
 
-        def wrapped(pin, address, size):
-            out = plan(pin, address, size)
+        def wrapped(conn, oid, address, size):
+            out = plan(conn, oid, address, size)
             if out is not None:
                 used.append(1)
             return out
@@ -129,13 +129,19 @@ def _tensor_with(meta, extra):
     return out
 
 
+def _shaped_args(json, cap, n, ids, datas, sizes, nblobs, shape):
+    """v6d_get_object_shaped's arguments after (client, id, flags), but err."""
+    return [json, cap, ctypes.byref(n), len(ids), ids, datas, sizes, ctypes.byref(nblobs), shape]
+
+
 def _shape_of(client, oid):
-    room = _session._room
-    fn = _ffi.untyped("v6d_get_object_shaped")
-    assert fn(client._session.conn.c_handle, ctypes.c_uint64(int(oid)), ctypes.c_uint32(0), *room.args) == 0
-    shape = room.shape.value
+    buf = ctypes.create_string_buffer(4096)
+    n, nblobs, shape = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_uint64()
+    ids, datas, sizes = (ctypes.c_uint64 * 4)(), (ctypes.c_void_p * 4)(), (ctypes.c_uint64 * 4)()
+    args = _shaped_args(buf, 4096, n, ids, datas, sizes, nblobs, ctypes.byref(shape))
+    _ffi.call("v6d_get_object_shaped", client._session.handle(), int(oid), 0, *args)
     _ffi.call("v6d_release", client._session.handle(), int(oid))
-    return shape
+    return shape.value
 
 
 def test_shape_numbers_follow_the_tree_text_but_ids_and_signatures(client):
@@ -149,10 +155,11 @@ def test_shape_numbers_follow_the_tree_text_but_ids_and_signatures(client):
 
 def test_a_get_without_room_for_the_shape_fails_and_holds_nothing(client):
     oid = client.put(np.arange(3))
-    room = _session._room
-    args = list(room.args)
-    args[-2] = None  # shape
+    buf = ctypes.create_string_buffer(4096)
+    n, nblobs = ctypes.c_size_t(), ctypes.c_size_t()
+    ids, datas, sizes = (ctypes.c_uint64 * 4)(), (ctypes.c_void_p * 4)(), (ctypes.c_uint64 * 4)()
+    args = _shaped_args(buf, 4096, n, ids, datas, sizes, nblobs, None)  # no shape
     with pytest.raises(vineyard.errors.InvalidException, match="shape must not be NULL"):
-        _ffi.call("v6d_get_object_shaped", client._session.handle(), int(oid), 0, *args[:-1])
+        _ffi.call("v6d_get_object_shaped", client._session.handle(), int(oid), 0, *args)
     with pytest.raises(vineyard.errors.ObjectNotExistsException):  # nothing is held
         _ffi.call("v6d_release", client._session.handle(), int(oid))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._handles import ArrayHolder
+from .._handles import ArrayHolder, ArrayPin
 from .._types import ObjectID, ObjectMeta
 from .base import build_pickle
 from .batch import BlobBatch
@@ -166,10 +166,11 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 def numpy_plan(tree: dict[str, Any], pin: Any) -> Any:
     """A get of every later tree of ``tree``'s shape (its shape number, see
-    v6d_get_object_shaped) without parsing it: ``plan(pin, address, size)``,
-    given the one blob that get pinned, is what :func:`resolve_numpy` returns
-    for such a tree, or None where the plan does not apply (the caller then
-    parses and resolves). None when ``tree`` is not a C-order tensor of a
+    v6d_get_object_shaped) without parsing it: ``plan(conn, oid, address,
+    size)``, given the connection, the object and the one blob that get
+    pinned, is what :func:`resolve_numpy` returns for such a tree (its base an
+    :class:`ArrayPin`, which holds the get's pin), or None where the plan does
+    not apply (the caller then pins, parses and resolves). None when ``tree`` is not a C-order tensor of a
     NumPy dtype whose only member object is its blob, pinned by this get
     (``pin``).
 
@@ -198,10 +199,10 @@ def numpy_plan(tree: dict[str, Any], pin: Any) -> Any:
         return None
     typestr = dtype.str
 
-    def plan(pin: Any, address: int, size: int) -> Any:
+    def plan(conn: Any, oid: int, address: int, size: int) -> Any:
         if _by_typename.get(typename) is not resolve_numpy or need > size:
             return None
-        return np.asarray(ArrayHolder(pin, address, shape, typestr))
+        return np.asarray(ArrayPin(conn, oid, address, shape, typestr))
 
     return plan
 
