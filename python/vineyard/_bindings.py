@@ -29,7 +29,7 @@ class V6DError(ctypes.Structure):
 
 class V6DGetArgs(ctypes.Structure):
     """``v6d_get_args``: v6d_get_object_args's arguments, every field a word
-    of 8 bytes (``_session._GetRoom`` reads and writes them by index)."""
+    of 8 bytes (``_session._Room`` reads and writes them by index)."""
 
     _fields_ = [
         ("id", c_uint64),

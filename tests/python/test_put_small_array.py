@@ -100,3 +100,20 @@ def test_closed_client(vineyard_socket):
     c.close()
     with pytest.raises(vineyard.VineyardException, match="closed"):
         c.put(np.arange(4, dtype=np.uint8))
+
+
+def test_a_full_store_refuses_a_small_put_and_the_next_one_works():
+    """The failure of a small put (its error out-parameter is the thread's,
+    made once) raises, and leaves nothing behind for the next put."""
+    from vineyard.deploy import start_vineyardd
+
+    with start_vineyardd(size="2Mi") as sock, vineyard.connect(sock) as c:
+        chunk = np.full(60 << 10, 1, dtype=np.uint8)  # small (inline), one blob each
+        kept = []
+        with pytest.raises(vineyard.NotEnoughMemoryException):
+            for _ in range(64):
+                kept.append(c.put(chunk))
+        assert 0 < len(kept) < 64
+        c.delete(kept)
+        oid = c.put(np.arange(5, dtype=np.int16))
+        assert c.get(oid).tolist() == [0, 1, 2, 3, 4]
