@@ -426,8 +426,9 @@ v6d_status v6d_blob_pointer(v6d_client client, uint64_t id,
  *  them; *n_blobs receives their count. When the tree is longer than cap or
  *  there are more than max_blobs blobs, the get is done all the same (release
  *  it as always) and *len and *n_blobs hold what it needs, but nothing is
- *  written to json, blob_ids, datas or sizes: the caller may release and get
- *  again with more room. len and n_blobs must not be NULL; json, blob_ids,
+ *  written to blob_ids, datas or sizes, nor to json unless the tree fits
+ *  (since 6: the tree is copied before the blobs are counted): the caller
+ *  may release and get again with more room. len and n_blobs must not be NULL; json, blob_ids,
  *  datas and sizes may be NULL when cap, resp. max_blobs, is 0. `flags` is
  *  v6d_get_object's (none defined: 0). On failure nothing is written and
  *  nothing is held. \since 4 */

@@ -48,21 +48,31 @@ func getInto(name string, h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.
 		case maxBlobs > 0 && (blobIDs == nil || datas == nil || sizes == nil):
 			return nullArg("blob_ids, datas and sizes")
 		}
+		// The tree goes straight into the caller's room (a directory's is
+		// never copied in Go), while the get holds it.
+		var treeLen int
+		var treeShape uint64
+		into := func(tree []byte) {
+			treeLen = len(tree)
+			if shape != nil {
+				treeShape = client.TreeShape(tree)
+			}
+			if len(tree) > 0 && uint64(len(tree)) <= uint64(capacity) {
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), len(tree)), tree)
+			}
+		}
 		var room [8]client.BlobView
-		tree, views, e := c.GetObjectViews(ids.ObjectID(id), room[:0])
+		_, views, e := c.GetObjectViews(ids.ObjectID(id), room[:0], into)
 		if e != nil {
 			return e
 		}
-		*outLen = C.size_t(len(tree))
+		*outLen = C.size_t(treeLen)
 		*nBlobs = C.size_t(len(views))
 		if shape != nil {
-			*shape = C.uint64_t(client.TreeShape(tree))
+			*shape = C.uint64_t(treeShape)
 		}
-		if uint64(len(tree)) > uint64(capacity) || uint64(len(views)) > uint64(maxBlobs) {
+		if uint64(treeLen) > uint64(capacity) || uint64(len(views)) > uint64(maxBlobs) {
 			return nil // the caller compares and asks again with more room
-		}
-		if len(tree) > 0 {
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), len(tree)), tree)
 		}
 		if len(views) > 0 {
 			n := len(views)

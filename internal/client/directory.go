@@ -51,6 +51,10 @@ type dirState struct {
 	pins   *shm.PinView
 	arena  *arena // the arena the extents lie in
 	lost   bool   // the connection was lost (loseLocked): no answer without the daemon
+	// The last lookup's copy (shm.DirectoryView.LookupInto), reused: a
+	// get allocates no record.
+	words []uint64
+	blobs []shm.DirBlob
 }
 
 // slotHold is one pin slot and the number of blobs it backs.
@@ -198,14 +202,19 @@ func (c *Client) usableLocal() error {
 // dirGetLocked answers a get of id from the directory: its tree, and with
 // pin, the blobs of the tree counted once each (as a get with buffers
 // counts them) and backed by a pin slot where nothing backed them yet. It
-// reports false (nothing taken) when the directory cannot answer. c.state
-// must be held.
+// reports false (nothing taken) when the directory cannot answer. The tree
+// may lie in the directory's lookup buffer: it is valid while c.state is
+// held and no other lookup runs, and a caller that keeps it copies it.
+// c.state must be held.
 func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
 	d := c.dir
 	if d == nil || c.cache.dead.Load() || d.pins.Revoked() { // revoked: pins protect nothing
 		return nil, nil, false
 	}
-	rec, slot, seq, ok := d.view.Lookup(uint64(id), maxDirRecord)
+	rec, slot, seq, ok := d.view.LookupInto(uint64(id), maxDirRecord, d.words, d.blobs)
+	if ok {
+		d.words, d.blobs = rec.Words, rec.Blobs
+	}
 	var own uint64 // a put of this client's, not yet handled: its number (ownput.go)
 	if !ok {
 		var handled bool
@@ -218,8 +227,9 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 	if !pin {
 		return rec.Tree, nil, true
 	}
-	views := make([][]byte, len(rec.Blobs))
-	for i, eb := range rec.Blobs {
+	var room [8][]byte // views of the first blobs, without an allocation
+	views := room[:0]
+	for _, eb := range rec.Blobs {
 		bid := ids.ObjectID(eb.ID)
 		if !bid.IsBlob() || bid == ids.EmptyBlob {
 			return nil, nil, false
@@ -228,7 +238,7 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		if err != nil {
 			return nil, nil, false
 		}
-		views[i] = v
+		views = append(views, v)
 	}
 	k, ok := d.pins.Set(uint64(id))
 	if !ok {

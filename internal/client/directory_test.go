@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,4 +448,40 @@ func TestDirectoryHoldsManyObjects(t *testing.T) {
 		t.Fatalf("a get of the %d-th object took %d round trips (%d from the directory), want 0 (1)", n, trips, dir)
 	}
 	checkBlob(t, b, lastBlob, 8, byte((n-1)&0xff))
+}
+
+// TestDirectoryTreesOutliveTheNextGet: a lookup copies records into a
+// buffer the next lookup reuses, so what GetObject and GetMetadata return
+// must be the caller's own; GetObjectViews with into sees the tree only
+// during the call, and copies nothing of it.
+func TestDirectoryTreesOutliveTheNextGet(t *testing.T) {
+	srv := startServer(t, 16<<20)
+	a, b := connect(t, srv), connect(t, srv)
+	idA, _ := put(t, a, []byte("the first object"))
+	idB, _ := put(t, a, []byte("another, longer object of a longer tree"))
+	treeA, err := b.GetObject(idA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metaA, err := b.GetMetadata(idA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA := string(treeA)
+	var intoB string
+	if _, _, err := b.GetObjectViews(idB, nil, func(tree []byte) { intoB = string(tree) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetMetadata(idB); err != nil {
+		t.Fatal(err)
+	}
+	if b.DirectoryGets() < 2 {
+		t.Fatalf("%d gets from the directory, want the test's 2", b.DirectoryGets())
+	}
+	if string(treeA) != wantA || string(metaA) != wantA {
+		t.Fatalf("a tree changed under a later get:\n%s\n%s\nwant %s", treeA, metaA, wantA)
+	}
+	if !strings.Contains(intoB, idB.String()) {
+		t.Fatalf("into got %q, not the tree of %v", intoB, idB)
+	}
 }

@@ -111,11 +111,13 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 	tree, ok := c.cachedTreeLocked(id, false)
 	if !ok {
 		tree, _, ok = c.dirGetLocked(id, false)
+		tree = bytes.Clone(tree) // the lookup's buffer
 	}
 	c.state.Unlock()
 	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
 		c.state.Lock()
 		tree, _, ok = c.dirGetLocked(id, false)
+		tree = bytes.Clone(tree)
 		c.state.Unlock()
 	}
 	if ok {
@@ -134,23 +136,44 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 // For a blob id the tree is the blob's own and Release(id) drops the blob's
 // reference. A missing object is ObjectNotExists.
 func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
+	return c.getObject(id, nil)
+}
+
+// getObject is GetObject; with into, it hands the tree to into instead of
+// returning it, and a tree from the directory is then not copied first:
+// into runs under c.state, and the tree is valid only during the call.
+func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, error) {
 	if err := c.liveLocal(); err != nil {
 		return nil, err
 	}
 	c.state.Lock()
 	tree, ok := c.cachedTreeLocked(id, true)
 	if !ok {
-		tree, ok = c.dirGetObjectLocked(id)
+		tree, ok = c.dirGetObjectLocked(id, into)
+	} else if into != nil {
+		into(tree)
 	}
 	c.state.Unlock()
 	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
 		c.state.Lock()
-		tree, ok = c.dirGetObjectLocked(id)
+		tree, ok = c.dirGetObjectLocked(id, into)
 		c.state.Unlock()
 	}
 	if ok {
 		return tree, nil
 	}
+	if into != nil {
+		tree, err := c.getObjectOver(id)
+		if err == nil {
+			into(tree)
+		}
+		return tree, err
+	}
+	return c.getObjectOver(id)
+}
+
+// getObjectOver is GetObject's round trip (or remote get).
+func (c *Client) getObjectOver(id ids.ObjectID) (json.RawMessage, error) {
 	if c.remote {
 		return c.getObjectRemote(id)
 	}
@@ -400,7 +423,7 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 // dirGetObjectLocked is GetObject answered from the directory
 // (directory.go): the references are those a get with buffers takes,
 // dropped by Release(id). c.state must be held.
-func (c *Client) dirGetObjectLocked(id ids.ObjectID) (json.RawMessage, bool) {
+func (c *Client) dirGetObjectLocked(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, bool) {
 	tree, bids, ok := c.dirGetLocked(id, true)
 	if !ok {
 		return nil, false
@@ -408,5 +431,9 @@ func (c *Client) dirGetObjectLocked(id ids.ObjectID) (json.RawMessage, bool) {
 	if !id.IsBlob() {
 		c.objects[id] = append(c.objects[id], bids)
 	}
-	return tree, true
+	if into != nil {
+		into(tree)
+		return nil, true
+	}
+	return bytes.Clone(tree), true
 }

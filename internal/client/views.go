@@ -20,8 +20,12 @@ type BlobView struct {
 // per blob. The references, and their one Release(id), are GetObject's. A
 // view is missing only when another goroutine released this get's references
 // in between (a misuse); BlobPointer then fails for it as it would anyway.
-func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView) (json.RawMessage, []BlobView, error) {
-	tree, err := c.GetObject(id)
+//
+// With into, the tree is handed to into (valid only during the call, which
+// may run under the client's lock: into must not call the client) and not
+// returned; a tree from the directory is then never copied in Go.
+func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView, into func(tree []byte)) (json.RawMessage, []BlobView, error) {
+	tree, err := c.getObject(id, into)
 	if err != nil {
 		return nil, dst, err
 	}

@@ -16,7 +16,7 @@ func TestGetObjectViews(t *testing.T) {
 	a, b := connect(t, srv), connect(t, srv)
 	id, bid := put(t, a, []byte("hello, views"))
 	for round := 0; round < 2; round++ {
-		tree, views, err := b.GetObjectViews(id, nil)
+		tree, views, err := b.GetObjectViews(id, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,17 +30,17 @@ func TestGetObjectViews(t *testing.T) {
 			t.Fatalf("round %d: after release: %v", round, err)
 		}
 	}
-	_, views, err := b.GetObjectViews(bid, make([]BlobView, 0, 4))
+	_, views, err := b.GetObjectViews(bid, make([]BlobView, 0, 4), nil)
 	if err != nil || len(views) != 1 || views[0].ID != bid || string(views[0].Data) != "hello, views" {
 		t.Fatalf("blob id: views %+v, %v", views, err)
 	}
 	if err := b.Release(bid); err != nil {
 		t.Fatal(err)
 	}
-	if _, views, err = b.GetObjectViews(ids.EmptyBlob, nil); err != nil || len(views) != 0 {
+	if _, views, err = b.GetObjectViews(ids.EmptyBlob, nil, nil); err != nil || len(views) != 0 {
 		t.Fatalf("empty blob: views %+v, %v", views, err)
 	}
-	if _, views, err = b.GetObjectViews(ids.ObjectID(12345), nil); code(err) != status.ObjectNotExists || len(views) != 0 {
+	if _, views, err = b.GetObjectViews(ids.ObjectID(12345), nil, nil); code(err) != status.ObjectNotExists || len(views) != 0 {
 		t.Fatalf("missing id: views %+v, %v", views, err)
 	}
 }

@@ -315,6 +315,9 @@ func NewDirectoryView(b []byte) (*DirectoryView, error) {
 type Record struct {
 	Tree  []byte
 	Blobs []DirBlob
+	// Words is the copy Tree lies in (LookupInto's buffer, grown): the
+	// caller passes it back for the next lookup.
+	Words []uint64
 }
 
 // Lookup finds the entry of id and copies its record. It returns the entry
@@ -322,6 +325,14 @@ type Record struct {
 // entry being written, or a copy the daemon changed meanwhile. maxRecord
 // bounds the bytes copied.
 func (v *DirectoryView) Lookup(id uint64, maxRecord uint64) (Record, uint64, uint64, bool) {
+	return v.LookupInto(id, maxRecord, nil, nil)
+}
+
+// LookupInto is Lookup that copies the record into words and its blobs into
+// blobs (both from their length 0, grown when too small), so that a caller
+// that passes them back (Record.Words, Record.Blobs) allocates nothing per
+// lookup. The Record's Tree and Blobs alias them.
+func (v *DirectoryView) LookupInto(id uint64, maxRecord uint64, words []uint64, blobs []DirBlob) (Record, uint64, uint64, bool) {
 	if id == 0 {
 		return Record{}, 0, 0, false
 	}
@@ -344,7 +355,7 @@ func (v *DirectoryView) Lookup(id uint64, maxRecord uint64) (Record, uint64, uin
 		if size == 0 || size > maxRecord || size%8 != 0 || off%8 != 0 || off < v.recOff || off > v.recEnd || size > v.recEnd-off {
 			return Record{}, 0, 0, false
 		}
-		rec, ok := v.copyRecord(off, size, id)
+		rec, ok := v.copyRecord(off, size, id, words, blobs)
 		if !ok || atomic.LoadUint64(&e[0]) != seq {
 			return Record{}, 0, 0, false
 		}
@@ -353,11 +364,16 @@ func (v *DirectoryView) Lookup(id uint64, maxRecord uint64) (Record, uint64, uin
 	return Record{}, 0, 0, false
 }
 
-// copyRecord copies and decodes the record [off, off+size); false when it
-// does not parse (torn: the caller's seq check would fail too).
-func (v *DirectoryView) copyRecord(off, size, id uint64) (Record, bool) {
+// copyRecord copies and decodes the record [off, off+size) into words and
+// blobs (grown as needed); false when it does not parse (torn: the
+// caller's seq check would fail too).
+func (v *DirectoryView) copyRecord(off, size, id uint64, words []uint64, blobs []DirBlob) (Record, bool) {
 	src := v.w[off/8 : (off+size)/8]
-	buf := make([]uint64, len(src))
+	buf := words[:0]
+	if cap(buf) < len(src) {
+		buf = make([]uint64, len(src))
+	}
+	buf = buf[:len(src)]
 	for i := range src {
 		buf[i] = atomic.LoadUint64(&src[i])
 	}
@@ -368,13 +384,16 @@ func (v *DirectoryView) copyRecord(off, size, id uint64) (Record, bool) {
 	if n > (size-DirRecordHeader)/DirBlobSize || RecordSize(0, int(n))+((treeLen+7)&^7) != size {
 		return Record{}, false
 	}
-	blobs := make([]DirBlob, n)
+	if uint64(cap(blobs)) < n {
+		blobs = make([]DirBlob, n)
+	}
+	blobs = blobs[:n]
 	for j := range blobs {
 		blobs[j] = DirBlob{ID: buf[3+3*j], Offset: buf[4+3*j], Size: buf[5+3*j]}
 	}
 	all := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)*8)
 	start := DirRecordHeader + n*DirBlobSize
-	return Record{Tree: all[start : start+treeLen : start+treeLen], Blobs: blobs}, true
+	return Record{Tree: all[start : start+treeLen : start+treeLen], Blobs: blobs, Words: buf}, true
 }
 
 // Seq returns the current seq of entry slot i (slot < entries).
