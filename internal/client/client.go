@@ -85,6 +85,8 @@ type Client struct {
 	slotsCleared bool
 	ownPuts      map[ids.ObjectID]*ownPut     // pipelined puts perhaps not yet handled (ownput.go)
 	relq         *releaseQueue                // releases written to memory (relqueue.go); nil: none
+	spareBlobs   []*blob                      // entries of released directory gets, for reuse (directory.go)
+	spareHolds   []*slotHold                  // holds whose last blob went, for reuse
 	relqSeen     atomic.Pointer[releaseQueue] // relq, for a look without the lock
 
 	dirGets atomic.Uint64 // gets the directory answered

@@ -254,14 +254,14 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		d.pins.Clear(k)
 		return nil, nil, false
 	}
-	h := &slotHold{slot: k}
+	h := c.newHoldLocked(k)
 	bids := make([]ids.ObjectID, len(rec.Blobs))
 	for i, eb := range rec.Blobs {
 		bid := ids.ObjectID(eb.ID)
 		bids[i] = bid
 		b, ok := c.blobs[bid]
 		if !ok {
-			b = &blob{dirOnly: true}
+			b = c.newDirBlobLocked()
 			c.blobs[bid] = b
 		}
 		if b.ro == nil {
@@ -291,10 +291,46 @@ func (c *Client) unholdLocked(b *blob) {
 		return
 	}
 	b.hold = nil
-	if h.refs--; h.refs == 0 && c.dir != nil {
-		c.dir.pins.Clear(h.slot)
-		c.slotsCleared = true
+	if h.refs--; h.refs == 0 {
+		if c.dir != nil {
+			c.dir.pins.Clear(h.slot)
+			c.slotsCleared = true
+		}
+		if len(c.spareHolds) < maxSpares {
+			c.spareHolds = append(c.spareHolds, h) // no blob names it any more
+		}
 	}
+}
+
+// maxSpares bounds each list of spare structs a client keeps for reuse.
+const maxSpares = 256
+
+// A directory get makes a blob entry and a hold, which its release drops:
+// the client reuses them, so that a get and its release allocate nothing
+// that a young process's heap would pay a page fault for.
+
+// newHoldLocked returns a hold of slot with no references. c.state must be
+// held.
+func (c *Client) newHoldLocked(slot uint64) *slotHold {
+	if n := len(c.spareHolds); n > 0 {
+		h := c.spareHolds[n-1]
+		c.spareHolds = c.spareHolds[:n-1]
+		*h = slotHold{slot: slot}
+		return h
+	}
+	return &slotHold{slot: slot}
+}
+
+// newDirBlobLocked returns the entry of a blob got from the directory.
+// c.state must be held.
+func (c *Client) newDirBlobLocked() *blob {
+	if n := len(c.spareBlobs); n > 0 {
+		b := c.spareBlobs[n-1]
+		c.spareBlobs = c.spareBlobs[:n-1]
+		*b = blob{dirOnly: true}
+		return b
+	}
+	return &blob{dirOnly: true}
 }
 
 // DirectoryGets returns how many gets the directory answered (tests and

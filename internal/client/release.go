@@ -38,6 +38,9 @@ func (c *Client) deferReleaseLocked(zero []ids.ObjectID) {
 		c.unholdLocked(b) // its slot may go now (directory.go)
 		if b.dirOnly {
 			delete(c.blobs, id) // no daemon reference to release
+			if len(c.spareBlobs) < maxSpares {
+				c.spareBlobs = append(c.spareBlobs, b) // nothing else points to it
+			}
 			continue
 		}
 		queue = append(queue, id)
