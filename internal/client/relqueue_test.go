@@ -70,12 +70,20 @@ func waitReleased(t testing.TB, c *Client) {
 	}
 }
 
-func TestReleaseQueueTakenFirstAtTheNextCall(t *testing.T) {
+// queuedGet: a daemon, a putter a, a getter b with a queue, and an object
+// of a's that b got from the directory.
+func queuedGet(t *testing.T) (a, b *Client, q *queueWriter, id ids.ObjectID) {
+	t.Helper()
 	srv := startServer(t, 16<<20)
-	a, b := connect(t, srv), connect(t, srv)
-	id, _ := put(t, a, []byte("queued"))
-	q := newQueue(t, b, 64)
+	a, b = connect(t, srv), connect(t, srv)
+	id, _ = put(t, a, []byte("queued"))
+	q = newQueue(t, b, 64)
 	getHeld(t, b, id)
+	return a, b, q, id
+}
+
+func TestReleaseQueueTakenFirstAtTheNextCall(t *testing.T) {
+	_, b, q, id := queuedGet(t)
 	if b.PinsInUse() != 1 {
 		t.Fatalf("pins in use %d after a directory get, want 1", b.PinsInUse())
 	}
@@ -98,11 +106,7 @@ func TestReleaseQueueTakenFirstAtTheNextCall(t *testing.T) {
 }
 
 func TestReleaseQueueTimerTakesWithoutACall(t *testing.T) {
-	srv := startServer(t, 16<<20)
-	a, b := connect(t, srv), connect(t, srv)
-	id, _ := put(t, a, []byte("timer"))
-	q := newQueue(t, b, 64)
-	getHeld(t, b, id)
+	a, b, q, id := queuedGet(t)
 	q.release(t, id) // not armed: it flushes, and arms
 	if atomic.LoadUint64(&q.w[qArmed]) == 0 {
 		t.Fatal("a flush left the queue unarmed")
