@@ -76,9 +76,7 @@ class Conn:
 _usable = _ffi.usable
 _c_uint64 = ctypes.c_uint64
 _release_fn: Any = None  # v6d_release, untyped (_ffi.untyped), once loaded
-
-
-_flush_fn: Any = None  # v6d_release_queue_flush, untyped
+_flush_fn: Any = None  # v6d_release_queue_flush, untyped, once loaded
 
 
 def _release_function() -> Any:
