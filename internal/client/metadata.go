@@ -139,9 +139,9 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 	return c.getObject(id, nil)
 }
 
-// getObject is GetObject; with into, it hands the tree to into instead of
-// returning it, and a tree from the directory is then not copied first:
-// into runs under c.state, and the tree is valid only during the call.
+// getObject is GetObject; with into, it hands the tree to into, and a tree
+// from the directory is then not copied first, nor returned: into runs
+// under c.state, and the tree is valid only during the call.
 func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, error) {
 	if err := c.liveLocal(); err != nil {
 		return nil, err
@@ -162,14 +162,11 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 	if ok {
 		return tree, nil
 	}
-	if into != nil {
-		tree, err := c.getObjectOver(id)
-		if err == nil {
-			into(tree)
-		}
-		return tree, err
+	tree, err := c.getObjectOver(id)
+	if err == nil && into != nil {
+		into(tree)
 	}
-	return c.getObjectOver(id)
+	return tree, err
 }
 
 // getObjectOver is GetObject's round trip (or remote get).

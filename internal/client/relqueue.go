@@ -80,10 +80,7 @@ func (c *Client) SetReleaseQueue(words []uint64) error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	if c.relq != nil {
-		c.takeQueueLocked(c.relq)
-		atomic.StoreUint64(&c.relq.w[qArmed], 0)
-	}
+	c.dropQueueLocked()
 	c.relq = &releaseQueue{w: words, ring: uint64(len(words) - qSlots)}
 	c.relqSeen.Store(c.relq)
 	return nil
@@ -124,9 +121,7 @@ func (c *Client) FlushReleaseQueue() error {
 // must be held.
 func (c *Client) armQueueLocked(q *releaseQueue) {
 	q.idle = false
-	if atomic.LoadUint64(&q.w[qArmed]) == 0 {
-		atomic.StoreUint64(&q.w[qArmed], 1)
-	}
+	atomic.StoreUint64(&q.w[qArmed], 1)
 	if !q.ticking {
 		q.ticking = true
 		time.AfterFunc(releaseDelay, func() { c.tickQueue(q) })
@@ -181,8 +176,9 @@ func (c *Client) takeQueueLocked(q *releaseQueue) int {
 	return n
 }
 
-// dropQueueLocked takes the last ids and forgets the queue, whose memory
-// the caller may free once Close returns. c.state must be held.
+// dropQueueLocked takes the last ids and forgets the queue, if any, whose
+// memory the caller may free once Close returns (or the call that replaced
+// it). c.state must be held.
 func (c *Client) dropQueueLocked() {
 	if q := c.relq; q != nil {
 		c.takeQueueLocked(q)

@@ -102,17 +102,9 @@ def _fork_sentinel() -> mmap.mmap | None:
     return page
 
 
-def _same_process() -> bool:
-    """Whether this is the process that loaded the library (it is loaded)."""
-    page = _sentinel
-    if page is not None:
-        return page[0] == 1
-    return os.getpid() == _pid
-
-
 def check_process() -> None:
     """Raises ForkError if the library was loaded by another (parent) process."""
-    if _lib is not None and (_forked or not _same_process()):
+    if _lib is not None and not usable():
         raise ForkError(_fork_message())
 
 
@@ -122,9 +114,8 @@ def loaded() -> bool:
 
 
 def usable() -> bool:
-    """Reports whether calls into libv6d are safe here (loaded, same process).
-    Every release of a get's pin asks, so it reads the sentinel itself
-    rather than through :func:`_same_process`."""
+    """Reports whether calls into libv6d are safe here: the library is loaded,
+    by this process (not a parent this one was forked from)."""
     if _lib is None or _forked:
         return False
     page = _sentinel
@@ -141,7 +132,7 @@ def lib() -> ctypes.CDLL:
     """
     loaded_lib = _lib
     if loaded_lib is not None:
-        if _forked or not _same_process():
+        if not usable():
             raise ForkError(_fork_message())
         return loaded_lib
     return _load()

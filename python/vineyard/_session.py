@@ -99,7 +99,7 @@ _rooms = threading.local()
 
 
 def _room() -> _Room:
-    """This thread's get room."""
+    """This thread's room (a get's and a small put's)."""
     try:
         return _rooms.room  # type: ignore[no-any-return]
     except AttributeError:
