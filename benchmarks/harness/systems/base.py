@@ -206,6 +206,9 @@ def _worker_main(module: str, cls_name: str, info: Any, spec: dict[str, Any], op
                 del v
                 refs.append(ref)
             spans.append([t0, time.time()])
+            # Deletes only once every process's loop is over: one client's deletes
+            # never count in another's loop, as none count in a single client's.
+            barrier.wait(timeout=300)
             system.delete(refs)
             refs.clear()
         system.detach()
