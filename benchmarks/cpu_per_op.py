@@ -10,8 +10,8 @@ round starts N client processes that wait at a barrier, then each does ``ops``
 times put + get + drop of its own NumPy array of ``size`` bytes. Printed per
 round: the aggregate rate, the clients' CPU per operation (``os.times`` of each
 client around its loop) and the daemon's (``/proc/<pid>/stat``, from the first
-client's start to the last one's end, so a client's deletes after its loop count
-only while another client is still in its loop, as in the harness). CPU figures
+client's start to the last one's end; each client deletes its objects once
+every loop is over, as in the harness). CPU figures
 have the 10 ms resolution of the kernel's clock ticks: keep ops × clients ≥ 20,000.
 """
 
@@ -56,6 +56,7 @@ def _client(sock: str, size: int, ops: int, daemon: int, barrier: Any, out: Any)
         refs.append(ref)
     t1, mine1, daemon1 = time.time(), os.times(), _cpu_seconds(daemon)
     out.put((t0, t1, (mine1.user + mine1.system) - (mine0.user + mine0.system), daemon0, daemon1))
+    barrier.wait()  # deletes once every loop is over, as the harness does
     client.delete(refs)
     client.close()
 
