@@ -113,11 +113,11 @@ func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.Obje
 }
 
 // inlineMember resolves a member {"inline": i} (index is the raw i) against
-// the blobs of an inline create.
-func inlineMember(key string, index json.RawMessage, inline []ids.ObjectID) (ids.ObjectID, error) {
+// the blobs of an inline create: it returns i.
+func inlineMember(key string, index json.RawMessage, inline []ids.ObjectID) (int, error) {
 	i, err := strconv.Atoi(string(index)) // plain digits, as our clients write them
 	if err != nil && json.Unmarshal(index, &i) != nil || i < 0 || i >= len(inline) {
 		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: no inline blob %s of %d", key, index, len(inline))
 	}
-	return inline[i], nil
+	return i, nil
 }

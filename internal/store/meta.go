@@ -271,6 +271,7 @@ type treeBuild struct {
 	inline []ids.ObjectID // the blobs of an inline create, for {"inline": i} members
 	root   ids.ObjectID   // the root's id; 0: a fresh one
 	sig    uint64         // the root's signature unless its tree has one; 0: a fresh one
+	shape  *shape         // the root's shape being recorded (shape.go); nil: not kept
 }
 
 // leasedSignature is the signature of a put whose client named its root
@@ -285,15 +286,25 @@ func leasedSignature(root ids.ObjectID) uint64 { return uint64(root) }
 // fresh one), sig its signature when the tree gives none (0: a
 // fresh one).
 func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID, sig uint64) ([]*object, error) {
+	tb := &treeBuild{inline: inline, root: root, sig: sig}
+	if inline != nil {
+		if sh := s.shapes[string(content)]; sh != nil && sh.fits(inline) {
+			s.objectOfShapeLocked(sh, tb)
+			return tb.objs, nil
+		}
+		tb.shape = &shape{}
+	}
 	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
 	content = append(json.RawMessage(nil), content...)
-	tb := &treeBuild{inline: inline, root: root, sig: sig}
 	if _, err := s.buildObjectLocked(content, 0, tb); err != nil {
 		return nil, err
+	}
+	if tb.shape != nil {
+		s.keepShapeLocked(content, tb.shape)
 	}
 	return tb.objs, nil
 }
@@ -356,6 +367,9 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	if o.typename == BlobTypename {
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
+	if depth == 0 && tb.shape != nil {
+		tb.shape.fields, tb.shape.typename = slices.Clone(o.fields), o.typename
+	}
 	global := o.isGlobal()
 	if len(memberTrees) > 0 {
 		o.members = make([]member, 0, len(memberTrees))
@@ -367,6 +381,14 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		}
 		o.members = append(o.members, member{key: m.key, id: mid})
 	}
+	s.finishObjectLocked(o, depth, tb)
+	return o, nil
+}
+
+// finishObjectLocked sets the fields the daemon sets on a new object (id,
+// signature unless the tree gives one, instance_id, transient, nbytes unless
+// given), encodes its fields and appends it to tb.objs.
+func (s *Store) finishObjectLocked(o *object, depth int, tb *treeBuild) {
 	// The fields the daemon sets, their values in one buffer.
 	vals := make([]byte, 0, 64)
 	vals = append(vals, '"')
@@ -390,7 +412,6 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	}
 	o.encodeFields()
 	tb.objs = append(tb.objs, o)
-	return o, nil
 }
 
 // rawTrue and rawZero are shared raw values of fields (never written).
@@ -441,8 +462,16 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 		return 0, status.Errorf(status.MetaTreeInvalid, "member %q: %v", key, err)
 	}
 	if link.Inline != nil && tb.inline != nil {
-		return inlineMember(key, link.Inline, tb.inline)
+		i, err := inlineMember(key, link.Inline, tb.inline)
+		if err == nil && depth == 0 && tb.shape != nil {
+			tb.shape.members = append(tb.shape.members, shapeMember{key: key, inline: i})
+		}
+		if err != nil {
+			return 0, err
+		}
+		return tb.inline[i], nil
 	}
+	tb.shape = nil // a member that names an object or is a new one: kept by id, not by position
 	if link.ID == nil {
 		if link.Typename == nil {
 			return 0, status.Errorf(status.MetaTreeInvalid,

@@ -117,6 +117,8 @@ type Store struct {
 
 	clearHook func() // tests: runs between Clear's batches, without mu
 
+	shapes map[string]*shape // trees built before, by text (shape.go)
+
 	dir         *directory // gets without a round trip; nil: none (directory.go)
 	holdCount   int        // holds of all sessions (directory.go)
 	rescanArmed bool       // the pin rescan timer runs
