@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rpcEndpoint = net.JoinHostPort(o.rpcHost, strconv.Itoa(o.rpcPort))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	server.SpareProcs()
 	srv, err := server.Start(server.Config{
 		Socket:           o.socket,
 		SocketMode:       o.socketMode,
