@@ -15,8 +15,10 @@ const spareProcs = 3
 // after 20 µs and keeps checking every 20 µs: 8% of the daemon's CPU with two
 // clients putting in a loop on two CPUs (docs/performance.md, "December 5,
 // evening"). With a P idle it leaves waiting connections alone and backs off
-// to sleeping 10 ms. Three spare Ps keep the garbage collector at one
-// dedicated worker on one to five CPUs.
+// to sleeping 10 ms. The collector sizes its mark workers by GOMAXPROCS:
+// on two CPUs, three spare Ps give it one dedicated worker where it had a
+// quarter of a P (eight Ps gave it two, and more of the daemon's CPU than
+// sysmon had taken).
 func SpareProcs() int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + spareProcs)

@@ -271,7 +271,7 @@ type treeBuild struct {
 	inline []ids.ObjectID // the blobs of an inline create, for {"inline": i} members
 	root   ids.ObjectID   // the root's id; 0: a fresh one
 	sig    uint64         // the root's signature unless its tree has one; 0: a fresh one
-	shape  *shape         // the root's shape being recorded (shape.go); nil: not kept
+	shape  *shape         // the root's shape being recorded (shape.go); nil: not kept (memberLocked drops it before building a member)
 }
 
 // leasedSignature is the signature of a put whose client named its root
@@ -367,7 +367,7 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	if o.typename == BlobTypename {
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
-	if depth == 0 && tb.shape != nil {
+	if tb.shape != nil { // only the root gets here with one (memberLocked)
 		tb.shape.fields, tb.shape.typename = slices.Clone(o.fields), o.typename
 	}
 	global := o.isGlobal()
@@ -463,11 +463,11 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 	}
 	if link.Inline != nil && tb.inline != nil {
 		i, err := inlineMember(key, link.Inline, tb.inline)
-		if err == nil && depth == 0 && tb.shape != nil {
-			tb.shape.members = append(tb.shape.members, shapeMember{key: key, inline: i})
-		}
 		if err != nil {
 			return 0, err
+		}
+		if tb.shape != nil {
+			tb.shape.members = append(tb.shape.members, shapeMember{key: key, inline: i})
 		}
 		return tb.inline[i], nil
 	}
