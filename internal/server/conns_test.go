@@ -206,6 +206,31 @@ func TestInflightBudget(t *testing.T) {
 	eventually(t, "the budget to be free", func() bool { return s.inflight.Load() == 0 })
 }
 
+// TestLargeFrameAfterALarger: a large frame read into the body buffer an
+// earlier, larger frame left (its capacity beyond the frame) takes exactly
+// its own bytes, not the start of the request written after it in the same
+// write: both are answered. (The read once filled the buffer to its
+// capacity, swallowing the request after it, which was then never answered
+// and its client waited forever.)
+func TestLargeFrameAfterALarger(t *testing.T) {
+	s := startCfg(t, Config{MaxFrame: 1 << 20})
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request"}`)
+	if m := r.rpc(string(padded(300 << 10))); m["type"] != "exists_reply" {
+		t.Fatalf("the larger frame: %v", m)
+	}
+	for _, size := range []int{100 << 10, 70 << 10, 299 << 10} {
+		two := protocol.AppendFrame(nil, padded(size))
+		two = protocol.AppendFrame(two, []byte(`{"type":"exists_request","id":2}`))
+		r.sendRaw(two)
+		for i := range 2 {
+			if m := r.recv(); m["type"] != "exists_reply" {
+				t.Fatalf("%d-byte frame then a small one: reply %d is %v", size, i, m)
+			}
+		}
+	}
+}
+
 // TestFrameTimeout: half a frame is given FrameTimeout, then an error reply
 // and the connection closes; an idle connection between frames is not
 // timed out.

@@ -291,7 +291,7 @@ func (c *conn) readLargeBody(n int) ([]byte, error) {
 			copy(grown, body)
 			body = grown
 		}
-		m, err := c.recv(body[len(body):cap(body)], f.deadline)
+		m, err := c.recv(body[len(body):min(n, cap(body))], f.deadline) // never the next request's bytes
 		if err != nil {
 			c.s.releaseInflight(int64(charged))
 			return nil, midFrame(err)
