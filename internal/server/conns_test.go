@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -228,6 +229,58 @@ func TestLargeFrameAfterALarger(t *testing.T) {
 				t.Fatalf("%d-byte frame then a small one: reply %d is %v", size, i, m)
 			}
 		}
+	}
+}
+
+// TestFramesInAnyCut: requests of every size class (small, about the read
+// buffer's size, several times it), written back to back in chunks cut at
+// random points, with pauses that let the connection park between chunks,
+// are each answered once, in order: no read takes bytes of the next frame
+// or loses bytes across a park.
+func TestFramesInAnyCut(t *testing.T) {
+	s := startCfg(t, Config{MaxFrame: 1 << 20, ParkAfter: time.Millisecond})
+	r := dial(t, s)
+	r.rpc(`{"type":"register_request"}`)
+	rng := rand.New(rand.NewPCG(15, 7))
+	const frames = 300
+	var stream []byte
+	for range frames {
+		var size int
+		switch rng.IntN(3) {
+		case 0:
+			size = 64 + rng.IntN(2000)
+		case 1:
+			size = readBufSize - 2000 + rng.IntN(4000)
+		default:
+			size = readBufSize + rng.IntN(900<<10)
+		}
+		stream = protocol.AppendFrame(stream, padded(size))
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		for b := stream; len(b) > 0; {
+			n := min(len(b), 1+rng.IntN(256<<10))
+			if _, err := r.c.Write(b[:n]); err != nil {
+				wrote <- err
+				return
+			}
+			b = b[n:]
+			if rng.IntN(8) == 0 {
+				time.Sleep(3 * time.Millisecond) // the connection parks
+			}
+		}
+		wrote <- nil
+	}()
+	for i := range frames {
+		if m := r.recv(); m["type"] != "exists_reply" {
+			t.Fatalf("reply %d of %d: %v", i, frames, m)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if m := r.rpc(`{"type":"exists_request","id":1}`); m["type"] != "exists_reply" {
+		t.Fatalf("after the stream: %v", m)
 	}
 }
 
