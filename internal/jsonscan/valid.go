@@ -19,6 +19,17 @@ func Valid(b []byte) bool {
 	return v.i == len(b)
 }
 
+// ValidPrefix returns the length of the valid JSON value b starts with (no
+// white space before it), checked as Valid checks; ok is false when b does
+// not start with one. What follows the value is not looked at.
+func ValidPrefix(b []byte) (n int, ok bool) {
+	v := validator{b: b}
+	if !v.value(0) {
+		return 0, false
+	}
+	return v.i, true
+}
+
 // validator is one pass of Valid over b; i is the cursor.
 type validator struct {
 	b []byte

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -32,6 +33,32 @@ func FuzzValid(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// FuzzValidPrefix: the value ValidPrefix finds is one Valid accepts, and a
+// valid value followed by anything is found whole.
+func FuzzValidPrefix(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c), []byte(",x"))
+	}
+	f.Add([]byte(`{"a":1}`), []byte(`}`))
+	f.Add([]byte(`12`), []byte(`3`))
+	f.Fuzz(func(t *testing.T, b, rest []byte) {
+		if n, ok := ValidPrefix(b); ok && !Valid(b[:n]) {
+			t.Fatalf("ValidPrefix(%q) = %d, but Valid(%q) is false", b, n, b[:n])
+		}
+		if len(b) == 0 || !Valid(b) || bytes.TrimSpace(b)[0] != b[0] || bytes.TrimSpace(b)[len(bytes.TrimSpace(b))-1] != b[len(b)-1] {
+			return
+		}
+		// A number runs on into digits (and an exponent) after it; anything
+		// else ends where it ends.
+		if c := b[len(b)-1]; c >= '0' && c <= '9' {
+			rest = []byte(",")
+		}
+		if n, ok := ValidPrefix(append(b[:len(b):len(b)], rest...)); !ok || n != len(b) {
+			t.Fatalf("ValidPrefix(%q + %q) = %d, %v; want %d, true", b, rest, n, ok, len(b))
 		}
 	})
 }

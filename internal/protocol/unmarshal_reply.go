@@ -200,24 +200,27 @@ func isLetter(c byte) bool {
 }
 
 // scanIDs reads an array of plain uint64 numbers (or null).
-func scanIDs(s *jsonscan.Scanner) ([]ids.ObjectID, bool) {
+func scanIDs(s *jsonscan.Scanner) ([]ids.ObjectID, bool) { return scanNumbers[ids.ObjectID](s) }
+
+// scanNumbers reads an array of plain uint64 numbers (or null) as Ts.
+func scanNumbers[T ~uint64](s *jsonscan.Scanner) ([]T, bool) {
 	if s.Peek() == 'n' {
 		return nil, scanNull(s)
 	}
 	if s.Expect('[') != nil {
 		return nil, false
 	}
-	out := []ids.ObjectID{}
 	if s.Peek() == ']' {
 		s.Pos++
-		return out, true
+		return []T{}, true
 	}
+	out := make([]T, 0, 4) // a put's lease_blobs: 3
 	for {
 		v, ok := scanUint(s)
 		if !ok {
 			return nil, false
 		}
-		out = append(out, ids.ObjectID(v))
+		out = append(out, T(v))
 		if more, ok := s.Next(']'); !ok {
 			return nil, false
 		} else if !more {

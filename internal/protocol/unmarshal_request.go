@@ -22,12 +22,13 @@ func fastDecodeRequest(body []byte, req Request) bool {
 			switch string(k) {
 			case "content":
 				s.WS()
-				start := s.Pos
-				if s.Skip(1) != nil {
+				n, valid := jsonscan.ValidPrefix(s.Buf[s.Pos:]) // one pass: its end and its validity
+				if !valid {
 					return true, false
 				}
-				r.Content = append(json.RawMessage(nil), s.Buf[start:s.Pos]...)
-				ok = jsonscan.Valid(r.Content)
+				r.Content = append(json.RawMessage(nil), s.Buf[s.Pos:s.Pos+n]...)
+				s.Pos += n
+				ok = true
 			case "seal":
 				r.Seal, ok = scanIDs(s)
 			case "inline":
@@ -78,14 +79,4 @@ func fastDecodeRequest(body []byte, req Request) bool {
 }
 
 // scanUints reads an array of plain uint64 numbers (or null).
-func scanUints(s *jsonscan.Scanner) ([]uint64, bool) {
-	got, ok := scanIDs(s)
-	if !ok || got == nil {
-		return nil, ok
-	}
-	out := make([]uint64, len(got))
-	for i, v := range got {
-		out[i] = uint64(v)
-	}
-	return out, true
-}
+func scanUints(s *jsonscan.Scanner) ([]uint64, bool) { return scanNumbers[uint64](s) }
