@@ -65,6 +65,35 @@ func fastDecodeRequest(body []byte, req Request) bool {
 			}
 			return true, ok
 		})
+	case *DelDataRequest:
+		return decodeFields(body, &h, func(s *jsonscan.Scanner, k []byte) (bool, bool) {
+			var ok bool
+			switch string(k) {
+			case "id":
+				switch s.WS(); s.Peek() {
+				case '[':
+					var l []ids.ObjectID
+					l, ok = scanIDs(s)
+					r.ID = l
+				case 'n': // IDList reads null as [0]: left to encoding/json
+				default:
+					var v uint64
+					v, ok = scanUint(s)
+					r.ID = IDList{ids.ObjectID(v)}
+				}
+			case "force":
+				r.Force, ok = scanBool(s)
+			case "deep":
+				r.Deep, ok = scanBool(s)
+			case "memory_trim":
+				r.MemoryTrim, ok = scanBool(s)
+			case "fastpath":
+				r.Fastpath, ok = scanBool(s)
+			default:
+				return false, true
+			}
+			return true, ok
+		})
 	case *ExistsRequest:
 		return decodeFields(body, &h, func(s *jsonscan.Scanner, k []byte) (bool, bool) {
 			if string(k) != "id" {

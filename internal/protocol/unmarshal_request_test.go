@@ -26,12 +26,20 @@ var requestBodies = []string{
 	`{"type":"exists_request","id":"o0000000000000003"}`,
 	`{"type":"exists_request","id":03}`,
 	`{"type":"exists_request"}`,
+	`{"type":"del_data_request","id":[1,2,3],"force":false,"deep":true,"memory_trim":false,"fastpath":false}`,
+	`{"type":"del_data_request","id":5,"deep":true}`,
+	`{"type":"del_data_request","id":null}`,
+	`{"type":"del_data_request","id":[]}`,
+	`{"type":"del_data_request","id":"o0000000000000003"}`,
+	`{"type":"del_data_request","id":[1],"Deep":true}`,
+	`{"type":"del_data_request","id":[1],"deep":1}`,
 }
 
 var requestKinds = []func() Request{
 	func() Request { return &CreateDataRequest{} },
 	func() Request { return &ReleaseRequest{} },
 	func() Request { return &ExistsRequest{} },
+	func() Request { return &DelDataRequest{} },
 }
 
 func decodeRequestBoth(t *testing.T, body []byte, mk func() Request) {
@@ -59,6 +67,7 @@ func TestDecodeRequestFastMatchesEncodingJSON(t *testing.T) {
 		&CreateDataRequest{Content: json.RawMessage(`{"typename":"t"}`), Seal: []ids.ObjectID{1 << 63}, LeaseBlobs: []uint64{1, 2, 3}, LeaseSize: 9},
 		&ReleaseRequest{ObjectID: 4, IDs: []ids.ObjectID{5}},
 		&ExistsRequest{ID: 6},
+		&DelDataRequest{ID: IDList{7, 8}, Deep: true},
 	} {
 		body, err := EncodeRequest(req.RequestType(), req)
 		if err != nil {
