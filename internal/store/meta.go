@@ -304,6 +304,7 @@ func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, 
 		return nil, err
 	}
 	if tb.shape != nil {
+		tb.shape.finishShape(tb.objs[len(tb.objs)-1])
 		s.keepShapeLocked(content, tb.shape)
 	}
 	return tb.objs, nil
