@@ -46,9 +46,7 @@ func fastDecodeReply(body []byte, reply Reply) bool {
 			var ok bool
 			switch string(k) {
 			case "id":
-				var v uint64
-				v, ok = scanUint(s)
-				r.ID = ids.ObjectID(v)
+				r.ID, ok = scanID(s)
 			case "signature":
 				r.Signature, ok = scanUint(s)
 			case "instance_id":
@@ -199,6 +197,12 @@ func isLetter(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
+// scanID reads an id written as a plain uint64 number.
+func scanID(s *jsonscan.Scanner) (ids.ObjectID, bool) {
+	v, ok := scanUint(s)
+	return ids.ObjectID(v), ok
+}
+
 // scanIDs reads an array of plain uint64 numbers (or null).
 func scanIDs(s *jsonscan.Scanner) ([]ids.ObjectID, bool) { return scanNumbers[ids.ObjectID](s) }
 
@@ -255,8 +259,7 @@ func scanLease(s *jsonscan.Scanner, g *LeaseGrant) bool {
 			ok = ok && v < 1<<31
 			g.StoreFd = int(v)
 		case "first_id":
-			v, ok = scanUint(s)
-			g.FirstID = ids.ObjectID(v)
+			g.FirstID, ok = scanID(s)
 		case "ids":
 			g.IDs, ok = scanUint(s)
 		default:

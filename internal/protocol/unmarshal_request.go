@@ -40,9 +40,7 @@ func fastDecodeRequest(body []byte, req Request) bool {
 			case "with_content":
 				r.WithContent, ok = scanBool(s)
 			case "id":
-				var v uint64
-				v, ok = scanUint(s)
-				r.ID = ids.ObjectID(v)
+				r.ID, ok = scanID(s)
 			case "pipelined":
 				r.Pipelined, ok = scanBool(s)
 			default:
@@ -55,9 +53,7 @@ func fastDecodeRequest(body []byte, req Request) bool {
 			var ok bool
 			switch string(k) {
 			case "object_id":
-				var v uint64
-				v, ok = scanUint(s)
-				r.ObjectID = ids.ObjectID(v)
+				r.ObjectID, ok = scanID(s)
 			case "ids":
 				r.IDs, ok = scanIDs(s)
 			default:
@@ -77,9 +73,9 @@ func fastDecodeRequest(body []byte, req Request) bool {
 					r.ID = l
 				case 'n': // IDList reads null as [0]: left to encoding/json
 				default:
-					var v uint64
-					v, ok = scanUint(s)
-					r.ID = IDList{ids.ObjectID(v)}
+					var id ids.ObjectID
+					id, ok = scanID(s)
+					r.ID = IDList{id}
 				}
 			case "force":
 				r.Force, ok = scanBool(s)
@@ -99,8 +95,8 @@ func fastDecodeRequest(body []byte, req Request) bool {
 			if string(k) != "id" {
 				return false, true
 			}
-			v, ok := scanUint(s)
-			r.ID = ids.ObjectID(v)
+			var ok bool
+			r.ID, ok = scanID(s)
 			return true, ok
 		})
 	}
