@@ -30,8 +30,14 @@ import (
 // waits for its reply, so failures are read at least that often.
 
 const (
-	// syncEvery: one put in this many waits for its reply.
-	syncEvery = 64
+	// syncEvery: one put in this many waits for its reply. 256, not 64:
+	// each wait idles the client while the daemon catches up, and at 64 the
+	// put + get loop ran 5-14% slower at 1, 2 and 4 clients
+	// (docs/performance.md, "December 5, night"). The daemon's failure
+	// frames of 256 puts still fit the socket's buffer.
+	syncEvery = 256
+	// leasePuts: a small put's lease holds this many puts of its size.
+	leasePuts = 64
 	// maxPipelinedTree bounds the tree of a pipelined put: a larger frame
 	// is read by the daemon through its request budget, which may refuse
 	// it with an ordinary error reply.
@@ -111,9 +117,10 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	if pins == nil {
 		return 0, nil, false, nil
 	}
-	// A lease holds syncEvery puts of this size: renewing it (a round trip)
-	// then costs no more often than the put that waits for its reply.
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, syncEvery*total, false)
+	// A lease holds leasePuts puts of this size: renewing it (a round trip)
+	// costs one put in leasePuts at most, and a client of a few large puts
+	// holds no more than that many.
+	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, leasePuts*total, false)
 	if !ok || err != nil {
 		return 0, nil, false, err
 	}
