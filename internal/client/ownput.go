@@ -54,9 +54,11 @@ type ownShape struct {
 	bad  bool // newOwnTemplate refused the text
 }
 
-// maxOwnPuts bounds the puts remembered: every syncEvery-th put waits for
-// its reply, after which all earlier ones are handled.
-const maxOwnPuts = 2 * syncEvery
+// maxOwnPuts bounds the puts remembered, and so the prune each put makes
+// (pruneOwnPutsLocked walks them all). The daemon is rarely more than a
+// few puts behind; a get of a put past the bound waits for the daemon, as
+// one from another process does.
+const maxOwnPuts = 128
 
 // noteOwnPutLocked remembers a pipelined put just written, whose tree v
 // judged (verdictLocked), and forgets those the daemon handled. c.state
