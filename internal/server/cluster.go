@@ -123,9 +123,10 @@ func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) error {
 // one of them. Called before the handlers that answer a missing id without
 // an error (exists, del_data) or sync with etcd for it (get_data).
 func (c *conn) awaitIfMissing(idl []ids.ObjectID) {
+	seen := c.s.store.PipelinedHandled()
 	for _, id := range idl {
 		if !c.s.store.Exists(id) {
-			c.sess.AwaitPipelined()
+			c.sess.AwaitPipelined(seen)
 			return
 		}
 	}

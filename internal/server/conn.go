@@ -122,9 +122,10 @@ func (c *conn) handleFrame(body []byte) bool {
 		if c.sess.HasHolds() {
 			c.sess.RescanPins() // pins cleared since count as released by this request
 		}
+		seen := c.s.store.PipelinedHandled()
 		reply, fds, err = handlers[f.Kind](c, f.Req)
 		if status.CodeOf(err) == status.ObjectNotExists && f.Trailing == 0 && pipelined(f.Req) == nil &&
-			c.sess.AwaitPipelined() {
+			c.sess.AwaitPipelined(seen) {
 			// The id may be one another connection's pipelined put
 			// carries, unread when the handler looked: look again.
 			reply, fds, err = handlers[f.Kind](c, f.Req)

@@ -136,6 +136,7 @@ func (ss *Session) pipelinedDoneLocked() *uint32 {
 	// The pin page tells the client too (shm.PinPage.SetHandled): a get of
 	// its own put that the directory could not answer waits for it there.
 	ss.piped++
+	ss.s.pipedAll.Add(1)
 	wake := ss.pins.SetHandled(ss.piped)
 	ss.s.notifyLocked()
 	return wake
@@ -172,13 +173,20 @@ func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 	}
 }
 
+// PipelinedHandled is the count of pipelined requests handled, of every
+// session: what a caller about to look an id up passes to AwaitPipelined.
+func (s *Store) PipelinedHandled() uint64 { return s.pipedAll.Load() }
+
 // AwaitPipelined waits (at most the pipeline wait, DefaultPipelineWait
 // unless SetPipelineWait) until every other open
 // session has handled the pipelined puts its client had counted when the
-// call began, or closed. It returns false at once, without waiting, when no
-// session had any in flight: a caller that missed an id then knows a retry
-// cannot find it either.
-func (ss *Session) AwaitPipelined() bool {
+// call began, or closed. since is PipelinedHandled from before the caller
+// looked its id up. It returns false at once, without waiting, when no
+// session has any in flight and none was handled since then: a caller that
+// missed an id then knows a retry cannot find it either. (Without since, a
+// put handled between the caller's miss and this call went unseen: the
+// caller answered "does not exist" for an object that did.)
+func (ss *Session) AwaitPipelined(since uint64) bool {
 	s := ss.s
 	type target struct {
 		ss   *Session
@@ -195,8 +203,9 @@ func (ss *Session) AwaitPipelined() bool {
 		}
 	}
 	if len(ts) == 0 {
+		handled := s.pipedAll.Load() != since
 		s.mu.Unlock()
-		return false
+		return handled
 	}
 	timer := time.NewTimer(time.Duration(pipelineWait.Load()))
 	defer timer.Stop()

@@ -194,3 +194,28 @@ func TestHoldFollowsItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A miss of another session tells a retry to look again when a pipelined
+// put was handled after the caller looked, though none is in flight when
+// it asks: that put may hold the id it missed.
+func TestAwaitPipelinedSeesAPutHandledSinceTheMiss(t *testing.T) {
+	s, ss, pins, l := pinningSession(t)
+	reader := s.NewSession()
+	defer reader.Close()
+	seen := s.PipelinedHandled()
+	if reader.AwaitPipelined(seen) {
+		t.Fatal("a retry is asked for with no put in flight or handled")
+	}
+	pins.Submit()
+	tree := []byte(`{"typename":"t","a":{"inline":0}}`)
+	root := (l.FirstID + 1) &^ ids.BlobBit
+	if _, err := ss.CreateLeased(tree, []LeaseBlob{{ID: l.FirstID, Offset: l.Offset, Size: 64}}, root, true); err != nil {
+		t.Fatal(err)
+	}
+	if !reader.AwaitPipelined(seen) {
+		t.Fatal("a put handled since the miss does not ask for a retry")
+	}
+	if reader.AwaitPipelined(s.PipelinedHandled()) {
+		t.Fatal("a retry is asked for once the put was seen")
+	}
+}

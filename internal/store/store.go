@@ -91,6 +91,10 @@ type Store struct {
 	base     uint64 // daemon-side address of the arena, reported in payloads
 	gen      *ids.Generator
 	meta     meta.Backend // persisted trees and names; called under mu
+	// pipedAll counts the pipelined requests of every session handled, so
+	// that a caller that missed an id can tell whether one was handled
+	// since it looked (Session.AwaitPipelined).
+	pipedAll atomic.Uint64
 
 	mu       sync.Mutex
 	alloc    *alloc.Allocator
