@@ -32,9 +32,10 @@ import (
 const (
 	// syncEvery: one put in this many waits for its reply. 256, not 64:
 	// each wait idles the client while the daemon catches up, and at 64 the
-	// put + get loop ran 5-14% slower at 1, 2 and 4 clients
-	// (docs/performance.md, "December 5, night"). The daemon's failure
-	// frames of 256 puts still fit the socket's buffer.
+	// put + get loop ran 5-8% slower at 1, 2 and 4 clients (means of three
+	// rounds; docs/performance.md, "December 5, night"). The daemon's
+	// failure frames (id, code and a message of under 250 bytes) of 256
+	// puts take about a third of a socket's default 208 KiB buffer.
 	syncEvery = 256
 	// leasePuts: a small put's lease holds this many puts of its size.
 	leasePuts = 64

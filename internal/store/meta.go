@@ -90,14 +90,18 @@ func (o *object) encodeFields() {
 	}
 	buf := make([]byte, 0, size)
 	for i, f := range o.fields {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = jsontext.AppendString(buf, f.key)
-		buf = append(buf, ':')
-		buf = append(buf, f.raw...)
+		buf = append(appendFieldKey(buf, i, f.key), f.raw...)
 	}
 	o.encoded = buf
+}
+
+// appendFieldKey appends what precedes the value of the i-th field, key,
+// in an object's encoded fields.
+func appendFieldKey(buf []byte, i int, key string) []byte {
+	if i > 0 {
+		buf = append(buf, ',')
+	}
+	return append(jsontext.AppendString(buf, key), ':')
 }
 
 // isGlobal reports whether o is a global object (the field "global" is
@@ -369,7 +373,8 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		return nil, status.Errorf(status.MetaTreeInvalid, "blobs cannot be created as metadata")
 	}
 	if tb.shape != nil { // only the root gets here with one (memberLocked)
-		tb.shape.fields, tb.shape.typename = slices.Clone(o.fields), o.typename
+		_, tb.shape.sigGiven = o.fields.get("signature")
+		tb.shape.typename = o.typename
 	}
 	global := o.isGlobal()
 	if len(memberTrees) > 0 {

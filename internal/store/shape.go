@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
-	"github.com/v6d-io/v6d-go/internal/jsontext"
 )
 
 // Tree shapes. A client putting arrays of one dtype and shape sends the same
@@ -22,12 +21,12 @@ const maxShapes = 64
 // shape is what buildObjectLocked made of a tree text whose members are all
 // {"inline": i} links and that nests no new object.
 type shape struct {
-	fields   fieldList     // the text's scalar fields, sorted, before the daemon's; they share the kept text
 	typename string        // as object.typename
 	members  []shapeMember // in key order, as object.members
+	sigGiven bool          // the text has its own signature
 
-	// What finishObjectLocked made of them (finishShape): every field, the
-	// daemon's included; the positions of the two that differ between
+	// What finishObjectLocked made of the text (finishShape): every field,
+	// sorted, the daemon's included, sharing the kept text; the positions of the two that differ between
 	// objects of the shape, id and signature (-1: the text gives its own);
 	// and the encoded fields cut around their values.
 	done         fieldList
@@ -58,7 +57,7 @@ func (sh *shape) finishShape(o *object) {
 	sh.done = slices.Clone(o.fields)
 	sh.idAt, _ = sh.done.find("id")
 	sh.sigAt = -1
-	if _, given := sh.fields.get("signature"); !given {
+	if !sh.sigGiven {
 		sh.sigAt, _ = sh.done.find("signature")
 	}
 	// The encoding of done (encodeFields), cut before and after the values
@@ -66,11 +65,7 @@ func (sh *shape) finishShape(o *object) {
 	var buf []byte
 	part := 0
 	for i, f := range sh.done {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = jsontext.AppendString(buf, f.key)
-		buf = append(buf, ':')
+		buf = appendFieldKey(buf, i, f.key)
 		if i == sh.idAt || i == sh.sigAt {
 			sh.encodedParts[part] = buf
 			part++
