@@ -47,7 +47,15 @@ type follower struct {
 	names   map[string]ids.ObjectID
 	deletes int // Deleted changes seen
 	rev     int64
+	claims  []claim // each change that reported progress, in order
 	changed chan struct{}
+}
+
+// claim is a change's Revision and how many trees the follower had once it
+// was applied: every tree persisted up to that revision must be among them.
+type claim struct {
+	rev   int64
+	trees int
 }
 
 func follow(e *Etcd) *follower {
@@ -67,6 +75,9 @@ func follow(e *Etcd) *follower {
 				delete(f.names, c.Name)
 			}
 			f.rev = max(f.rev, c.Revision)
+			if c.Revision != 0 {
+				f.claims = append(f.claims, claim{c.Revision, len(f.trees)})
+			}
 			f.mu.Unlock()
 			select {
 			case f.changed <- struct{}{}:
@@ -246,6 +257,37 @@ func TestEtcdPersistAndDelete(t *testing.T) {
 		if fc.trees[tr.ID] != string(tr.Content) {
 			t.Fatalf("tree of %v differs on c", tr.ID)
 		}
+	}
+}
+
+// TestEtcdProgressCoversWholeTransactions: the trees of one persist share
+// one etcd revision, and no change reports that revision as delivered until
+// all of them are. (The first tree of a transaction once carried it, and a
+// get_meta on another daemon that synced to it missed the root.)
+func TestEtcdProgressCoversWholeTransactions(t *testing.T) {
+	srv := startEtcd(t)
+	a := openEtcd(t, srv, "a")
+	b := openEtcd(t, srv, "b")
+	fb := follow(b)
+	gen := ids.NewGenerator(a.InstanceID())
+	for round := 1; round <= 20; round++ {
+		trees := []Tree{tree(gen.Object(), "root"), tree(gen.Object(), "member"), tree(gen.Object(), "member")}
+		if err := a.Persist(trees); err != nil {
+			t.Fatal(err)
+		}
+		rev, err := a.LatestRevision(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb.waitFor(t, "the persist's revision on b", func(f *follower) bool { return f.rev >= rev })
+		fb.mu.Lock()
+		for _, c := range fb.claims {
+			if c.rev >= rev && c.trees < 3*round {
+				fb.mu.Unlock()
+				t.Fatalf("round %d: revision %d reported with %d of %d trees", round, c.rev, c.trees, 3*round)
+			}
+		}
+		fb.mu.Unlock()
 	}
 }
 

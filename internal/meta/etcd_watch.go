@@ -163,20 +163,24 @@ func (e *Etcd) watch(next int64) int64 {
 }
 
 // event turns one watch event into a change for the store; false means
-// Close came first.
+// Close came first. The change carries no revision: the other keys of its
+// transaction share that revision and may not have been delivered yet (a
+// persist writes a tree's members and root in one transaction, and a store
+// that counted the revision applied at the first member would sync to it
+// and miss the root). The Progress that follows each watch response, which
+// holds whole revisions, reports it.
 func (e *Etcd) event(ev *clientv3.Event) bool {
 	key := string(ev.Kv.Key)
-	rev := ev.Kv.ModRevision
 	put := ev.Type == mvccpb.PUT
 	if name, ok := strings.CutPrefix(key, e.root+keyNames); ok {
 		if !put {
-			return e.send(Change{Kind: NameDropped, Name: name, Revision: rev})
+			return e.send(Change{Kind: NameDropped, Name: name})
 		}
 		id, err := ids.Parse(string(ev.Kv.Value))
 		if err != nil {
 			return true
 		}
-		return e.send(Change{Kind: NamePut, Name: name, ID: id, Revision: rev})
+		return e.send(Change{Kind: NamePut, Name: name, ID: id})
 	}
 	id, ok := e.parseDataKey(key)
 	if !ok || e.own(id) {
@@ -191,12 +195,12 @@ func (e *Etcd) event(ev *clientv3.Event) bool {
 	}
 	e.mu.Unlock()
 	if put {
-		return e.send(Change{Kind: Persisted, ID: id, Tree: ev.Kv.Value, Revision: rev})
+		return e.send(Change{Kind: Persisted, ID: id, Tree: ev.Kv.Value})
 	}
 	if !known {
 		return true
 	}
-	return e.send(Change{Kind: Deleted, ID: id, Revision: rev})
+	return e.send(Change{Kind: Deleted, ID: id})
 }
 
 func (e *Etcd) parseDataKey(key string) (ids.ObjectID, bool) {
