@@ -1,4 +1,5 @@
-// Package nice runs background work at the lowest CPU priority.
+// Package nice sets how the kernel schedules the process's threads: background
+// work at the lowest CPU priority, and the daemon's threads under SCHED_BATCH.
 package nice
 
 import (

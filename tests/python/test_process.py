@@ -215,6 +215,36 @@ def test_upstream_flag_spellings(tmp_path):
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
 
 
+def _thread_policies(pid: int) -> set[int]:
+    policies = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            policies.add(os.sched_getscheduler(int(tid)))
+        except ProcessLookupError:
+            pass  # the thread ended meanwhile
+    return policies
+
+
+@pytest.mark.skipif(os.sched_getscheduler(0) != os.SCHED_OTHER, reason="the tests run under another policy")
+def test_daemon_threads_run_sched_batch(tmp_path):
+    """Every thread of the daemon, those made while it serves included, is
+    SCHED_BATCH by default; --nosched-batch leaves the default policy."""
+    sock = str(tmp_path / "v.sock")
+    for flag, want in (((), os.SCHED_BATCH), (("--nosched-batch",), os.SCHED_OTHER)):
+        proc = subprocess.Popen([vineyard.deploy.daemon_path(), f"--socket={sock}", "--size", "64Mi", "--norpc",
+                                 *flag], stderr=subprocess.DEVNULL)
+        try:
+            vineyard.deploy._wait(sock, proc)
+            clients = [vineyard.connect(sock) for _ in range(4)]  # threads for their connections
+            for c in clients:
+                assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
+            assert _thread_policies(proc.pid) == {want}, (flag, _thread_policies(proc.pid))
+            for c in clients:
+                c.close()
+        finally:
+            vineyard.deploy._stop(proc)
+
+
 def test_size_over_memory_is_refused_with_the_figures(tmp_path):
     sock = str(tmp_path / "v.sock")
     r = _daemon(f"--socket={sock}", "--size=1Ei")
