@@ -121,11 +121,12 @@ var flags = []flagDef{
 			}
 			return nil
 		}},
-	{"sched-batch", "", constant("true"),
+	{"sched-batch", "", constant("false"),
 		"run the daemon's threads under SCHED_BATCH: a thread woken by a request runs when a\n" +
-			"CPU falls idle or at the next tick instead of preempting a busy client (puts of\n" +
-			"several client processes at once run 10-25% faster on two CPUs); --nosched-batch:\n" +
-			"the default policy",
+			"CPU falls idle or at the next tick instead of preempting a busy process; for hosts\n" +
+			"where more clients stream puts at once than there are CPUs (10-25% more puts with\n" +
+			"2-4 clients on 2 CPUs), at the cost of one client's pipelined puts, which can then\n" +
+			"wait behind it on its CPU (2-4x slower from C on the VMs we measure on)",
 		boolSetter(func(o *options) *bool { return &o.schedBatch })},
 	{"directory-entries", "N", constant("one per 4Ki of --size, 65536 to 1048576"),
 		"objects and blobs that gets find in shared memory without asking the daemon (32\n" +
@@ -361,7 +362,7 @@ func lookup(name string) (f *flagDef, negated bool) {
 // '=' or as the next argument; booleans take no value or =true/=false.
 func parseArgs(args []string) (options, error) {
 	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo,
-		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort, schedBatch: true}
+		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort}
 	sizeSet := false
 	for i := 0; i < len(args); i++ {
 		arg := args[i]

@@ -12,10 +12,11 @@ import (
 // its nice value, and returns how many it changed. A SCHED_BATCH thread
 // gets the same share of the CPUs as before, but when it wakes it does not
 // preempt the thread running on a busy CPU: it runs when a CPU falls idle or
-// at the scheduler's next tick. A daemon's connection thread that a
-// streaming client's write wakes therefore stops evicting that client (or
-// another) from its CPU every few requests; a client that waits for a reply
-// leaves its CPU idle, so the reply is not delayed (docs/performance.md,
+// at the scheduler's next tick. When more clients stream requests than
+// there are CPUs, a daemon's connection thread that a client's write wakes
+// then stops evicting a client from its CPU every few requests; a lone
+// client pays instead, when its write wakes the thread on its own CPU and
+// it does not sleep (vineyardd --sched-batch; docs/performance.md,
 // "December 5, late night").
 //
 // Threads made later inherit the policy from the thread that makes them, as
