@@ -102,28 +102,34 @@ func (s *Store) objectOfShapeLocked(sh *shape, tb *treeBuild) {
 			o.members[i] = member{key: m.key, id: tb.inline[m.inline]}
 		}
 	}
-	// The values of id and signature in one buffer, as finishObjectLocked's.
-	vals := make([]byte, 0, 48)
-	vals = append(vals, '"')
-	vals = append(o.id.AppendText(vals), '"')
-	id := vals[:len(vals):len(vals)]
+	// The encoded fields, the shape's parts around the values of id and
+	// signature; those two fields' raw values are views of it (capped: an
+	// append to one never writes into the other). encodeFields always makes
+	// a new buffer, so the views stay valid. 48 bytes hold both values.
+	p := &sh.encodedParts
+	enc := make([]byte, 0, len(p[0])+len(p[1])+len(p[2])+48)
+	enc = append(enc, p[0]...)
+	at := len(enc)
+	enc = append(enc, '"')
+	enc = append(o.id.AppendText(enc), '"')
+	id := enc[at:len(enc):len(enc)]
+	enc = append(enc, p[1]...)
 	var sig []byte
 	if sh.sigAt >= 0 {
 		v := tb.sig
 		if v == 0 {
 			v = s.gen.Signature()
 		}
-		vals = strconv.AppendUint(vals, v, 10)
-		sig = vals[len(id):len(vals):len(vals)]
+		at = len(enc)
+		enc = strconv.AppendUint(enc, v, 10)
+		sig = enc[at:len(enc):len(enc)]
 	}
+	o.encoded = append(enc, p[2]...)
 	// Room for fields set later, as the list buildObjectLocked makes has.
 	o.fields = append(make(fieldList, 0, len(sh.done)+2), sh.done...)
 	o.fields[sh.idAt].raw = id
 	if sh.sigAt >= 0 {
 		o.fields[sh.sigAt].raw = sig
 	}
-	p := &sh.encodedParts
-	o.encoded = make([]byte, 0, len(p[0])+len(id)+len(p[1])+len(sig)+len(p[2]))
-	o.encoded = append(append(append(append(append(o.encoded, p[0]...), id...), p[1]...), sig...), p[2]...)
 	tb.objs = append(tb.objs, o)
 }
