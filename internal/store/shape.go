@@ -124,7 +124,8 @@ func (s *Store) objectOfShapeLocked(sh *shape, tb *treeBuild) {
 		enc = strconv.AppendUint(enc, v, 10)
 		sig = enc[at:len(enc):len(enc)]
 	}
-	o.encoded = append(enc, p[2]...)
+	enc = append(enc, p[2]...)
+	o.encoded = enc
 	// Room for fields set later, as the list buildObjectLocked makes has.
 	o.fields = append(make(fieldList, 0, len(sh.done)+2), sh.done...)
 	o.fields[sh.idAt].raw = id
