@@ -40,9 +40,9 @@ import (
 // the instance registers again under the same id as soon as etcd answers,
 // and writes its trees and names again, so the others see them again.
 //
-// Locking: Etcd.mu guards the lease, the set of remote trees reported, the
-// copies of this instance's trees and names, and the closed flag; it is
-// never held while calling etcd or sending on Changes.
+// Locking: Etcd.mu guards the lease, the sets of remote trees and of names
+// reported, the copies of this instance's trees and names, and the closed
+// flag; it is never held while calling etcd or sending on Changes.
 type Etcd struct {
 	cfg      EtcdConfig
 	root     string // the prefix with a trailing "/"
@@ -58,6 +58,7 @@ type Etcd struct {
 	mu     sync.Mutex
 	lease  clientv3.LeaseID
 	remote map[ids.ObjectID]struct{} // trees of other instances reported as Persisted
+	names  map[string]ids.ObjectID   // names reported as NamePut (and not dropped since)
 	closed bool
 	// What this instance wrote, published again under a new lease when the
 	// old one was lost (etcd deleted it all then).
@@ -177,6 +178,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		ctx:      bg,
 		cancel:   cancel,
 		remote:   make(map[ids.ObjectID]struct{}),
+		names:    make(map[string]ids.ObjectID),
 		ownTrees: make(map[ids.ObjectID][]byte),
 		ownNames: make(map[string]ids.ObjectID),
 	}

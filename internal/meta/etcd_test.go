@@ -306,6 +306,11 @@ func TestEtcdNames(t *testing.T) {
 		t.Fatalf("b resolves shared: %v %v", id, err)
 	}
 	fb.waitFor(t, "the name on b", func(f *follower) bool { return f.names["shared"] == x })
+	// A name set before an instance starts is reported to it by its first
+	// read, not by its watch, which starts after that read.
+	c := openEtcd(t, srv, "c")
+	fc := follow(c)
+	fc.waitFor(t, "the name set before c started", func(f *follower) bool { return f.names["shared"] == x })
 	// Both read the name before either writes it.
 	var read sync.WaitGroup
 	read.Add(2)
@@ -520,9 +525,18 @@ func TestEtcdCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	fb.waitFor(t, "the changes on b", func(f *follower) bool { return f.deletes == 1 && len(f.trees) == 2 })
+	if err := a.PutName("kept", kept); err != nil {
+		t.Fatal(err)
+	}
+	fb.waitFor(t, "the name on b", func(f *follower) bool { return f.names["kept"] == kept })
 	b.mu.Lock()
-	b.remote[gone] = struct{}{} // the view of a b that missed the delete
+	b.remote[gone] = struct{}{} // the view of a b that missed the delete,
+	b.names["dropped"] = gone   // a name's drop
+	b.names["kept"] = gone      // and a name's move
 	b.mu.Unlock()
+	fb.mu.Lock()
+	fb.names["dropped"], fb.names["kept"] = gone, gone
+	fb.mu.Unlock()
 	resp, err := a.cli.Get(ctx, a.dataKey(fresh))
 	if err != nil {
 		t.Fatal(err)
@@ -541,5 +555,9 @@ func TestEtcdCompacted(t *testing.T) {
 		_, k := f.trees[kept]
 		_, n := f.trees[fresh]
 		return f.deletes == 2 && !g && k && n
+	})
+	fb.waitFor(t, "the resync's names", func(f *follower) bool {
+		_, d := f.names["dropped"]
+		return !d && f.names["kept"] == kept
 	})
 }

@@ -65,60 +65,77 @@ func (e *Etcd) send(c Change) bool {
 // variable for tests; each backend reads it once, at Open.
 var resyncPage int64 = 1000
 
-// resync reads every tree under the prefix (in pages, at one revision) and
-// reports the trees of other instances as Persisted, and those reported
-// before but gone now as Deleted, then a Progress at the read's revision.
+// resync reads every tree and name under the prefix (in pages, all at one
+// revision) and reports the trees of other instances as Persisted, and the
+// names not reported before or pointing elsewhere now as NamePut; then those
+// reported before but gone now as Deleted and NameDropped, then a Progress
+// at the read's revision. Names are read too: the watch starts after the
+// read, so a name set before it (by an instance that started first, or
+// while a compacted watch was away) is reported by nothing else. Only the
+// names that changed are reported, as each costs the store a pass over its
+// objects (store.applyNameLocked).
 func (e *Etcd) resync() (int64, error) {
-	prefix := e.root + keyData
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	from := prefix
 	var rev int64
-	seen := make(map[ids.ObjectID]struct{})
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(e.page)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+	trees := make(map[ids.ObjectID]struct{})
+	err := e.readAll(keyData, &rev, func(kv *mvccpb.KeyValue) bool {
+		id, ok := e.parseDataKey(string(kv.Key))
+		if !ok || e.own(id) {
+			return true
 		}
-		ctx, cancel := e.opCtx(e.ctx)
-		resp, err := e.cli.Get(ctx, from, opts...)
-		cancel()
+		trees[id] = struct{}{}
+		e.mu.Lock()
+		e.remote[id] = struct{}{}
+		e.mu.Unlock()
+		// Revision 0: the store must not count rev as applied before
+		// the Progress that ends the read.
+		return e.send(Change{Kind: Persisted, ID: id, Tree: kv.Value})
+	})
+	if err != nil {
+		return 0, err
+	}
+	names := make(map[string]struct{})
+	err = e.readAll(keyNames, &rev, func(kv *mvccpb.KeyValue) bool {
+		name := strings.TrimPrefix(string(kv.Key), e.root+keyNames)
+		id, err := ids.Parse(string(kv.Value))
 		if err != nil {
-			return 0, err
+			return true
 		}
-		if rev == 0 {
-			rev = resp.Header.Revision
+		names[name] = struct{}{}
+		e.mu.Lock()
+		was, known := e.names[name]
+		e.names[name] = id
+		e.mu.Unlock()
+		if known && was == id {
+			return true
 		}
-		for _, kv := range resp.Kvs {
-			id, ok := e.parseDataKey(string(kv.Key))
-			if !ok || e.own(id) {
-				continue
-			}
-			seen[id] = struct{}{}
-			e.mu.Lock()
-			e.remote[id] = struct{}{}
-			e.mu.Unlock()
-			// Revision 0: the store must not count rev as applied before
-			// the Progress that ends the read.
-			if !e.send(Change{Kind: Persisted, ID: id, Tree: kv.Value}) {
-				return 0, e.ctx.Err()
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		return e.send(Change{Kind: NamePut, Name: name, ID: id})
+	})
+	if err != nil {
+		return 0, err
 	}
 	e.mu.Lock()
-	var gone []ids.ObjectID
+	var goneTrees []ids.ObjectID
 	for id := range e.remote {
-		if _, ok := seen[id]; !ok {
-			gone = append(gone, id)
+		if _, ok := trees[id]; !ok {
+			goneTrees = append(goneTrees, id)
 			delete(e.remote, id)
 		}
 	}
+	var goneNames []string
+	for name := range e.names {
+		if _, ok := names[name]; !ok {
+			goneNames = append(goneNames, name)
+			delete(e.names, name)
+		}
+	}
 	e.mu.Unlock()
-	for _, id := range gone {
+	for _, id := range goneTrees {
 		if !e.send(Change{Kind: Deleted, ID: id}) {
+			return 0, e.ctx.Err()
+		}
+	}
+	for _, name := range goneNames {
+		if !e.send(Change{Kind: NameDropped, Name: name}) {
 			return 0, e.ctx.Err()
 		}
 	}
@@ -126,6 +143,39 @@ func (e *Etcd) resync() (int64, error) {
 		return 0, e.ctx.Err()
 	}
 	return rev, nil
+}
+
+// readAll calls fn with every key under e.root+sub, in pages of e.page keys,
+// at revision *rev (0: the current one, which it then sets), until fn
+// returns false (Close came first: it returns the context's error).
+func (e *Etcd) readAll(sub string, rev *int64, fn func(kv *mvccpb.KeyValue) bool) error {
+	prefix := e.root + sub
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(e.page)}
+		if *rev != 0 {
+			opts = append(opts, clientv3.WithRev(*rev))
+		}
+		ctx, cancel := e.opCtx(e.ctx)
+		resp, err := e.cli.Get(ctx, from, opts...)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if *rev == 0 {
+			*rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(kv) {
+				return e.ctx.Err()
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // watch follows the prefix from revision next until the watch breaks, and
@@ -174,12 +224,18 @@ func (e *Etcd) event(ev *clientv3.Event) bool {
 	put := ev.Type == mvccpb.PUT
 	if name, ok := strings.CutPrefix(key, e.root+keyNames); ok {
 		if !put {
+			e.mu.Lock()
+			delete(e.names, name)
+			e.mu.Unlock()
 			return e.send(Change{Kind: NameDropped, Name: name})
 		}
 		id, err := ids.Parse(string(ev.Kv.Value))
 		if err != nil {
 			return true
 		}
+		e.mu.Lock()
+		e.names[name] = id
+		e.mu.Unlock()
 		return e.send(Change{Kind: NamePut, Name: name, ID: id})
 	}
 	id, ok := e.parseDataKey(key)
