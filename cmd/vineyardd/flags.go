@@ -21,8 +21,8 @@ type options struct {
 	socketMode      os.FileMode
 	size            uint64
 	reserve         bool
-	prefaultAhead   int64  // 0: the default; negative: off
-	schedBatch      bool   // the threads under SCHED_BATCH (nice.Batch)
+	prefaultAhead   int64 // 0: the default; negative: off
+	schedBatch      server.SchedMode
 	dirEntries      uint64 // 0: from the size
 	allowOvercommit bool
 	meta            string
@@ -121,13 +121,24 @@ var flags = []flagDef{
 			}
 			return nil
 		}},
-	{"sched-batch", "", constant("false"),
-		"run the daemon's threads under SCHED_BATCH: a thread woken by a request runs when a\n" +
-			"CPU falls idle or at the next tick instead of preempting a busy process; for hosts\n" +
-			"where more clients stream puts at once than there are CPUs (10-25% more puts with\n" +
-			"2-4 clients on 2 CPUs), at the cost of one client's pipelined puts, which can then\n" +
-			"wait behind it on its CPU (2-4x slower from C on the VMs we measure on)",
-		boolSetter(func(o *options) *bool { return &o.schedBatch })},
+	{"sched-batch", "MODE", constant("auto"),
+		"when the daemon's threads run under SCHED_BATCH, whose wake-ups do not preempt a busy\n" +
+			"process: auto while at least as many clients stream puts as there are CPUs (then\n" +
+			"10-25% more puts with 2-4 clients on 2 CPUs), on always, off never (SCHED_BATCH\n" +
+			"costs a lone client streaming puts: up to 4x from C on the VMs we measure on)",
+		func(o *options, v string) error {
+			switch v {
+			case "auto":
+				o.schedBatch = server.SchedAuto
+			case "on", "true":
+				o.schedBatch = server.SchedOn
+			case "off", "false":
+				o.schedBatch = server.SchedOff
+			default:
+				return fmt.Errorf("--sched-batch %q: want auto, on or off", v)
+			}
+			return nil
+		}},
 	{"directory-entries", "N", constant("one per 4Ki of --size, 65536 to 1048576"),
 		"objects and blobs that gets find in shared memory without asking the daemon (32\n" +
 			"bytes of resident memory each); a get of any object past that takes a round trip",
@@ -362,7 +373,7 @@ func lookup(name string) (f *flagDef, negated bool) {
 // '=' or as the next argument; booleans take no value or =true/=false.
 func parseArgs(args []string) (options, error) {
 	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo,
-		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort}
+		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort, schedBatch: server.SchedAuto}
 	sizeSet := false
 	for i := 0; i < len(args); i++ {
 		arg := args[i]

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/v6d-io/v6d-go/internal/nice"
 	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
@@ -56,18 +55,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	server.SpareProcs()
-	if o.schedBatch {
-		// Before Start, so that the threads it makes inherit the policy.
-		if _, err := nice.Batch(); err != nil {
-			logger.Warn("threads keep the default scheduling policy", "err", err)
-		}
-	}
 	srv, err := server.Start(server.Config{
 		Socket:           o.socket,
 		SocketMode:       o.socketMode,
 		Size:             o.size,
 		ReserveMemory:    o.reserve,
 		PrefaultAhead:    o.prefaultAhead,
+		SchedBatch:       o.schedBatch,
 		DirectoryEntries: o.dirEntries,
 		Meta:             o.meta,
 		InstanceID:       o.instanceID,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/server"
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
@@ -59,6 +60,20 @@ func TestParseArgsSpellings(t *testing.T) {
 		if _, err := parseArgs([]string{"--directory-entries", bad}); err == nil {
 			t.Fatalf("--directory-entries %s accepted", bad)
 		}
+	}
+}
+
+func TestParseArgsSchedBatch(t *testing.T) {
+	for args, want := range map[string]server.SchedMode{"": server.SchedAuto, "--sched-batch=auto": server.SchedAuto,
+		"--sched-batch=on": server.SchedOn, "--sched_batch=true": server.SchedOn, "--sched-batch=off": server.SchedOff,
+		"--sched-batch=false": server.SchedOff} {
+		o, err := parseArgs(strings.Fields(args))
+		if err != nil || o.schedBatch != want {
+			t.Fatalf("%q: %v, %v; want %v", args, o.schedBatch, err, want)
+		}
+	}
+	if _, err := parseArgs([]string{"--sched-batch=sometimes"}); err == nil || !strings.Contains(err.Error(), "want auto, on or off") {
+		t.Fatalf("--sched-batch=sometimes: %v", err)
 	}
 }
 

@@ -20,9 +20,10 @@ func policyOf(t *testing.T, tid int) (uint32, int32) {
 	return attr.Policy, attr.Nice
 }
 
-// TestBatchEveryThreadKeepingNice: after Batch every thread of the process
+// TestBatchEveryThreadKeepingNice: after SetBatch(true) every thread of the process
 // is SCHED_BATCH, a background thread keeps its nice 19, threads made later
-// are SCHED_BATCH too, and a second Batch has nothing left to change.
+// are SCHED_BATCH too, a second call has nothing left to change, and
+// SetBatch(false) puts them all back.
 func TestBatchEveryThreadKeepingNice(t *testing.T) {
 	bgTid, stop := make(chan int), make(chan struct{})
 	go func() {
@@ -36,9 +37,9 @@ func TestBatchEveryThreadKeepingNice(t *testing.T) {
 		t.Skipf("the test runs under policy %d, not SCHED_NORMAL", p) // started by chrt, say
 	}
 
-	changed, err := Batch()
+	changed, err := SetBatch(true)
 	if err != nil || changed == 0 {
-		t.Fatalf("Batch() = %d, %v; want some threads changed", changed, err)
+		t.Fatalf("SetBatch(true) = %d, %v; want some threads changed", changed, err)
 	}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -93,9 +94,27 @@ func TestBatchEveryThreadKeepingNice(t *testing.T) {
 	close(hold)
 	wg.Wait()
 	if fresh == 0 {
-		t.Errorf("no goroutine ran on a thread made after Batch: the test checked no new thread")
+		t.Errorf("no goroutine ran on a thread made after SetBatch: the test checked no new thread")
 	}
-	if changed, err := Batch(); err != nil || changed != 0 {
-		t.Errorf("second Batch() = %d, %v; want 0, nil", changed, err)
+	if changed, err := SetBatch(true); err != nil || changed != 0 {
+		t.Errorf("second SetBatch(true) = %d, %v; want 0, nil", changed, err)
+	}
+	// And back: every thread under SCHED_NORMAL, the background one still
+	// at nice 19.
+	if changed, err := SetBatch(false); err != nil || changed == 0 {
+		t.Fatalf("SetBatch(false) = %d, %v; want some threads changed", changed, err)
+	}
+	tasks, err = os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if attr, err := unix.SchedGetAttr(tid, 0); err == nil && attr.Policy != unix.SCHED_NORMAL {
+			t.Errorf("thread %d after SetBatch(false): policy %d", tid, attr.Policy)
+		}
+	}
+	if p, n := policyOf(t, bg); p != unix.SCHED_NORMAL || n != 19 {
+		t.Errorf("background thread after SetBatch(false): policy %d nice %d, want SCHED_NORMAL and 19", p, n)
 	}
 }

@@ -30,6 +30,9 @@ type Config struct {
 	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
 	// DefaultPrefaultAhead when zero, none when negative.
 	PrefaultAhead int64
+	// SchedBatch says when the daemon's threads run under SCHED_BATCH
+	// (sched.go); SchedOff, the zero value, never.
+	SchedBatch SchedMode
 	// DirectoryEntries is how many objects and blobs gets can find without
 	// a round trip (store.Config.DirectoryEntries); one per 4 KiB of Size
 	// (at least 65,536, at most 1,048,576) when zero.

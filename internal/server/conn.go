@@ -37,6 +37,11 @@ type conn struct {
 	charged        int64         // bytes of the current frame charged to Server.inflight
 	reqWait        time.Duration // how long a wait for a request may last (setTimeouts)
 	wake           chan struct{} // the poller's wake-up while parked (park.go)
+	// Whether the client streams pipelined puts (sched.go): the window
+	// of the last put counted and the puts counted in it.
+	streaming  bool
+	pipeWindow int64
+	pipePuts   int
 
 	// upstream is set for a client that registered without naming our
 	// extensions: upstream's client, which never sends release_request. The
@@ -58,6 +63,7 @@ func newConn(s *Server, sock *protocol.Sock) *conn {
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	defer c.sess.Close()
+	defer c.setStreaming(false)
 	defer c.closeSent() // fds never sent (the client went away first)
 	defer c.r.release()
 	if err := c.setTimeouts(); err != nil {

@@ -107,6 +107,9 @@ func (c *conn) createLeased(r *protocol.CreateDataRequest) (protocol.Reply, []in
 	created, err := c.sess.CreateLeased(r.Content, leaseBlobs(r.LeaseBlobs), r.ID, r.Pipelined)
 	c.pipedCounted = r.Pipelined
 	if err != nil || r.Pipelined {
+		if r.Pipelined {
+			c.notePipelined()
+		}
 		return nil, nil, err
 	}
 	return &protocol.CreateDataReply{ID: created.ID, Signature: created.Signature,

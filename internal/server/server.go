@@ -49,6 +49,7 @@ type Server struct {
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
 	poller   *poller      // the epoll set of parked connections (park.go)
+	sched    *schedPolicy // Config.SchedBatch (sched.go)
 	migr     *migrator    // the peer service and migrations (migrate.go)
 }
 
@@ -150,6 +151,7 @@ func Start(cfg Config) (*Server, error) {
 		conns:  make(map[*conn]struct{}),
 	}
 	s.readers.max.Store(maxBlockingReaders)
+	s.sched = newSchedPolicy(cfg.SchedBatch, cfg.Logger.Warn)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	if rpcLn != nil {
@@ -230,6 +232,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.wg.Wait()
 		s.poller.close()
+		s.sched.close()
 		s.migr.close() // before the store: its streams hold pins
 		_ = s.store.Close()
 		close(s.done)

@@ -226,11 +226,13 @@ def _thread_policies(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(os.sched_getscheduler(0) != os.SCHED_OTHER, reason="the tests run under another policy")
-def test_daemon_threads_run_sched_batch_when_asked(tmp_path):
-    """With --sched-batch every thread of the daemon, those made while it
-    serves included, is SCHED_BATCH; without it they keep the default policy."""
+def test_daemon_threads_sched_batch_modes(tmp_path):
+    """--sched-batch on: every thread of the daemon, those made while it
+    serves included, is SCHED_BATCH; off, and auto (the default) with a few
+    clients that do not stream puts, the default policy."""
     sock = str(tmp_path / "v.sock")
-    for flag, want in ((("--sched-batch",), os.SCHED_BATCH), ((), os.SCHED_OTHER)):
+    for flag, want in ((("--sched-batch", "on"), os.SCHED_BATCH), ((), os.SCHED_OTHER),
+                       (("--sched-batch=off",), os.SCHED_OTHER)):
         proc = subprocess.Popen([vineyard.deploy.daemon_path(), f"--socket={sock}", "--size", "64Mi", "--norpc",
                                  *flag], stderr=subprocess.DEVNULL)
         try:

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/v6d-io/v6d-go/internal/nice"
+)
+
+// SchedMode says when the daemon's threads run under SCHED_BATCH
+// (Config.SchedBatch; nice.SetBatch says what that changes).
+type SchedMode int
+
+const (
+	// SchedOff keeps the default policy.
+	SchedOff SchedMode = iota
+	// SchedAuto runs the threads under SCHED_BATCH while at least as many
+	// connections stream pipelined puts as there are CPUs, and under the
+	// default policy otherwise.
+	SchedAuto
+	// SchedOn runs them under SCHED_BATCH always.
+	SchedOn
+)
+
+// A connection streams while it sends at least streamPuts pipelined puts in
+// each streamWindow: a client putting in a loop sends hundreds, one that
+// puts now and then none or a few. A connection that stops counts until its
+// next put or until it parks (ParkAfter idle) or closes.
+const (
+	streamWindow = 10 * time.Millisecond
+	streamPuts   = 32
+)
+
+// streamThreshold is how many streaming connections switch SchedAuto to
+// SCHED_BATCH: one per CPU. A variable for tests.
+var streamThreshold = func() int32 { return int32(runtime.NumCPU()) }
+
+// schedPolicy applies Config.SchedBatch. Under SchedAuto, SCHED_BATCH pays
+// only when the clients alone keep every CPU busy: then a woken connection
+// thread no longer preempts a client (10-25% more puts with 2-4 clients on
+// 2 CPUs). With a CPU to spare it costs: the kernel often wakes the thread
+// on the CPU of the client that wrote, and behind a client that does not
+// sleep it waits instead of running (a lone C client's pipelined puts 2-4x
+// slower; docs/performance.md, "December 5, late night").
+type schedPolicy struct {
+	mode      SchedMode
+	threshold int32
+	start     time.Time // for monotonic window numbers
+	streaming atomic.Int32
+
+	mu    sync.Mutex
+	batch bool // the threads are under SCHED_BATCH
+	warn  func(msg string, args ...any)
+}
+
+func newSchedPolicy(mode SchedMode, warn func(string, ...any)) *schedPolicy {
+	p := &schedPolicy{mode: mode, threshold: streamThreshold(), start: time.Now(), warn: warn}
+	if mode == SchedOn {
+		p.set(true)
+	}
+	return p
+}
+
+// set moves every thread to SCHED_BATCH (on) or back; p.mu is held or p is
+// not shared yet.
+func (p *schedPolicy) set(on bool) {
+	if _, err := nice.SetBatch(on); err != nil {
+		p.warn("could not change the threads' scheduling policy", "batch", on, "err", err)
+	}
+	p.batch = on
+}
+
+// streams counts a connection that starts (+1) or stops (-1) streaming,
+// and switches the policy when the count crosses the threshold.
+func (p *schedPolicy) streams(delta int32) {
+	p.streaming.Add(delta)
+	if p.mode != SchedAuto {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The count read under the lock: of two changes racing, the later lock
+	// holder sees both.
+	if want := p.streaming.Load() >= p.threshold; want != p.batch {
+		p.set(want)
+	}
+}
+
+// close puts the threads back under the default policy (tests run servers
+// in their own process).
+func (p *schedPolicy) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.batch {
+		p.set(false)
+	}
+}
+
+// notePipelined counts a pipelined put of c (SchedAuto only): at the first
+// put of a window, c streams if the window before had streamPuts puts.
+func (c *conn) notePipelined() {
+	p := c.s.sched
+	if p.mode != SchedAuto {
+		return
+	}
+	w := int64(time.Since(p.start) / streamWindow)
+	if w != c.pipeWindow {
+		c.setStreaming(w == c.pipeWindow+1 && c.pipePuts >= streamPuts)
+		c.pipeWindow, c.pipePuts = w, 0
+	}
+	c.pipePuts++
+}
+
+// setStreaming records whether c streams, counting the change.
+func (c *conn) setStreaming(on bool) {
+	if on == c.streaming {
+		return
+	}
+	c.streaming = on
+	if on {
+		c.s.sched.streams(1)
+	} else {
+		c.s.sched.streams(-1)
+	}
+}
