@@ -4,7 +4,7 @@
 aggregate rate of N clients on this machine is made of (docs/performance.md).
 
     benchmarks/cpu_per_op.py [--clients 1,2,4] [--ops 20000] [--rounds 2] [--size 1024]
-                             [--arena 2G] [--reserve-memory]
+                             [--arena 2Gi] [--reserve-memory]
 
 Starts build/vineyardd (env VINEYARDD overrides it) on a socket of its own. Each
 round starts N client processes that wait at a barrier, then each does ``ops``
@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from harness.daemons import ours  # benchmarks/, the script's folder, is on sys.path
+from harness.units import parse_size
 
 
 def _stat(pid: int) -> list[str]:
@@ -89,11 +90,10 @@ def main() -> int:
     ap.add_argument("--ops", type=int, default=20000, help="put + get per client per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per client count")
     ap.add_argument("--size", type=int, default=1024, help="bytes per value (a multiple of 8)")
-    ap.add_argument("--arena", default="2G", help="arena size, with a K, M or G suffix")
+    ap.add_argument("--arena", default="2Gi", help="arena size: 1024, 512Mi, 2Gi (powers of 1024), 2G (of 1000)")
     ap.add_argument("--reserve-memory", action="store_true", help="pre-fault the whole arena at start")
     args = ap.parse_args()
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    arena = int(args.arena[:-1]) * units[args.arena[-1].upper()] if args.arena[-1].isalpha() else int(args.arena)
+    arena = parse_size(args.arena)
     binary = os.environ.get("VINEYARDD") or str(ROOT / "build" / "vineyardd")
     if not os.access(binary, os.X_OK):
         sys.exit(f"cpu_per_op: {binary} is missing: run 'make build'")

@@ -121,7 +121,7 @@ func (p *poller) forget(c *conn) {
 // the connection's buffers, so that a parked connection costs its goroutine
 // and little else.
 func (c *conn) park(deadline time.Time) error {
-	c.setStreaming(false) // idle for ParkAfter, or no reader slot: not a stream to make room for
+	c.setStreaming(false) // idle for ParkAfter, or no reader slot: no longer a stream (sched.go)
 	c.r.release()
 	c.in = nil
 	c.out = nil // empty: recv flushed it

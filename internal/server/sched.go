@@ -3,7 +3,6 @@ package server
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/nice"
@@ -48,11 +47,11 @@ type schedPolicy struct {
 	mode      SchedMode
 	threshold int32
 	start     time.Time // for monotonic window numbers
-	streaming atomic.Int32
+	warn      func(msg string, args ...any)
 
-	mu    sync.Mutex
-	batch bool // the threads are under SCHED_BATCH
-	warn  func(msg string, args ...any)
+	mu        sync.Mutex
+	streaming int32 // connections that stream (SchedAuto only: others never count one)
+	batch     bool  // the threads are under SCHED_BATCH
 }
 
 func newSchedPolicy(mode SchedMode, warn func(string, ...any)) *schedPolicy {
@@ -75,15 +74,10 @@ func (p *schedPolicy) set(on bool) {
 // streams counts a connection that starts (+1) or stops (-1) streaming,
 // and switches the policy when the count crosses the threshold.
 func (p *schedPolicy) streams(delta int32) {
-	p.streaming.Add(delta)
-	if p.mode != SchedAuto {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// The count read under the lock: of two changes racing, the later lock
-	// holder sees both.
-	if want := p.streaming.Load() >= p.threshold; want != p.batch {
+	p.streaming += delta
+	if want := p.streaming >= p.threshold; want != p.batch {
 		p.set(want)
 	}
 }

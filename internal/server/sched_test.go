@@ -106,9 +106,11 @@ func TestSchedAutoFollowsStreamingConnections(t *testing.T) {
 	}
 
 	stream(a)
-	if got := policies(t); got[unix.SCHED_BATCH] != 0 || s.sched.streaming.Load() != 1 {
-		t.Fatalf("one streaming connection: %d streaming, policies %v; want 1 and no SCHED_BATCH",
-			s.sched.streaming.Load(), got)
+	s.sched.mu.Lock()
+	streaming := s.sched.streaming
+	s.sched.mu.Unlock()
+	if got := policies(t); got[unix.SCHED_BATCH] != 0 || streaming != 1 {
+		t.Fatalf("one streaming connection: %d streaming, policies %v; want 1 and no SCHED_BATCH", streaming, got)
 	}
 	stream(b)
 	if got := policies(t); got[unix.SCHED_NORMAL] != 0 || got[unix.SCHED_BATCH] == 0 {
