@@ -69,6 +69,10 @@ type Client struct {
 	putErr            *putError
 	unacked           []protocol.Request // sent ahead of pipelined puts, acknowledgements unread
 	verdict           treeVerdict        // what the last pipelined put's tree allows
+	// A leased put's request and blob triples, reused: encoded into wbuf
+	// before the put returns, neither is kept past it.
+	putReq     protocol.CreateDataRequest
+	putTriples []uint64
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
@@ -421,12 +425,9 @@ func (c *Client) keepReadBufLocked(body []byte) {
 
 // encode appends the frame of req to c.wbuf.
 func (c *Client) encode(req protocol.Request) error {
-	body, err := protocol.EncodeRequest(req.RequestType(), req)
-	if err != nil {
-		return err
-	}
-	c.wbuf = protocol.AppendFrame(c.wbuf, body)
-	return nil
+	buf, err := protocol.AppendRequest(c.wbuf, req.RequestType(), req)
+	c.wbuf = buf
+	return err
 }
 
 // decodeReply decodes body into reply. An error reply is returned as its

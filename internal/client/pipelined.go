@@ -126,7 +126,7 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 		return 0, nil, false, err
 	}
 	l := &c.lease
-	triples := make([]uint64, 0, 3*len(data))
+	triples := c.putTriples[:0]
 	bids = make([]ids.ObjectID, len(data))
 	for i, d := range data {
 		size := uint64(len(d))
@@ -144,7 +144,9 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	id = l.next &^ ids.BlobBit
 	l.next++
 	l.ids--
-	req := &protocol.CreateDataRequest{Content: tree, LeaseBlobs: triples, ID: id}
+	c.putTriples = triples
+	req := &c.putReq
+	*req = protocol.CreateDataRequest{Content: tree, LeaseBlobs: triples, ID: id}
 	if c.sincePipelineSync+1 >= syncEvery {
 		var reply protocol.CreateDataReply
 		if err := c.callLocked(req, &reply); err != nil {

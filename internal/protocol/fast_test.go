@@ -151,3 +151,36 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRequestFramesInPlace checks AppendRequest against AppendFrame of
+// EncodeRequest, after bytes already in the buffer, for requests that append
+// themselves and for one that is marshalled; a request that fails to
+// marshal leaves the buffer as it was.
+func TestAppendRequestFramesInPlace(t *testing.T) {
+	reqs := []Request{
+		&CreateDataRequest{Content: json.RawMessage(`{"typename":"t"}`), Seal: []ids.ObjectID{4}, Pipelined: true},
+		&ExistsRequest{ID: 3},
+		&CreateDatasRequest{Num: 1, Contents: []json.RawMessage{json.RawMessage(`{"a":1}`)}},
+	}
+	buf := []byte("prefix")
+	want := []byte("prefix")
+	for _, req := range reqs {
+		var err error
+		if buf, err = AppendRequest(buf, req.RequestType(), req); err != nil {
+			t.Fatal(err)
+		}
+		body, err := EncodeRequest(req.RequestType(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = AppendFrame(want, body)
+	}
+	if string(buf) != string(want) {
+		t.Fatalf("AppendRequest wrote\n%q\nwant\n%q", buf, want)
+	}
+	bad := &RegisterRequest{StoreType: json.RawMessage(`{not json`)}
+	got, err := AppendRequest(buf, bad.RequestType(), bad)
+	if err == nil || string(got) != string(want) {
+		t.Fatalf("a request that does not marshal: %v, buffer %q", err, got)
+	}
+}

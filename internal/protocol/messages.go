@@ -426,8 +426,25 @@ func DecodeRequest(body []byte) (Frame, error) {
 
 // EncodeRequest marshals a request with its "type" as the first key.
 func EncodeRequest(wireType string, req Request) ([]byte, error) {
+	return appendRequestBody(make([]byte, 0, 96), wireType, req)
+}
+
+// AppendRequest appends the frame of req (EncodeRequest's body) to dst,
+// writing the body in place: a client that reuses dst encodes a put or a get
+// without allocating. On an error dst is returned as it was.
+func AppendRequest(dst []byte, wireType string, req Request) ([]byte, error) {
+	out, at := BeginFrame(dst)
+	out, err := appendRequestBody(out, wireType, req)
+	if err != nil {
+		return dst, err
+	}
+	EndFrame(out, at)
+	return out, nil
+}
+
+func appendRequestBody(out []byte, wireType string, req Request) ([]byte, error) {
 	if a, ok := req.(requestAppender); ok {
-		out := append(make([]byte, 0, 96), `{"type":"`...)
+		out = append(out, `{"type":"`...)
 		out = append(out, wireType...)
 		return append(a.appendFields(append(out, '"')), '}'), nil
 	}
@@ -435,7 +452,6 @@ func EncodeRequest(wireType string, req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(body)+len(wireType)+12)
 	out = append(out, `{"type":`...)
 	out = strconv.AppendQuote(out, wireType)
 	if len(body) > 2 {
