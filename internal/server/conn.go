@@ -161,6 +161,7 @@ func (c *conn) handleFrame(body []byte) bool {
 		}
 		return true
 	}
+	c.noteRequest() // sched.go
 	switch {
 	case errors.Is(err, errExit):
 		return false

@@ -26,7 +26,8 @@ const (
 // A connection streams while it sends at least streamPuts pipelined puts in
 // each streamWindow: a client putting in a loop sends hundreds, one that
 // puts now and then none or a few. A connection that stops counts until its
-// next put or until it parks (ParkAfter idle) or closes.
+// next request (a put or any other) or until it parks (ParkAfter idle) or
+// closes.
 const (
 	streamWindow = 10 * time.Millisecond
 	streamPuts   = 32
@@ -92,6 +93,9 @@ func (p *schedPolicy) close() {
 	}
 }
 
+// window returns the number of the streamWindow now.
+func (p *schedPolicy) window() int64 { return int64(time.Since(p.start) / streamWindow) }
+
 // notePipelined counts a pipelined put of c (SchedAuto only): at the first
 // put of a window, c streams if the window before had streamPuts puts.
 func (c *conn) notePipelined() {
@@ -99,12 +103,32 @@ func (c *conn) notePipelined() {
 	if p.mode != SchedAuto {
 		return
 	}
-	w := int64(time.Since(p.start) / streamWindow)
+	w := p.window()
 	if w != c.pipeWindow {
-		c.setStreaming(w == c.pipeWindow+1 && c.pipePuts >= streamPuts)
+		c.setStreaming(c.streamedBefore(w))
 		c.pipeWindow, c.pipePuts = w, 0
 	}
 	c.pipePuts++
+}
+
+// streamedBefore reports whether the window before w held streamPuts puts
+// of c (w is the current window).
+func (c *conn) streamedBefore(w int64) bool {
+	return w == c.pipeWindow+1 && c.pipePuts >= streamPuts
+}
+
+// noteRequest ends c's stream at a request other than a pipelined put that
+// comes after a window with fewer than streamPuts puts: a client that
+// stopped putting but goes on with round trips (gets that miss the
+// directory, deletes) no longer counts. The requests a streaming client
+// sends between its puts (a lease, a sync) come within a window of a put.
+func (c *conn) noteRequest() {
+	if !c.streaming {
+		return
+	}
+	if w := c.s.sched.window(); w != c.pipeWindow && !c.streamedBefore(w) {
+		c.setStreaming(false)
+	}
 }
 
 // setStreaming records whether c streams, counting the change.

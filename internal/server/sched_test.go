@@ -67,8 +67,9 @@ func (p *putter) put(n int) {
 
 // TestSchedAutoFollowsStreamingConnections: under SchedAuto the threads go
 // under SCHED_BATCH once as many connections stream pipelined puts as the
-// threshold says (one per CPU; 2 here), and back when one stops (parks);
-// a connection that puts now and then never counts.
+// threshold says (one per CPU; 2 here), and back when one stops (parks, or
+// makes a round trip after a window without puts); a connection that puts
+// now and then never counts.
 func TestSchedAutoFollowsStreamingConnections(t *testing.T) {
 	if p, err := unix.SchedGetAttr(0, 0); err != nil || p.Policy != unix.SCHED_NORMAL {
 		t.Skip("the test does not run under SCHED_NORMAL")
@@ -127,6 +128,27 @@ func TestSchedAutoFollowsStreamingConnections(t *testing.T) {
 	if got := policies(t); got[unix.SCHED_BATCH] == 0 {
 		t.Fatalf("two streaming connections again: policies %v", got)
 	}
+	// A round trip between puts keeps a stream; one after a window
+	// without puts ends it.
+	exists := []byte(`{"type":"exists_request","id":1}`)
+	a.put(40)
+	if !a.c.handleFrame(exists) {
+		t.Fatal("connection closed")
+	}
+	if w := s.sched.window(); w <= a.c.pipeWindow+1 && !a.c.streaming {
+		t.Fatal("a round trip right after 40 puts ended the stream")
+	}
+	time.Sleep(2*streamWindow + time.Millisecond)
+	if !a.c.handleFrame(exists) {
+		t.Fatal("connection closed")
+	}
+	if a.c.streaming {
+		t.Fatal("a round trip two windows after the last put kept the stream")
+	}
+	if got := policies(t); got[unix.SCHED_BATCH] != 0 {
+		t.Fatalf("one streaming connection after a round trip: policies %v; want no SCHED_BATCH", got)
+	}
+	stream(a)
 	// Close puts the threads back (a test's process, or a daemon's last
 	// moments, under the default policy).
 	_ = s.Close()
