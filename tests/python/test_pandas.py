@@ -275,6 +275,36 @@ class _SubFrame(pd.DataFrame):
         return _SubFrame
 
 
+def test_gets_share_no_mutable_part_of_their_labels(client):
+    """Column labels said inline are made once per text and shared as
+    views: what one got frame changes in its columns (the name) reaches no
+    other get, and labels that were pickled are never shared."""
+    ids = [client.put(pd.DataFrame({"a": [1.0], "b": [2.0]})) for _ in range(2)]
+    first = client.get(ids[0])
+    first.columns.name = "changed"
+    second, again = client.get(ids[1]), client.get(ids[0])
+    assert second.columns.name is None and again.columns.name is None
+    assert list(second.columns) == ["a", "b"] and list(again.columns) == ["a", "b"]
+    pickled = pd.DataFrame({_Label("x"): [1.0]})
+    one, two = (client.get(client.put(pickled)) for _ in range(2))
+    assert one.columns[0] == two.columns[0] and one.columns[0] is not two.columns[0]
+    one.columns[0].text = "mutated"
+    assert two.columns[0].text == "x"
+
+
+class _Label:
+    """A hashable column label JSON cannot say (stored pickled), and mutable."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Label) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(("_Label", self.text))
+
+
 def _store_views(column: pd.Series) -> list[tuple[tuple[str, ...], np.ndarray]]:
     """The NumPy arrays a got column must be views of, with the member path
     (below the column's tree) of the tensor each must view."""

@@ -43,6 +43,7 @@ and a categorical's categories are an Index):
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import pickle
@@ -364,13 +365,29 @@ def _inline(meta: ObjectMeta, index: Any) -> bool:
     return False
 
 
-def _inline_values(tree: dict[str, Any], name: Any) -> Any:
+def _inline_values(tree: dict[str, Any]) -> Any:
+    """The Index of a tree whose labels are inline (``values_``). Its fields
+    say it whole, so one Index is made per distinct text (a frame's columns
+    are the same for every frame of a shape: making them was a fifth of a
+    DataFrame get) and each get has a view of it: an Index's data is
+    immutable, but its ``name`` can be set, and the view's is its own.
+    Labels or a name that were pickled (objects JSON cannot say, which may
+    be mutable) are made anew for each get, never shared."""
+    key = (tree["values_"], tree["kind_"], tree.get("na_value_"), tree.get("storage_"), tree.get("name", "null"))
+    if all(type(k) is str and '"pickle"' not in k for k in (key[0], key[4])):
+        return _inline_index(*key).view()
+    return _inline_index.__wrapped__(*key)
+
+
+@functools.lru_cache(maxsize=256)
+def _inline_index(values_text: str, kind: str, na_value: Any, storage: Any, name_text: Any) -> Any:
     import pandas as pd
 
-    values = json.loads(tree["values_"])
-    if tree["kind_"] == "string":
-        na = pd.NA if tree["na_value_"] == "NA" else np.nan
-        return pd.Index(values, dtype=pd.StringDtype(tree["storage_"], na_value=na), name=name)
+    values = json.loads(values_text)
+    name = labels.decode_field(name_text)
+    if kind == "string":
+        na = pd.NA if na_value == "NA" else np.nan
+        return pd.Index(values, dtype=pd.StringDtype(storage, na_value=na), name=name)
     arr = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):  # item by item: a tuple label must stay one item
         arr[i] = labels.decode(v)
@@ -405,9 +422,9 @@ def resolve_index(session: Any, tree: dict[str, Any], pin: Any) -> Any:
                              codes=[resolve_array(session, tree[f"codes_-{i}"], pin) for i in range(n)],
                              names=[labels.decode(v) for v in json.loads(tree["names_"])],
                              sortorder=tree.get("sortorder_"), verify_integrity=False)
-    name = labels.decode_field(tree.get("name", "null"))
     if "values_" in tree:
-        return _inline_values(tree, name)
+        return _inline_values(tree)
+    name = labels.decode_field(tree.get("name", "null"))
     values = resolve_array(session, tree["value_"], pin)
     if "freq_" in tree:
         return _with_freq(pd.Index(values, name=name, copy=False), labels.decode_field(tree["freq_"]))
