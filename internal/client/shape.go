@@ -17,18 +17,22 @@ import (
 
 const (
 	// maxShapeTree is the longest tree that gets a shape number; longer
-	// ones (frames of many columns) get 0, and their callers parse them.
-	maxShapeTree = 4 << 10
-	// maxShapes bounds the table; when it is full it starts over, and the
-	// numbers given before are simply not given again.
-	maxShapes = 4096
+	// ones get 0, and their callers parse them. An Arrow table of 10
+	// columns is 10 KiB, of 64 columns about 64 KiB.
+	maxShapeTree = 64 << 10
+	// maxShapes and maxShapeBytes bound the table: when either is reached
+	// it starts over, and the numbers given before are simply not given
+	// again.
+	maxShapes     = 4096
+	maxShapeBytes = 16 << 20
 )
 
 var shapes = struct {
-	mu   sync.Mutex
-	m    map[string]uint64
-	next uint64
-	buf  []byte // the skeleton being looked up
+	mu    sync.Mutex
+	m     map[string]uint64
+	bytes int // of the skeletons in m
+	next  uint64
+	buf   []byte // the skeleton being looked up
 }{m: make(map[string]uint64)}
 
 // TreeShape returns the shape number of tree, a tree's JSON as the daemon
@@ -48,11 +52,13 @@ func TreeShape(tree []byte) uint64 {
 	if n, ok := shapes.m[string(skel)]; ok {
 		return n
 	}
-	if len(shapes.m) >= maxShapes {
+	if len(shapes.m) >= maxShapes || shapes.bytes+len(skel) > maxShapeBytes {
 		clear(shapes.m)
+		shapes.bytes = 0
 	}
 	shapes.next++
 	shapes.m[string(skel)] = shapes.next
+	shapes.bytes += len(skel)
 	return shapes.next
 }
 

@@ -59,6 +59,28 @@ func TestTreeShapeCutsIDValuesAndSignaturesOnly(t *testing.T) {
 	}
 }
 
+// TestTreeShapesAreBoundedByBytes: long distinct trees fill the table's
+// bytes before its count; it starts over and keeps its numbers new.
+func TestTreeShapesAreBoundedByBytes(t *testing.T) {
+	long := strings.Repeat("x", maxShapeTree-32)
+	first := TreeShape([]byte(`{"bytes":0,"a":"` + long + `"}`))
+	if first == 0 {
+		t.Fatalf("a tree of %d bytes has no shape", len(long)+32)
+	}
+	for i := 1; i <= maxShapeBytes/len(long)+1; i++ {
+		TreeShape(fmt.Appendf(nil, `{"bytes":%d,"a":"%s"}`, i, long))
+		shapes.mu.Lock()
+		held := shapes.bytes
+		shapes.mu.Unlock()
+		if held > maxShapeBytes {
+			t.Fatalf("the table holds %d bytes of skeletons, over %d", held, maxShapeBytes)
+		}
+	}
+	if again := TreeShape([]byte(`{"bytes":0,"a":"` + long + `"}`)); again <= first {
+		t.Fatalf("after the table started over, the shape numbered %d got %d", first, again)
+	}
+}
+
 func TestTreeShapeNumbersAreNeverReused(t *testing.T) {
 	first := TreeShape([]byte(`{"reuse":0}`))
 	for i := 1; i <= maxShapes; i++ { // fills the table: it starts over

@@ -20,6 +20,7 @@ from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
 from ._session import INLINE_BYTES, BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
+from .data.arrow import arrow_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
 from .errors import TimeoutException
@@ -37,6 +38,10 @@ _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 # from the one blob the get pinned, without reading its tree
 # (docs/performance.md, "December 3, evening").
 _plans: dict[int, Any] = {}
+# The same for trees of any number of blobs, from the text the get returned:
+# the shape's plan (arrow_plan, for Arrow trees, whose text libv6d reads
+# itself) or None; a plan skips parsing the tree here.
+_text_plans: dict[int, Any] = {}
 
 
 def _address(arr: np.ndarray) -> int:
@@ -523,6 +528,11 @@ class Client:
         if raw is None:
             return value
         assert pin is not None
+        plan = _text_plans.get(shape) if shape else None
+        if plan is not None:
+            value = plan(self._session, raw)  # while pin holds the blobs
+            if value is not None:
+                return value
         tree = _trees.loads(raw)
         pin.root = (tree, raw)
         try:
@@ -532,7 +542,9 @@ class Client:
         if shape and shape not in _plans:
             if len(_plans) >= 512:
                 _plans.clear()
+                _text_plans.clear()
             _plans[shape] = numpy_plan(tree, pin)
+            _text_plans[shape] = arrow_plan(tree)
         return value
 
     def get_object(self, object_id: IdLike, fetch: bool = False) -> Object:

@@ -1,6 +1,7 @@
-"""Gets through a shape's plan (vineyard.data.tensor.numpy_plan): the second
-get of a tree shape (its number from v6d_get_object_shaped) makes its array
-without parsing the tree, and must return exactly what the parse and
+"""Gets through a shape's plan (vineyard.data.tensor.numpy_plan, and
+vineyard.data.arrow.arrow_plan for Arrow trees of any number of blobs): the
+second get of a tree shape (its number from v6d_get_object_shaped) makes its
+value without parsing the tree, and must return exactly what the parse and
 resolver return."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 import vineyard
 from vineyard import _ffi
 from vineyard import client as client_module
-from vineyard.data import tensor
+from vineyard.data import arrow, tensor
 
 # (value, whether the second and third gets of its shape go through a plan)
 VALUES = [
@@ -163,3 +164,81 @@ def test_a_get_without_room_for_the_shape_fails_and_holds_nothing(client):
         _ffi.call("v6d_get_object_shaped", client._session.handle(), int(oid), 0, *args)
     with pytest.raises(vineyard.errors.ObjectNotExistsException):  # nothing is held
         _ffi.call("v6d_release", client._session.handle(), int(oid))
+
+
+def _arrow_plans_used(monkeypatch) -> list[int]:
+    """Counts the values Arrow plans returned (the plan functions are wrapped)."""
+    used: list[int] = []
+    made = arrow.arrow_plan
+
+    def counting(tree):
+        plan = made(tree)
+        if plan is None:
+            return None
+
+        def wrapped(session, raw):
+            out = plan(session, raw)
+            if out is not None:
+                used.append(1)
+            return out
+
+        return wrapped
+
+    monkeypatch.setattr(client_module, "arrow_plan", counting)
+    monkeypatch.setattr(client_module, "_plans", {})
+    monkeypatch.setattr(client_module, "_text_plans", {})
+    return used
+
+
+def _arrow_values(i: int) -> list:
+    pa = pytest.importorskip("pyarrow")
+    columns = {f"c{j}": np.arange(100, dtype=np.float64) * (i + 1) + j for j in range(24)}  # a tree of ~24 KiB
+    columns["s"] = [f"row {k} of {i}" for k in range(100)]
+    table = pa.table(columns)
+    return [table, table.to_batches()[0], table.column("s"), pa.array(np.arange(5) + i)]
+
+
+@pytest.mark.parametrize("kind", ["Table", "RecordBatch", "ChunkedArray", "Array"])
+def test_a_planned_arrow_get_equals_the_parsed_one(client, vineyard_socket, monkeypatch, kind):
+    used = _arrow_plans_used(monkeypatch)
+    index = ["Table", "RecordBatch", "ChunkedArray", "Array"].index(kind)
+    values = [_arrow_values(i)[index] for i in range(3)]  # one shape, other values
+    ids = [client.put(v) for v in values]
+    with vineyard.connect(vineyard_socket) as other:
+        for _ in range(2):
+            for oid, value in zip(ids, values):
+                got = other.get(oid)
+                assert type(got) is type(value) and got.equals(value)
+    assert len(used) == 5  # every get but the shape's first
+    client.delete(ids)
+
+
+def test_a_new_resolver_takes_over_from_the_arrow_plan(client, vineyard_socket, monkeypatch):
+    used = _arrow_plans_used(monkeypatch)
+    tables = [_arrow_values(i)[0] for i in range(3)]
+    ids = [client.put(t) for t in tables]
+    with vineyard.connect(vineyard_socket) as other:
+        other.get(ids[0])
+        assert other.get(ids[1]).equals(tables[1])
+        assert used == [1]
+        monkeypatch.setattr("vineyard.data.registry._resolvers", dict(vineyard.data.registry._resolvers))
+        vineyard.register_resolver("vineyard::Table", lambda session, tree, pin: "mine")
+        try:
+            assert other.get(ids[2]) == "mine"
+        finally:
+            vineyard.data.registry._by_typename.clear()
+        assert used == [1]
+
+
+def test_an_arrow_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch):
+    used = _arrow_plans_used(monkeypatch)
+    tables = [_arrow_values(i)[0] for i in range(2)]
+    ids = [client.put(t) for t in tables]
+    with vineyard.connect(vineyard_socket) as other:
+        other.get(ids[0])
+        got = other.get(ids[1])
+        assert used == [1]
+        client.delete(ids[1])  # hidden at once, its memory kept while the table lives
+        for i in range(20):  # new puts would reuse freed memory
+            client.put(_arrow_values(7)[0])
+        assert got.equals(tables[1])

@@ -31,7 +31,7 @@ from .. import _ffi
 from .._bindings import ARROW_CHUNKED, ARROW_RECORD_BATCH
 from .._objects import Object, register_object_type
 from .._types import ObjectID
-from .registry import register_builder, register_protocol_builder, register_resolver
+from .registry import register_builder, register_protocol_builder, register_resolver, resolver_of
 from .upstream_arrow import is_upstream_arrow, resolve_schema, resolve_upstream_arrow
 
 __all__ = [
@@ -224,9 +224,38 @@ def resolve_arrow(session: Any, tree: dict[str, Any], pin: Any = None) -> Any:
     """
     if is_upstream_arrow(tree):  # written by upstream's package
         return resolve_upstream_arrow(session, tree, pin)
-    typename = str(tree.get("typename", ""))
-    body = _tree_json(tree, pin)
+    return _resolve_body(session, str(tree.get("typename", "")), tree.get(_PRODUCER), _tree_json(tree, pin))
+
+
+def arrow_plan(tree: dict[str, Any]) -> Any:
+    """A get of every later tree of ``tree``'s shape (its shape number, see
+    v6d_get_object_shaped) from its text, without parsing it in Python:
+    ``plan(session, raw)`` is what :func:`resolve_arrow` returns for such a
+    tree, given the text the get returned (libv6d reads the text, as it does
+    for every Arrow get), or None where the plan does not apply. None when
+    ``tree`` is not an Arrow tree of ours whose resolver is
+    :func:`resolve_arrow`.
+
+    Within one shape everything but the ids and signatures is the same text:
+    the typename, the producer and the layout (ours or upstream's) are those
+    of ``tree``. Each call still checks that :func:`resolve_arrow` is the
+    resolver registered for the typename. Parsing the tree was half of a
+    table's get (70 µs of 134 for 10 columns)."""
+    typename = tree.get("typename")
+    if not isinstance(typename, str) or resolver_of(typename) is not resolve_arrow or is_upstream_arrow(tree):
+        return None
     producer = tree.get(_PRODUCER)
+
+    def plan(session: Any, raw: bytes) -> Any:
+        if resolver_of(typename) is not resolve_arrow:
+            return None
+        return _resolve_body(session, typename, producer, raw)
+
+    return plan
+
+
+def _resolve_body(session: Any, typename: str, producer: Any, body: bytes) -> Any:
+    """resolve_arrow of a tree of ours, given its typename, producer and text."""
     if producer in ("polars.DataFrame", "polars.Series"):
         try:
             import polars as pl

@@ -77,7 +77,14 @@ def build(session: Any, value: Any, **kw: Any) -> ObjectID:
 def resolve(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     """Turns a tree into a value with the resolver of its typename, or returns
     its ObjectMeta when no resolver matches."""
-    typename = str(tree.get("typename", ""))
+    fn = resolver_of(str(tree.get("typename", "")))
+    if fn is None:
+        return ObjectMeta(tree)
+    return fn(session, tree, pin)
+
+
+def resolver_of(typename: str) -> Any:
+    """The resolver of ``typename`` (its longest registered prefix), or None."""
     fn = _by_typename.get(typename)
     if fn is None:
         best = ""
@@ -85,8 +92,8 @@ def resolve(session: Any, tree: dict[str, Any], pin: Any) -> Any:
             if typename.startswith(prefix) and len(prefix) > len(best):
                 best = prefix
         if not best:
-            return ObjectMeta(tree)
+            return None
         fn = _by_typename[typename] = _resolvers[best]
-    return fn(session, tree, pin)
+    return fn
 
 
