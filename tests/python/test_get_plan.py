@@ -13,7 +13,6 @@ import pytest
 import vineyard
 from vineyard import _ffi
 from vineyard import client as client_module
-from vineyard.data import arrow, tensor
 
 # (value, whether the second and third gets of its shape go through a plan)
 VALUES = [
@@ -31,27 +30,34 @@ VALUES = [
 ]
 
 
-def _plans_used(monkeypatch) -> list[int]:
-    """Counts the arrays plans returned (the plan functions are wrapped)."""
+def _count_plans(monkeypatch, maker: str) -> list[int]:
+    """Counts the values the plans of ``maker`` (numpy_plan or arrow_plan, as
+    the client module calls it) returned: the plan functions are wrapped, and
+    the plans made so far forgotten."""
     used: list[int] = []
-    made = tensor.numpy_plan
+    made = getattr(client_module, maker)
 
-    def counting(tree, pin):
-        plan = made(tree, pin)
+    def counting(*tree_args):
+        plan = made(*tree_args)
         if plan is None:
             return None
 
-        def wrapped(conn, oid, address, size):
-            out = plan(conn, oid, address, size)
+        def wrapped(*get_args):
+            out = plan(*get_args)
             if out is not None:
                 used.append(1)
             return out
 
         return wrapped
 
-    monkeypatch.setattr(client_module, "numpy_plan", counting)
+    monkeypatch.setattr(client_module, maker, counting)
     monkeypatch.setattr(client_module, "_plans", {})
+    monkeypatch.setattr(client_module, "_text_plans", {})
     return used
+
+
+def _plans_used(monkeypatch) -> list[int]:
+    return _count_plans(monkeypatch, "numpy_plan")
 
 
 @pytest.mark.parametrize(("value", "plannable"), VALUES, ids=[f"{v.dtype.str}{list(v.shape)}" for v, _ in VALUES])
@@ -74,28 +80,41 @@ def test_a_planned_get_equals_the_parsed_one(client, vineyard_socket, monkeypatc
     client.delete(ids)
 
 
-def test_a_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch):
-    used = _plans_used(monkeypatch)
-    ids = [client.put(np.full(1000, i, dtype=np.int64)) for i in range(2)]
+@pytest.mark.parametrize("maker", ["numpy_plan", "arrow_plan"])
+def test_a_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch, maker):
+    used = _count_plans(monkeypatch, maker)
+    if maker == "numpy_plan":
+        values, filler = [np.full(1000, i, dtype=np.int64) for i in range(2)], np.full(1000, -1, dtype=np.int64)
+    else:
+        values, filler = [_arrow_values(i)[0] for i in range(2)], _arrow_values(7)[0]
+    ids = [client.put(v) for v in values]
     with vineyard.connect(vineyard_socket) as other:
         other.get(ids[0])
-        view = other.get(ids[1])
+        got = other.get(ids[1])
         assert used == [1]
-        client.delete(ids[1])  # hidden at once, its memory kept while the view lives
-        for i in range(50):  # new puts would reuse freed memory
-            client.put(np.full(1000, -1, dtype=np.int64))
-        assert (view == 1).all()
+        client.delete(ids[1])  # hidden at once, its memory kept while the value lives
+        for _ in range(50):  # new puts would reuse freed memory
+            client.put(filler)
+        if maker == "numpy_plan":
+            assert (got == 1).all()
+        else:
+            assert got.equals(values[1])
 
 
-def test_a_new_resolver_takes_over_from_the_plan(client, vineyard_socket, monkeypatch):
-    used = _plans_used(monkeypatch)
-    ids = [client.put(np.arange(4, dtype=np.int8)) for _ in range(3)]
+@pytest.mark.parametrize("maker", ["numpy_plan", "arrow_plan"])
+def test_a_new_resolver_takes_over_from_the_plan(client, vineyard_socket, monkeypatch, maker):
+    used = _count_plans(monkeypatch, maker)
+    if maker == "numpy_plan":
+        values, typename = [np.arange(4, dtype=np.int8)] * 3, "vineyard::Tensor<int8>"
+    else:
+        values, typename = [_arrow_values(i)[0] for i in range(3)], "vineyard::Table"
+    ids = [client.put(v) for v in values]
     with vineyard.connect(vineyard_socket) as other:
         other.get(ids[0])
         other.get(ids[1])
         assert used == [1]
         monkeypatch.setattr("vineyard.data.registry._resolvers", dict(vineyard.data.registry._resolvers))
-        vineyard.register_resolver("vineyard::Tensor<int8>", lambda session, tree, pin: "mine")
+        vineyard.register_resolver(typename, lambda session, tree, pin: "mine")
         try:
             assert other.get(ids[2]) == "mine"
         finally:
@@ -166,30 +185,6 @@ def test_a_get_without_room_for_the_shape_fails_and_holds_nothing(client):
         _ffi.call("v6d_release", client._session.handle(), int(oid))
 
 
-def _arrow_plans_used(monkeypatch) -> list[int]:
-    """Counts the values Arrow plans returned (the plan functions are wrapped)."""
-    used: list[int] = []
-    made = arrow.arrow_plan
-
-    def counting(tree):
-        plan = made(tree)
-        if plan is None:
-            return None
-
-        def wrapped(session, raw):
-            out = plan(session, raw)
-            if out is not None:
-                used.append(1)
-            return out
-
-        return wrapped
-
-    monkeypatch.setattr(client_module, "arrow_plan", counting)
-    monkeypatch.setattr(client_module, "_plans", {})
-    monkeypatch.setattr(client_module, "_text_plans", {})
-    return used
-
-
 def _arrow_values(i: int) -> list:
     pa = pytest.importorskip("pyarrow")
     columns = {f"c{j}": np.arange(100, dtype=np.float64) * (i + 1) + j for j in range(24)}  # a tree of ~24 KiB
@@ -200,7 +195,7 @@ def _arrow_values(i: int) -> list:
 
 @pytest.mark.parametrize("kind", ["Table", "RecordBatch", "ChunkedArray", "Array"])
 def test_a_planned_arrow_get_equals_the_parsed_one(client, vineyard_socket, monkeypatch, kind):
-    used = _arrow_plans_used(monkeypatch)
+    used = _count_plans(monkeypatch, "arrow_plan")
     index = ["Table", "RecordBatch", "ChunkedArray", "Array"].index(kind)
     values = [_arrow_values(i)[index] for i in range(3)]  # one shape, other values
     ids = [client.put(v) for v in values]
@@ -211,34 +206,3 @@ def test_a_planned_arrow_get_equals_the_parsed_one(client, vineyard_socket, monk
                 assert type(got) is type(value) and got.equals(value)
     assert len(used) == 5  # every get but the shape's first
     client.delete(ids)
-
-
-def test_a_new_resolver_takes_over_from_the_arrow_plan(client, vineyard_socket, monkeypatch):
-    used = _arrow_plans_used(monkeypatch)
-    tables = [_arrow_values(i)[0] for i in range(3)]
-    ids = [client.put(t) for t in tables]
-    with vineyard.connect(vineyard_socket) as other:
-        other.get(ids[0])
-        assert other.get(ids[1]).equals(tables[1])
-        assert used == [1]
-        monkeypatch.setattr("vineyard.data.registry._resolvers", dict(vineyard.data.registry._resolvers))
-        vineyard.register_resolver("vineyard::Table", lambda session, tree, pin: "mine")
-        try:
-            assert other.get(ids[2]) == "mine"
-        finally:
-            vineyard.data.registry._by_typename.clear()
-        assert used == [1]
-
-
-def test_an_arrow_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch):
-    used = _arrow_plans_used(monkeypatch)
-    tables = [_arrow_values(i)[0] for i in range(2)]
-    ids = [client.put(t) for t in tables]
-    with vineyard.connect(vineyard_socket) as other:
-        other.get(ids[0])
-        got = other.get(ids[1])
-        assert used == [1]
-        client.delete(ids[1])  # hidden at once, its memory kept while the table lives
-        for i in range(20):  # new puts would reuse freed memory
-            client.put(_arrow_values(7)[0])
-        assert got.equals(tables[1])
