@@ -21,6 +21,7 @@ from ._objects import Blob, Object, object_type
 from ._session import INLINE_BYTES, BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
 from .data.arrow import arrow_plan
+from .data.dataframe import dataframe_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
 from .errors import TimeoutException
@@ -39,8 +40,9 @@ _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
 # (docs/performance.md, "December 3, evening").
 _plans: dict[int, Any] = {}
 # The same for trees of any number of blobs, from the text the get returned:
-# the shape's plan (arrow_plan, for Arrow trees, whose text libv6d reads
-# itself) or None; a plan skips parsing the tree here.
+# the shape's plan (arrow_plan for Arrow trees, whose text libv6d reads itself;
+# dataframe_plan for frames of NumPy columns, which finds each column's blob
+# among the text's ids) or None; a plan skips parsing the tree here.
 _text_plans: dict[int, Any] = {}
 
 
@@ -530,7 +532,7 @@ class Client:
         assert pin is not None
         plan = _text_plans.get(shape) if shape else None
         if plan is not None:
-            value = plan(self._session, raw)  # while pin holds the blobs
+            value = plan(self._session, raw, pin)
             if value is not None:
                 return value
         tree = _trees.loads(raw)
@@ -544,7 +546,7 @@ class Client:
                 _plans.clear()
                 _text_plans.clear()
             _plans[shape] = numpy_plan(tree, pin)
-            _text_plans[shape] = arrow_plan(tree)
+            _text_plans[shape] = arrow_plan(tree) or dataframe_plan(tree, raw)
         return value
 
     def get_object(self, object_id: IdLike, fetch: bool = False) -> Object:

@@ -1,5 +1,6 @@
-"""Gets through a shape's plan (vineyard.data.tensor.numpy_plan, and
-vineyard.data.arrow.arrow_plan for Arrow trees of any number of blobs): the
+"""Gets through a shape's plan (vineyard.data.tensor.numpy_plan, and for
+trees of any number of blobs vineyard.data.arrow.arrow_plan and
+vineyard.data.dataframe.dataframe_plan): the
 second get of a tree shape (its number from v6d_get_object_shaped) makes its
 value without parsing the tree, and must return exactly what the parse and
 resolver return."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+import pandas as pd
 import pytest
 import vineyard
 from vineyard import _ffi
@@ -31,7 +33,7 @@ VALUES = [
 
 
 def _count_plans(monkeypatch, maker: str) -> list[int]:
-    """Counts the values the plans of ``maker`` (numpy_plan or arrow_plan, as
+    """Counts the values the plans of ``maker`` (numpy_plan, arrow_plan or dataframe_plan, as
     the client module calls it) returned: the plan functions are wrapped, and
     the plans made so far forgotten."""
     used: list[int] = []
@@ -80,13 +82,31 @@ def test_a_planned_get_equals_the_parsed_one(client, vineyard_socket, monkeypatc
     client.delete(ids)
 
 
-@pytest.mark.parametrize("maker", ["numpy_plan", "arrow_plan"])
+MAKERS = ["numpy_plan", "arrow_plan", "dataframe_plan"]
+
+
+def _value_of(maker: str, i: int):
+    """The i-th of values of one tree shape that ``maker``'s plans get."""
+    if maker == "numpy_plan":
+        return np.full(1000, i, dtype=np.int64)
+    if maker == "arrow_plan":
+        return _arrow_values(i)[0]
+    return _frame(i)
+
+
+def _assert_same(got, want) -> None:
+    if isinstance(want, np.ndarray):
+        np.testing.assert_array_equal(got, want)
+    elif isinstance(want, pd.DataFrame):
+        pd.testing.assert_frame_equal(got, want, check_flags=True)
+    else:
+        assert got.equals(want)
+
+
+@pytest.mark.parametrize("maker", MAKERS)
 def test_a_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch, maker):
     used = _count_plans(monkeypatch, maker)
-    if maker == "numpy_plan":
-        values, filler = [np.full(1000, i, dtype=np.int64) for i in range(2)], np.full(1000, -1, dtype=np.int64)
-    else:
-        values, filler = [_arrow_values(i)[0] for i in range(2)], _arrow_values(7)[0]
+    values = [_value_of(maker, i) for i in range(2)]
     ids = [client.put(v) for v in values]
     with vineyard.connect(vineyard_socket) as other:
         other.get(ids[0])
@@ -94,20 +114,16 @@ def test_a_plan_keeps_the_object_pinned(client, vineyard_socket, monkeypatch, ma
         assert used == [1]
         client.delete(ids[1])  # hidden at once, its memory kept while the value lives
         for _ in range(50):  # new puts would reuse freed memory
-            client.put(filler)
-        if maker == "numpy_plan":
-            assert (got == 1).all()
-        else:
-            assert got.equals(values[1])
+            client.put(_value_of(maker, 7))
+        _assert_same(got, values[1])
 
 
-@pytest.mark.parametrize("maker", ["numpy_plan", "arrow_plan"])
+@pytest.mark.parametrize("maker", MAKERS)
 def test_a_new_resolver_takes_over_from_the_plan(client, vineyard_socket, monkeypatch, maker):
     used = _count_plans(monkeypatch, maker)
-    if maker == "numpy_plan":
-        values, typename = [np.arange(4, dtype=np.int8)] * 3, "vineyard::Tensor<int8>"
-    else:
-        values, typename = [_arrow_values(i)[0] for i in range(3)], "vineyard::Table"
+    values = [_value_of(maker, i) for i in range(3)]
+    typename = {"numpy_plan": "vineyard::Tensor<int64>", "arrow_plan": "vineyard::Table",
+                "dataframe_plan": "vineyard::DataFrame"}[maker]
     ids = [client.put(v) for v in values]
     with vineyard.connect(vineyard_socket) as other:
         other.get(ids[0])
@@ -206,3 +222,63 @@ def test_a_planned_arrow_get_equals_the_parsed_one(client, vineyard_socket, monk
                 assert type(got) is type(value) and got.equals(value)
     assert len(used) == 5  # every get but the shape's first
     client.delete(ids)
+
+
+def _frame(i: int, rows: int = 100) -> pd.DataFrame:
+    """Frames of one shape (dtypes, labels, rows) and other values."""
+    return pd.DataFrame({
+        "f": np.arange(rows, dtype=np.float64) * (i + 1),
+        "i": np.arange(rows, dtype=np.int32) + i,
+        "b": (np.arange(rows) + i) % 3 == 0,
+        "t": pd.date_range("2020", periods=rows, freq="s") + pd.Timedelta(seconds=i),
+        7: np.full(rows, i, dtype=np.uint8),
+    })
+
+
+FRAMES = {
+    "plain": (_frame, True),
+    "no-duplicates": (lambda i: _frame(i).set_flags(allows_duplicate_labels=False), True),
+    "columns-named": (lambda i: _frame(i).rename_axis("cols", axis=1), True),
+    "index": (lambda i: _frame(i).set_index("i"), False),
+    "attrs": (lambda i: _with_attrs(_frame(i)), False),
+    "string-column": (lambda i: _frame(i).assign(s=[f"r{k}" for k in range(100)]), False),
+    "multiindex-columns": (lambda i: _frame(i).set_axis(pd.MultiIndex.from_tuples(
+        [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]), axis=1), False),
+    "empty": (lambda i: _frame(i, rows=0), False),
+}
+
+
+def _with_attrs(df: pd.DataFrame) -> pd.DataFrame:
+    df.attrs["source"] = "test"
+    return df
+
+
+@pytest.mark.parametrize("name", list(FRAMES))
+def test_a_planned_frame_get_equals_the_parsed_one(client, vineyard_socket, monkeypatch, name):
+    used = _count_plans(monkeypatch, "dataframe_plan")
+    make, plannable = FRAMES[name]
+    values = [make(i) for i in range(3)]  # one shape, other values
+    ids = [client.put(v) for v in values]
+    with vineyard.connect(vineyard_socket) as other:
+        for _ in range(2):
+            for oid, value in zip(ids, values):
+                got = other.get(oid)
+                pd.testing.assert_frame_equal(got, value, check_flags=True)
+                assert got.attrs == value.attrs
+    assert len(used) == (5 if plannable else 0)  # every get but the shape's first
+    client.delete(ids)
+
+
+def test_a_planned_frame_copies_on_write(client, vineyard_socket, monkeypatch):
+    used = _count_plans(monkeypatch, "dataframe_plan")
+    ids = [client.put(_frame(i)) for i in range(2)]
+    with vineyard.connect(vineyard_socket) as other:
+        other.get(ids[0])
+        got = other.get(ids[1])
+        assert used == [1]
+        got.iloc[0, 0] = -5.0  # copies the block; the store keeps its bytes
+        got.columns.name = "mine"
+        assert got.iloc[0, 0] == -5.0
+        again = other.get(ids[1])
+        pd.testing.assert_frame_equal(again, _frame(1))
+        assert again.columns.name is None

@@ -230,7 +230,7 @@ def resolve_arrow(session: Any, tree: dict[str, Any], pin: Any = None) -> Any:
 def arrow_plan(tree: dict[str, Any]) -> Any:
     """A get of every later tree of ``tree``'s shape (its shape number, see
     v6d_get_object_shaped) from its text, without parsing it in Python:
-    ``plan(session, raw)`` is what :func:`resolve_arrow` returns for such a
+    ``plan(session, raw, pin)`` is what :func:`resolve_arrow` returns for such a
     tree, given the text the get returned (libv6d reads the text, as it does
     for every Arrow get), or None where the plan does not apply. None when
     ``tree`` is not an Arrow tree of ours whose resolver is
@@ -246,7 +246,7 @@ def arrow_plan(tree: dict[str, Any]) -> Any:
         return None
     producer = tree.get(_PRODUCER)
 
-    def plan(session: Any, raw: bytes) -> Any:
+    def plan(session: Any, raw: bytes, pin: Any) -> Any:
         if resolver_of(typename) is not resolve_arrow:
             return None
         return _resolve_body(session, typename, producer, raw)
