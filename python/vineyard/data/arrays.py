@@ -368,7 +368,7 @@ def _inline(meta: ObjectMeta, index: Any) -> bool:
 def _inline_values(tree: dict[str, Any]) -> Any:
     """The Index of a tree whose labels are inline (``values_``). Its fields
     say it whole, so one Index is made per distinct text (a frame's columns
-    are the same for every frame of a shape: making them was a fifth of a
+    are the same for every frame of a shape: making them was a third of a
     DataFrame get) and each get has a view of it: an Index's data is
     immutable, but its ``name`` can be set, and the view's is its own.
     Labels or a name that were pickled (objects JSON cannot say, which may

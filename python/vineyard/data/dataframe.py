@@ -147,7 +147,7 @@ def dataframe_plan(tree: dict[str, Any], raw: bytes) -> Any:
     blob id among the ids in document order (``_trees.split``, a regex scan
     instead of a parse). Each call still checks that the resolvers are the
     registered ones and that each column's blob was pinned by the get and
-    holds the bytes. A frame of 10 columns: 112 -> 62 µs a get."""
+    holds the bytes. A frame of 10 columns in a loop: 117-120 -> 79-81 µs a get."""
     from .._session import _blob_id
     from .._trees import split
 
@@ -183,6 +183,7 @@ def dataframe_plan(tree: dict[str, Any], raw: bytes) -> Any:
     if not columns:
         return None
     shape2 = (1, rows)
+    nids = len(ids)
     no_duplicates = tree.get("allows_duplicate_labels_") is False
 
     def plan(session: Any, raw: bytes, pin: Any) -> Any:
@@ -193,9 +194,11 @@ def dataframe_plan(tree: dict[str, Any], raw: bytes) -> Any:
         if got is None or not views:
             return None
         ids = got[1][1::3]
+        if len(ids) != nids:  # one shape, so never; but never an index error either
+            return None
         blocks = []
         for i, (typename, at, typestr, need) in enumerate(columns):
-            if resolver_of(typename) is not tensor.resolve_numpy:
+            if resolver_of(typename) is not tensor.resolve_numpy or ids[at] is None:
                 return None
             view = views.get(_blob_id(ids[at].decode()))
             if view is None or view[1] < need:
