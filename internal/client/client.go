@@ -69,8 +69,9 @@ type Client struct {
 	putErr            *putError
 	unacked           []protocol.Request // sent ahead of pipelined puts, acknowledgements unread
 	verdict           treeVerdict        // what the last pipelined put's tree allows
-	// A leased put's request and blob triples, reused: encoded into wbuf
-	// before the put returns, neither is kept past it.
+	// A leased put's request and blob triples, reused: both are encoded
+	// into wbuf before the put returns and never read after it (the request
+	// points at the last put's tree until the next put overwrites it).
 	putReq     protocol.CreateDataRequest
 	putTriples []uint64
 

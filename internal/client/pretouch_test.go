@@ -40,11 +40,11 @@ func mapped(t *testing.T, b []byte) []bool {
 
 // requireMapped fails the test unless the pages of b are mapped, all but at
 // most one in 64 (b starts at arena offset at, for the message). A read
-// fault maps the resident pages around it, but fault-around skips a page it
-// cannot lock at that instant (it only tries the lock; the daemon's
-// pre-fault and this guest's DAMON, which scans physical pages, hold such
-// locks briefly), so a page may stay unmapped until it is touched: once in
-// some hundred runs under make test.
+// fault maps the resident pages around it, but fault-around only tries each
+// page's lock and skips one held at that instant (by the daemon's pre-fault,
+// say, or this guest's DAMON, which scans physical pages), so a page may
+// stay unmapped until it is touched; a fresh-clone make test saw one such
+// page once.
 func requireMapped(t *testing.T, b []byte, at uint64, what string) {
 	t.Helper()
 	var missing []uint64

@@ -530,7 +530,7 @@ class Client:
         if raw is None:
             return value
         assert pin is not None
-        plan = _text_plans.get(shape) if shape else None
+        plan = _text_plans.get(shape)  # shape 0 (none) is never a key
         if plan is not None:
             value = plan(self._session, raw, pin)
             if value is not None:

@@ -28,7 +28,7 @@ from . import tensor
 from .arrays import build_array, build_index, resolve_array, resolve_index, values_of
 from .base import build_pickle
 from .batch import BlobBatch
-from .ndframe import decode_ndframe, encode_ndframe, protect
+from .ndframe import decode_ndframe, encode_ndframe
 from .registry import register_builder, register_resolver, resolver_of
 
 __all__ = ["build_dataframe", "dataframe_plan", "register", "resolve_dataframe"]
@@ -145,9 +145,11 @@ def dataframe_plan(tree: dict[str, Any], raw: bytes) -> Any:
     Within one shape everything but the ids and signatures is the same text:
     the dtypes, the row count and the labels, and the place of each column's
     blob id among the ids in document order (``_trees.split``, a regex scan
-    instead of a parse). Each call still checks that the resolvers are the
-    registered ones and that each column's blob was pinned by the get and
-    holds the bytes. A frame of 10 columns in a loop: 117-120 -> 79-81 µs a get."""
+    instead of a parse). Each call still checks that :func:`resolve_dataframe`
+    is the registered resolver (its columns, as there, are views whatever
+    resolvers are registered for tensors) and that each column's blob was
+    pinned by the get and holds the bytes. A frame of 10 columns in a loop:
+    117-120 -> 79-81 µs a get."""
     from .._session import _blob_id
     from .._trees import split
 
@@ -166,53 +168,39 @@ def dataframe_plan(tree: dict[str, Any], raw: bytes) -> Any:
     ids = parts[1][1::3]
     columns, rows = [], -1
     try:
-        n = int(tree["__values_-size"])
-        for i in range(n):
+        for i in range(int(tree["__values_-size"])):
             column = tree[f"__values_-value-{i}"]
-            typename, blob = column["typename"], column["buffer_"]["id"].encode()
-            dtype, shape = tensor._dtype(column["value_type_meta_"]), tensor._parse_shape(column["shape_"])
-            if (not typename.startswith("vineyard::Tensor<") or resolver_of(typename) is not tensor.resolve_numpy
-                    or typename == "vineyard::Tensor<std::string>" or "tz_" in column or dtype.hasobject
-                    or str(column.get("order_", '"C"')) not in ('"C"', "C") or len(shape) != 1
-                    or shape[0] == 0 or rows not in (-1, shape[0]) or ids.count(blob) != 1):
+            spec, blob = tensor.plain_tensor(column), column["buffer_"]["id"].encode()
+            if (spec is None or "tz_" in column or len(spec[2]) != 1 or rows not in (-1, spec[2][0])
+                    or ids.count(blob) != 1):
                 return None
-            rows = shape[0]
-            columns.append((typename, ids.index(blob), dtype.str, rows * dtype.itemsize))
+            _, dtype, (rows,) = spec
+            columns.append((ids.index(blob), dtype.str, rows * dtype.itemsize))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     if not columns:
         return None
-    shape2 = (1, rows)
-    nids = len(ids)
-    no_duplicates = tree.get("allows_duplicate_labels_") is False
+    shape2, nids = (1, rows), len(ids)
+    flags = {k: tree[k] for k in ("allows_duplicate_labels_",) if k in tree}  # what decode_ndframe reads; no attrs_
 
     def plan(session: Any, raw: bytes, pin: Any) -> Any:
-        if resolver_of(DATAFRAME) is not resolve_dataframe:
-            return None
         got = split(raw)
-        views = getattr(pin, "views", None)
-        if got is None or not views:
+        if resolver_of(DATAFRAME) is not resolve_dataframe or got is None or not pin.views:
             return None
         ids = got[1][1::3]
         if len(ids) != nids:  # one shape, so never; but never an index error either
             return None
         blocks = []
-        for i, (typename, at, typestr, need) in enumerate(columns):
-            if resolver_of(typename) is not tensor.resolve_numpy or ids[at] is None:
-                return None
-            view = views.get(_blob_id(ids[at].decode()))
+        for i, (at, typestr, need) in enumerate(columns):
+            view = pin.views.get(_blob_id(ids[at].decode())) if ids[at] is not None else None
             if view is None or view[1] < need:
                 return None
-            values = np.asarray(ArrayHolder(pin, view[0], shape2, typestr))
-            blocks.append((values, np.array([i], dtype=np.intp)))
+            blocks.append((np.asarray(ArrayHolder(pin, view[0], shape2, typestr)), np.array([i], dtype=np.intp)))
         import pandas as pd
 
-        frame = create_dataframe_from_blocks(blocks, index=pd.RangeIndex(rows), columns=resolve_index(
-            session, labels_tree, pin))
-        protect(frame, pin)
-        if no_duplicates:
-            frame.flags.allows_duplicate_labels = False
-        return frame
+        columns_index = resolve_index(session, labels_tree, pin)
+        return decode_ndframe(create_dataframe_from_blocks(blocks, index=pd.RangeIndex(rows), columns=columns_index),
+                              flags, pin)
 
     return plan
 

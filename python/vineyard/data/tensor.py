@@ -17,7 +17,7 @@ from .base import build_pickle
 from .batch import BlobBatch
 from .registry import _by_typename, register_builder, register_resolver
 
-__all__ = ["build_numpy", "numpy_plan", "register", "resolve_numpy", "tensor_meta"]
+__all__ = ["build_numpy", "numpy_plan", "plain_tensor", "register", "resolve_numpy", "tensor_meta"]
 
 _CPP_TYPES = {"int32": "int", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "float32": "float", "float64": "double"}
@@ -164,6 +164,26 @@ def resolve_numpy(session: Any, tree: dict[str, Any], pin: Any) -> Any:
     return view
 
 
+def plain_tensor(tree: dict[str, Any]) -> tuple[str, Any, tuple[int, ...]] | None:
+    """(typename, dtype, shape) of a tensor tree that :func:`resolve_numpy`
+    makes a plain view of: a C-order tensor of a NumPy dtype with bytes to
+    view (not upstream's string tensor, not objects, not empty); else None.
+    What the get plans (:func:`numpy_plan`, ``dataframe_plan``) fix per
+    tree shape."""
+    typename = tree.get("typename")
+    if not isinstance(typename, str) or not typename.startswith("vineyard::Tensor<") \
+            or typename == "vineyard::Tensor<std::string>" or str(tree.get("order_", '"C"')) not in ('"C"', "C"):
+        return None
+    try:
+        dtype = _dtype(tree["value_type_meta_"])
+        shape = _parse_shape(tree["shape_"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if dtype.hasobject or math.prod(shape) == 0:
+        return None
+    return typename, dtype, shape
+
+
 def numpy_plan(tree: dict[str, Any], pin: Any) -> Any:
     """A get of every later tree of ``tree``'s shape (its shape number, see
     v6d_get_object_shaped) without parsing it: ``plan(conn, oid, address,
@@ -179,23 +199,20 @@ def numpy_plan(tree: dict[str, Any], pin: Any) -> Any:
     one blob a get pins, is the tensor's buffer. Each call still checks that
     ``resolve_numpy`` is the resolver registered for the typename, and that
     the blob holds the bytes the shape needs."""
-    typename = tree.get("typename")
-    if not isinstance(typename, str) or not typename.startswith("vineyard::Tensor<") \
-            or typename == "vineyard::Tensor<std::string>" or str(tree.get("order_", '"C"')) not in ('"C"', "C"):
+    spec = plain_tensor(tree)
+    if spec is None:
         return None
+    typename, dtype, shape = spec
     blob = tree.get("buffer_")
     members = [v for v in tree.values() if isinstance(v, (dict, list))]
     try:
-        dtype = _dtype(tree["value_type_meta_"])
-        shape = _parse_shape(tree["shape_"])
         views = pin.views or {}
         bid = int(ObjectID(blob["id"]))  # type: ignore[index]
         blob_type = blob["typename"]  # type: ignore[index]
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     need = math.prod(shape) * dtype.itemsize
-    if dtype.hasobject or need == 0 or members != [blob] or blob_type != "vineyard::Blob" \
-            or list(views) != [bid] or views[bid][1] < need:
+    if members != [blob] or blob_type != "vineyard::Blob" or list(views) != [bid] or views[bid][1] < need:
         return None
     typestr = dtype.str
 
