@@ -5,48 +5,32 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/memsize"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/server"
-	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
-// options are the daemon's settings, filled in by parseArgs.
-type options struct {
-	socket          string // "" for server.DefaultSocket()
-	socketMode      os.FileMode
-	size            uint64
-	reserve         bool
-	prefaultAhead   int64 // 0: the default; negative: off
-	schedBatch      server.SchedMode
-	dirEntries      uint64 // 0: from the size
-	allowOvercommit bool
-	meta            string
-	instanceID      uint64
-	instanceIDSet   bool
-	etcdEndpoints   []string
-	etcdPrefix      string
-	etcdTimeout     time.Duration
-	etcdLeaseTTL    time.Duration
+// settings are what the command line sets: the server's config, which
+// the flag table writes directly (one declaration of every setting, with
+// its defaults in server.Config), and the few settings of the process
+// itself.
+type settings struct {
+	server.Config
 	logLevel        slog.Level
+	checkInvariants time.Duration // 0: off
+	noRPC           bool          // --norpc: RPCEndpoint is cleared once every flag is read
+	peerGiven       bool          // --peer-port was given (peerflags.go)
+}
 
-	maxConnections   int
-	maxInflightBytes uint64
-	maxReplyBytes    uint64
-	frameTimeout     time.Duration
-	checkInvariants  time.Duration
-
-	rpc         bool // the TCP listener, on rpcHost:rpcPort
-	rpcHost     string
-	rpcPort     int
-	rpcSecret   []byte
-	rpcInsecure bool
-
-	peer peerOptions // the gRPC peer service (peerflags.go)
+// defaultSettings are the settings of a daemon started with no flags.
+func defaultSettings() settings {
+	return settings{Config: server.Defaults(), logLevel: slog.LevelInfo}
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -54,86 +38,86 @@ type options struct {
 // --reserve-memory. A boolean flag (arg == "") also takes =true/=false and a
 // "no" prefix (--norpc).
 type flagDef struct {
-	name  string                           // canonical spelling, with dashes
-	arg   string                           // placeholder of the value; "" for a boolean flag
-	def   func() string                    // the default, as --help shows it
-	usage string                           // one line or more of help
-	set   func(o *options, v string) error // stores the value ("true"/"false" for booleans)
+	name  string                            // canonical spelling, with dashes
+	arg   string                            // placeholder of the value; "" for a boolean flag
+	def   func(d *settings) string          // the default, as --help shows it, from defaultSettings
+	usage string                            // one line or more of help
+	set   func(o *settings, v string) error // stores the value ("true"/"false" for booleans)
 }
 
-func constant(s string) func() string { return func() string { return s } }
+func constant(s string) func(*settings) string { return func(*settings) string { return s } }
 
 // flags is the table of every flag; a new flag is one row.
 var flags = []flagDef{
-	{"socket", "PATH", server.DefaultSocket,
+	{"socket", "PATH", func(d *settings) string { return d.Socket },
 		"UNIX socket the clients connect to (they find it through VINEYARD_IPC_SOCKET);\n" +
 			"default /var/run/vineyard.sock for root, else $XDG_RUNTIME_DIR/vineyard.sock, else\n" +
 			"/tmp/vineyard-$UID/vineyard.sock (that directory must be yours and mode 0700)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			if v == "" {
 				return errors.New("--socket must not be empty")
 			}
-			o.socket = v
+			o.Socket = v
 			return nil
 		}},
-	{"socket-mode", "MODE", constant("0600"),
+	{"socket-mode", "MODE", func(d *settings) string { return fmt.Sprintf("%04o", uint32(d.SocketMode)) },
 		"permission bits of the socket file, octal (0660 lets the group connect)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			m, err := strconv.ParseUint(v, 8, 32)
 			if err != nil || m&^0o777 != 0 {
 				return fmt.Errorf("--socket-mode %q is not an octal permission such as 0600", v)
 			}
-			o.socketMode = os.FileMode(m)
+			o.SocketMode = os.FileMode(m)
 			return nil
 		}},
-	{"size", "SIZE", func() string {
-		return shm.FormatSize(shm.DefaultSize()) + " (half of the memory, within the cgroup limit)"
+	{"size", "SIZE", func(d *settings) string {
+		return memsize.FormatSize(d.Size) + " (half of the memory, within the cgroup limit)"
 	},
 		"size of the shared-memory arena: bytes, or 512Mi, 4Gi (powers of 1024), 2G (powers of\n" +
 			"1000); over it a put fails with NotEnoughMemory. A size over the machine's memory or\n" +
 			"the cgroup limit is refused unless --allow-overcommit",
-		func(o *options, v string) error {
-			n, err := shm.ParseSize(v)
+		func(o *settings, v string) error {
+			n, err := memsize.ParseSize(v)
 			if err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
 			if n == 0 {
 				return errors.New("--size must be positive")
 			}
-			o.size = n
+			o.Size = n
 			return nil
 		}},
 	{"reserve-memory", "", constant("false"),
 		"pre-fault the whole arena at start, so first writes do not pay for page faults;\n" +
 			"refused at start when that much memory is not available now",
-		boolSetter(func(o *options) *bool { return &o.reserve })},
-	{"prefault-ahead", "SIZE", constant(shm.FormatSize(server.DefaultPrefaultAhead)),
+		boolSetter(func(o *settings) *bool { return &o.ReserveMemory })},
+	{"prefault-ahead", "SIZE", func(d *settings) string { return memsize.FormatSize(uint64(d.PrefaultAhead)) },
 		"bytes of never-used arena memory kept pre-faulted in the background, so that puts\n" +
 			"into new memory run near memcpy speed (at most half a CPU, off the request path); 0: off",
-		func(o *options, v string) error {
-			n, err := shm.ParseSize(v)
+		func(o *settings, v string) error {
+			n, err := memsize.ParseSize(v)
 			if err != nil {
 				return fmt.Errorf("--prefault-ahead: %w", err)
 			}
-			o.prefaultAhead = int64(min(n, 1<<62))
+			o.PrefaultAhead = int64(min(n, 1<<62))
 			if n == 0 {
-				o.prefaultAhead = -1
+				o.PrefaultAhead = -1 // server.Config's "off"
 			}
 			return nil
 		}},
-	{"sched-batch", "MODE", constant("auto"),
+	{"sched-batch", "MODE", func(d *settings) string { return d.SchedBatch.String() },
 		"when the daemon's threads run under SCHED_BATCH, whose wake-ups do not preempt a busy\n" +
 			"process: auto while at least as many clients stream puts as there are CPUs (then\n" +
 			"10-25% more puts with 2-4 clients on 2 CPUs), on always, off never (SCHED_BATCH\n" +
 			"costs a lone client streaming puts: up to 4x from C on the VMs we measure on)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			switch v {
 			case "auto":
-				o.schedBatch = server.SchedAuto
+				o.SchedBatch = server.SchedAuto
 			case "on", "true":
-				o.schedBatch = server.SchedOn
+				o.SchedBatch = server.SchedOn
 			case "off", "false":
-				o.schedBatch = server.SchedOff
+				o.SchedBatch = server.SchedOff
 			default:
 				return fmt.Errorf("--sched-batch %q: want auto, on or off", v)
 			}
@@ -142,32 +126,32 @@ var flags = []flagDef{
 	{"directory-entries", "N", constant("one per 4Ki of --size, 65536 to 1048576"),
 		"objects and blobs that gets find in shared memory without asking the daemon (32\n" +
 			"bytes of resident memory each); a get of any object past that takes a round trip",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil || n == 0 || n > server.MaxDirectoryEntries {
 				return fmt.Errorf("--directory-entries %q is not an integer from 1 to %d", v, server.MaxDirectoryEntries)
 			}
-			o.dirEntries = n
+			o.DirectoryEntries = n
 			return nil
 		}},
 	{"allow-overcommit", "", constant("false"),
 		"accept a --size over the machine's memory or the cgroup limit (writers may then be\n" +
 			"killed by the kernel's OOM killer instead of getting NotEnoughMemory)",
-		boolSetter(func(o *options) *bool { return &o.allowOvercommit })},
-	{"meta", "BACKEND", constant("local"),
+		boolSetter(func(o *settings) *bool { return &o.AllowOvercommit })},
+	{"meta", "BACKEND", func(d *settings) string { return d.Meta },
 		"where the metadata of persisted objects and the names live: local (in this daemon;\n" +
 			"needs nothing else) or etcd (shared by every daemon with the same --etcd-prefix;\n" +
 			"see docs/cluster.md)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			if v != "local" && v != "etcd" {
 				return fmt.Errorf("--meta %q: want local or etcd", v)
 			}
-			o.meta = v
+			o.Meta = v
 			return nil
 		}},
 	{"etcd-endpoint", "URL[,URL...]", constant(server.DefaultEtcdEndpoint),
 		"etcd's client URLs, comma-separated (with --meta etcd)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			var eps []string
 			for ep := range strings.SplitSeq(v, ",") {
 				if ep = strings.TrimSpace(ep); ep != "" {
@@ -177,51 +161,54 @@ var flags = []flagDef{
 			if len(eps) == 0 {
 				return fmt.Errorf("--etcd-endpoint %q names no endpoint", v)
 			}
-			o.etcdEndpoints = eps
+			o.EtcdEndpoints = eps
 			return nil
 		}},
 	{"etcd-prefix", "PREFIX", constant(meta.DefaultEtcdPrefix),
 		"key prefix in etcd; daemons with the same prefix form one cluster (with --meta etcd)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			if strings.Trim(v, "/") == "" {
 				return fmt.Errorf("--etcd-prefix %q must not be empty", v)
 			}
-			o.etcdPrefix = v
+			o.EtcdPrefix = v
 			return nil
 		}},
 	{"etcd-timeout", "DURATION", constant(meta.DefaultEtcdTimeout.String()),
 		"bound on connecting to etcd at start (the daemon fails after it, naming the\n" +
 			"endpoint) and on every later call to etcd",
-		durationSetter("--etcd-timeout", func(o *options) *time.Duration { return &o.etcdTimeout })},
+		durationSetter("--etcd-timeout", func(o *settings) *time.Duration { return &o.EtcdTimeout })},
 	{"etcd-lease-ttl", "DURATION", constant(meta.DefaultLeaseTTL.String()),
 		"this instance's etcd lease: how long after the daemon dies (or loses etcd) its\n" +
 			"instance, persisted objects and names disappear from the cluster (whole seconds)",
-		durationSetter("--etcd-lease-ttl", func(o *options) *time.Duration { return &o.etcdLeaseTTL })},
-	{"rpc", "", constant("true"),
+		durationSetter("--etcd-lease-ttl", func(o *settings) *time.Duration { return &o.EtcdLeaseTTL })},
+	{"rpc", "", func(d *settings) string { return strconv.FormatBool(d.RPCEndpoint != "") },
 		"serve clients over TCP too (--rpc-host, --rpc-socket-port): the same protocol, blob\n" +
 			"bytes copied over the connection instead of shared; --norpc turns it off",
-		boolSetter(func(o *options) *bool { return &o.rpc })},
-	{"rpc-socket-port", "PORT", constant(strconv.Itoa(server.DefaultRPCPort)),
+		func(o *settings, v string) error {
+			o.noRPC = v != "true"
+			return nil
+		}},
+	{"rpc-socket-port", "PORT", func(d *settings) string { return port(d.RPCEndpoint) },
 		"TCP port of the RPC listener (0: any free port, logged at start)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			n, err := strconv.ParseUint(v, 10, 16)
 			if err != nil {
 				return fmt.Errorf("--rpc-socket-port %q is not a port number (0-65535)", v)
 			}
-			o.rpcPort = int(n)
+			o.RPCEndpoint = net.JoinHostPort(host(o.RPCEndpoint), strconv.FormatUint(n, 10))
 			return nil
 		}},
-	{"rpc-host", "HOST", constant("127.0.0.1"),
+	{"rpc-host", "HOST", func(d *settings) string { return host(d.RPCEndpoint) },
 		"address the RPC listener binds: loopback by default; any other (0.0.0.0 for every\n" +
 			"interface) needs --rpc-auth-file or --rpc-insecure",
-		func(o *options, v string) error {
-			o.rpcHost = v
+		func(o *settings, v string) error {
+			o.RPCEndpoint = net.JoinHostPort(v, port(o.RPCEndpoint))
 			return nil
 		}},
 	{"rpc-auth-file", "FILE", constant("none"),
 		"file holding the shared secret TCP clients must present (register_request's password;\n" +
 			"VINEYARD_RPC_SECRET for this package's clients); surrounding whitespace is ignored",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			b, err := os.ReadFile(v)
 			if err != nil {
 				return fmt.Errorf("--rpc-auth-file: %w", err)
@@ -230,56 +217,56 @@ var flags = []flagDef{
 			if secret == "" {
 				return fmt.Errorf("--rpc-auth-file %s is empty", v)
 			}
-			o.rpcSecret = []byte(secret)
+			o.RPCSecret = []byte(secret)
 			return nil
 		}},
 	{"rpc-insecure", "", constant("false"),
 		"let the RPC listener bind off loopback without a secret: anyone who reaches the port\n" +
 			"can read, write and delete every object",
-		boolSetter(func(o *options) *bool { return &o.rpcInsecure })},
-	{"instance-id", "N", constant("0"),
+		boolSetter(func(o *settings) *bool { return &o.RPCInsecure })},
+	{"instance-id", "N", func(d *settings) string { return strconv.FormatUint(d.InstanceID, 10) },
 		"instance id of this daemon, reported to clients (with --meta etcd, etcd allocates it)",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
 				return fmt.Errorf("--instance-id %q is not a non-negative integer", v)
 			}
-			o.instanceID, o.instanceIDSet = n, true
+			o.InstanceID = n
 			return nil
 		}},
-	{"max-connections", "N", constant(strconv.Itoa(server.DefaultMaxConnections)),
+	{"max-connections", "N", func(d *settings) string { return strconv.Itoa(d.MaxConnections) },
 		"most client connections open at once; one more gets a ConnectionError and is closed",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
 				return fmt.Errorf("--max-connections %q is not a positive integer", v)
 			}
-			o.maxConnections = n
+			o.MaxConnections = n
 			return nil
 		}},
-	{"max-inflight-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxInflightBytes)),
+	{"max-inflight-bytes", "SIZE", func(d *settings) string { return memsize.FormatSize(uint64(d.MaxInflightBytes)) },
 		"most bytes of request frames being received by all connections together; a frame\n" +
 			"that would go over it is drained and answered NotEnoughMemory",
-		sizeSetter("--max-inflight-bytes", func(o *options) *uint64 { return &o.maxInflightBytes })},
-	{"max-reply-bytes", "SIZE", constant(shm.FormatSize(server.DefaultMaxReply)),
+		sizeSetter("--max-inflight-bytes", func(o *settings, n uint64) { o.MaxInflightBytes = int64(n) })},
+	{"max-reply-bytes", "SIZE", func(d *settings) string { return memsize.FormatSize(uint64(d.MaxReplyBytes)) },
 		"largest reply the daemon builds (at most 1Gi, the most clients read); a request\n" +
 			"whose reply would be larger gets an error",
-		sizeSetter("--max-reply-bytes", func(o *options) *uint64 { return &o.maxReplyBytes })},
-	{"frame-timeout", "DURATION", constant(server.DefaultFrameTimeout.String()),
+		sizeSetter("--max-reply-bytes", func(o *settings, n uint64) { o.MaxReplyBytes = int(n) })},
+	{"frame-timeout", "DURATION", func(d *settings) string { return d.FrameTimeout.String() },
 		"time a request frame may take to arrive once begun, and one reply write to drain\n" +
 			"(e.g. 30s, 2m); past it the connection is closed",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return fmt.Errorf("--frame-timeout %q is not a positive duration such as 30s", v)
 			}
-			o.frameTimeout = d
+			o.FrameTimeout = d
 			return nil
 		}},
 	{"check-invariants", "DURATION", constant("0 (off)"),
 		"for tests and soaks: check the store's bookkeeping every DURATION (e.g. 1s) and stop\n" +
 			"the daemon with exit status 3 and the finding when it is broken",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
 				return fmt.Errorf("--check-invariants %q is not a duration such as 1s", v)
@@ -288,21 +275,21 @@ var flags = []flagDef{
 			return nil
 		}},
 	{"log-level", "LEVEL", constant("info"), "least severe log level written to stderr: debug, info, warn, error",
-		func(o *options, v string) error {
+		func(o *settings, v string) error {
 			if err := o.logLevel.UnmarshalText([]byte(v)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", v)
 			}
 			return nil
 		}},
 	{"version", "", constant("false"), "print the version and exit",
-		func(_ *options, v string) error {
+		func(_ *settings, v string) error {
 			if v == "true" {
 				return errVersion
 			}
 			return nil
 		}},
 	{"help", "", constant("false"), "print this help and exit (also -h)",
-		func(_ *options, v string) error {
+		func(_ *settings, v string) error {
 			if v == "true" {
 				return errHelp
 			}
@@ -315,22 +302,22 @@ var (
 	errVersion = errors.New("version requested")
 )
 
-func sizeSetter(name string, field func(*options) *uint64) func(*options, string) error {
-	return func(o *options, v string) error {
-		n, err := shm.ParseSize(v)
+func sizeSetter(name string, set func(o *settings, n uint64)) func(*settings, string) error {
+	return func(o *settings, v string) error {
+		n, err := memsize.ParseSize(v)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		if n == 0 || n > 1<<62 {
 			return fmt.Errorf("%s %q must be positive", name, v)
 		}
-		*field(o) = n
+		set(o, n)
 		return nil
 	}
 }
 
-func durationSetter(name string, field func(*options) *time.Duration) func(*options, string) error {
-	return func(o *options, v string) error {
+func durationSetter(name string, field func(*settings) *time.Duration) func(*settings, string) error {
+	return func(o *settings, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("%s %q is not a positive duration such as 5s", name, v)
@@ -340,11 +327,22 @@ func durationSetter(name string, field func(*options) *time.Duration) func(*opti
 	}
 }
 
-func boolSetter(field func(*options) *bool) func(*options, string) error {
-	return func(o *options, v string) error {
+func boolSetter(field func(*settings) *bool) func(*settings, string) error {
+	return func(o *settings, v string) error {
 		*field(o) = v == "true"
 		return nil
 	}
+}
+
+// host and port return the parts of a "host:port" endpoint.
+func host(endpoint string) string {
+	h, _, _ := net.SplitHostPort(endpoint)
+	return h
+}
+
+func port(endpoint string) string {
+	_, p, _ := net.SplitHostPort(endpoint)
+	return p
 }
 
 // lookup finds the flag of a normalised name, and for "no"+name of a boolean
@@ -371,10 +369,8 @@ func lookup(name string) (f *flagDef, negated bool) {
 
 // parseArgs parses the command line: -flag or --flag, with the value after
 // '=' or as the next argument; booleans take no value or =true/=false.
-func parseArgs(args []string) (options, error) {
-	o := options{socketMode: 0o600, meta: "local", logLevel: slog.LevelInfo,
-		rpc: true, rpcHost: "127.0.0.1", rpcPort: server.DefaultRPCPort, schedBatch: server.SchedAuto}
-	sizeSet := false
+func parseArgs(args []string) (settings, error) {
+	o := defaultSettings()
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
@@ -412,17 +408,16 @@ func parseArgs(args []string) (options, error) {
 		if err := f.set(&o, value); err != nil {
 			return o, err
 		}
-		if f.name == "size" {
-			sizeSet = true
-		}
 	}
-	if !sizeSet {
-		o.size = shm.DefaultSize()
+	if o.noRPC {
+		o.RPCEndpoint = ""
 	}
-	if o.meta == "etcd" && o.instanceIDSet {
+	o.PeerEndpoint = peerEndpoint(&o)
+	// Said in the flags' words; Config.Validate checks the same.
+	if o.Meta == "etcd" && o.InstanceID != 0 {
 		return o, errors.New("--instance-id cannot be given with --meta etcd: etcd allocates a cluster-unique id")
 	}
-	if o.meta != "etcd" && (o.etcdEndpoints != nil || o.etcdPrefix != "" || o.etcdTimeout != 0 || o.etcdLeaseTTL != 0) {
+	if o.Meta != "etcd" && (o.EtcdEndpoints != nil || o.EtcdPrefix != "" || o.EtcdTimeout != 0 || o.EtcdLeaseTTL != 0) {
 		return o, errors.New("the --etcd-* flags need --meta etcd")
 	}
 	return o, nil
@@ -444,6 +439,7 @@ Usage: vineyardd [flags]
 Flags (--flag=value or --flag value; one dash works too, and upstream Vineyard's
 spellings with '_', such as --reserve_memory, are the same flags):
 `, version)
+	d := defaultSettings()
 	for _, f := range flags {
 		head := "--" + f.name
 		if f.arg != "" {
@@ -453,7 +449,7 @@ spellings with '_', such as --reserve_memory, are the same flags):
 		for line := range strings.SplitSeq(f.usage, "\n") {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
-		fmt.Fprintf(w, "        (default: %s)\n", f.def())
+		fmt.Fprintf(w, "        (default: %s)\n", f.def(&d))
 	}
 	fmt.Fprint(w, `
 Example:

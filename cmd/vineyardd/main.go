@@ -1,6 +1,6 @@
 // Command vineyardd is the Vineyard daemon: it parses flags (one table,
-// flags.go), checks the arena size against the machine's memory, starts
-// server.Start and waits for SIGINT/SIGTERM.
+// flags.go, writing server.Config's fields), starts server.Start and waits
+// for SIGINT/SIGTERM.
 package main
 
 import (
@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/server"
-	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
 // version is set at build time from the VERSION file:
@@ -42,59 +39,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vineyardd: %v\nRun 'vineyardd --help' for the flags.\n", err)
 		return 2
 	}
-	if err := shm.CheckSize(o.size, o.reserve, o.allowOvercommit, shm.ReadMemory()); err != nil {
-		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
-		return 1
-	}
-	if o.socket == "" {
-		o.socket = server.DefaultSocket()
-	}
-	rpcEndpoint := ""
-	if o.rpc {
-		rpcEndpoint = net.JoinHostPort(o.rpcHost, strconv.Itoa(o.rpcPort))
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	o.Logger = logger
 	server.SpareProcs()
-	srv, err := server.Start(server.Config{
-		Socket:           o.socket,
-		SocketMode:       o.socketMode,
-		Size:             o.size,
-		ReserveMemory:    o.reserve,
-		PrefaultAhead:    o.prefaultAhead,
-		SchedBatch:       o.schedBatch,
-		DirectoryEntries: o.dirEntries,
-		Meta:             o.meta,
-		InstanceID:       o.instanceID,
-		Logger:           logger,
-
-		EtcdEndpoints: o.etcdEndpoints,
-		EtcdPrefix:    o.etcdPrefix,
-		EtcdTimeout:   o.etcdTimeout,
-		EtcdLeaseTTL:  o.etcdLeaseTTL,
-
-		MaxConnections:   o.maxConnections,
-		MaxInflightBytes: int64(o.maxInflightBytes),
-		MaxReplyBytes:    int(o.maxReplyBytes),
-		FrameTimeout:     o.frameTimeout,
-
-		RPCEndpoint: rpcEndpoint,
-		RPCSecret:   o.rpcSecret,
-		RPCInsecure: o.rpcInsecure,
-
-		PeerEndpoint: o.peer.endpoint(o.meta),
-		PeerSecret:   o.peer.secret,
-		PeerTLS:      o.peer.tls,
-	})
+	srv, err := server.Start(o.Config)
 	if err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
 	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	broken := make(chan error, 1)
 	if o.checkInvariants > 0 {
 		go checkInvariants(srv, o.checkInvariants, broken)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case sig := <-sigs:
 		logger.Info("signal received, stopping", "signal", sig.String())

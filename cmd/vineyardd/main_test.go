@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/memsize"
 	"github.com/v6d-io/v6d-go/internal/server"
-	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
 func TestParseArgsSpellings(t *testing.T) {
@@ -24,27 +24,28 @@ func TestParseArgsSpellings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if o.socket != "/tmp/x.sock" || o.size != 64<<20 || !o.reserve || o.meta != "local" || o.logLevel != slog.LevelDebug {
+		if o.Socket != "/tmp/x.sock" || o.Size != 64<<20 || !o.ReserveMemory || o.Meta != "local" || o.logLevel != slog.LevelDebug || o.RPCEndpoint != "" {
 			t.Fatalf("%q: got %+v", args, o)
 		}
 	}
 	o, err := parseArgs(nil)
-	if err != nil || o.size != shm.DefaultSize() || o.socketMode != 0o600 || o.reserve || o.socket != "" {
+	if err != nil || o.Size != memsize.DefaultSize() || o.SocketMode != 0o600 || o.ReserveMemory || o.Socket != server.DefaultSocket() ||
+		o.PrefaultAhead != server.DefaultPrefaultAhead || o.MaxConnections != server.DefaultMaxConnections || o.PeerEndpoint != "" {
 		t.Fatalf("defaults: %+v, %v", o, err)
 	}
-	if o, err := parseArgs([]string{"--reserve_memory=false", "--allow-overcommit"}); err != nil || o.reserve || !o.allowOvercommit {
+	if o, err := parseArgs([]string{"--reserve_memory=false", "--allow-overcommit"}); err != nil || o.ReserveMemory || !o.AllowOvercommit {
 		t.Fatalf("booleans: %+v, %v", o, err)
 	}
 	o, err = parseArgs([]string{"--max_connections", "10", "--max-inflight-bytes=1Mi", "--max-reply-bytes", "2Mi",
 		"--frame-timeout=5s", "--check_invariants=1s"})
-	if err != nil || o.maxConnections != 10 || o.maxInflightBytes != 1<<20 || o.maxReplyBytes != 2<<20 ||
-		o.frameTimeout != 5*time.Second || o.checkInvariants != time.Second {
+	if err != nil || o.MaxConnections != 10 || o.MaxInflightBytes != 1<<20 || o.MaxReplyBytes != 2<<20 ||
+		o.FrameTimeout != 5*time.Second || o.checkInvariants != time.Second {
 		t.Fatalf("limits: %+v, %v", o, err)
 	}
-	for args, want := range map[string]int64{"": 0, "--prefault-ahead=128Mi": 128 << 20, "--prefault_ahead=0": -1} {
+	for args, want := range map[string]int64{"": server.DefaultPrefaultAhead, "--prefault-ahead=128Mi": 128 << 20, "--prefault_ahead=0": -1} {
 		o, err := parseArgs(strings.Fields(args))
-		if err != nil || o.prefaultAhead != want {
-			t.Fatalf("%q: prefault-ahead %d, %v; want %d", args, o.prefaultAhead, err, want)
+		if err != nil || o.PrefaultAhead != want {
+			t.Fatalf("%q: prefault-ahead %d, %v; want %d", args, o.PrefaultAhead, err, want)
 		}
 	}
 	if _, err := parseArgs([]string{"--prefault-ahead", "-1"}); err == nil {
@@ -52,8 +53,8 @@ func TestParseArgsSpellings(t *testing.T) {
 	}
 	for args, want := range map[string]uint64{"": 0, "--directory-entries=300000": 300000, "--directory_entries=1": 1} {
 		o, err := parseArgs(strings.Fields(args))
-		if err != nil || o.dirEntries != want {
-			t.Fatalf("%q: directory entries %d, %v; want %d", args, o.dirEntries, err, want)
+		if err != nil || o.DirectoryEntries != want {
+			t.Fatalf("%q: directory entries %d, %v; want %d", args, o.DirectoryEntries, err, want)
 		}
 	}
 	for _, bad := range []string{"0", "-1", "16777217", "1Mi"} {
@@ -68,8 +69,8 @@ func TestParseArgsSchedBatch(t *testing.T) {
 		"--sched-batch=on": server.SchedOn, "--sched_batch=true": server.SchedOn, "--sched-batch=off": server.SchedOff,
 		"--sched-batch=false": server.SchedOff} {
 		o, err := parseArgs(strings.Fields(args))
-		if err != nil || o.schedBatch != want {
-			t.Fatalf("%q: %v, %v; want %v", args, o.schedBatch, err, want)
+		if err != nil || o.SchedBatch != want {
+			t.Fatalf("%q: %v, %v; want %v", args, o.SchedBatch, err, want)
 		}
 	}
 	if _, err := parseArgs([]string{"--sched-batch=sometimes"}); err == nil || !strings.Contains(err.Error(), "want auto, on or off") {
@@ -86,8 +87,8 @@ func TestParseArgsEtcd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if o.meta != "etcd" || strings.Join(o.etcdEndpoints, " ") != "http://a:1 http://b:2" || o.etcdPrefix != "/v6d" ||
-			o.etcdTimeout != 2*time.Second || o.etcdLeaseTTL != 3*time.Second {
+		if o.Meta != "etcd" || strings.Join(o.EtcdEndpoints, " ") != "http://a:1 http://b:2" || o.EtcdPrefix != "/v6d" ||
+			o.EtcdTimeout != 2*time.Second || o.EtcdLeaseTTL != 3*time.Second {
 			t.Fatalf("%q: got %+v", args, o)
 		}
 	}
@@ -100,7 +101,7 @@ func TestEtcdUnreachableFailsAtStart(t *testing.T) {
 	sock := t.TempDir() + "/v.sock"
 	// Port 1 on loopback: nothing listens there, so the connection is refused.
 	st := run([]string{"--socket", sock, "--size=16Mi", "--meta=etcd", "--etcd-endpoint=http://127.0.0.1:1",
-		"--etcd-timeout=500ms"}, &out, &errOut)
+		"--etcd-timeout=500ms", "--norpc"}, &out, &errOut)
 	if st != 1 || !strings.Contains(errOut.String(), "http://127.0.0.1:1") {
 		t.Fatalf("status %d, stderr %q; want 1 and the endpoint named", st, errOut.String())
 	}
@@ -187,11 +188,11 @@ func TestSizeOverMemoryRefusedAtStart(t *testing.T) {
 
 func TestParseArgsRPC(t *testing.T) {
 	o, err := parseArgs(nil)
-	if err != nil || !o.rpc || o.rpcHost != "127.0.0.1" || o.rpcPort != 9600 || o.rpcSecret != nil || o.rpcInsecure {
+	if err != nil || o.RPCEndpoint != "127.0.0.1:9600" || o.RPCSecret != nil || o.RPCInsecure {
 		t.Fatalf("rpc defaults (loopback, 9600): %+v, %v", o, err)
 	}
 	for _, off := range []string{"--norpc", "--no-rpc", "--rpc=false"} {
-		if o, err := parseArgs([]string{off}); err != nil || o.rpc {
+		if o, err := parseArgs([]string{off}); err != nil || o.RPCEndpoint != "" {
 			t.Fatalf("%s: %+v, %v", off, o, err)
 		}
 	}
@@ -200,7 +201,7 @@ func TestParseArgsRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err = parseArgs([]string{"--rpc_socket_port=9700", "--rpc_host", "0.0.0.0", "--rpc_auth_file", secret, "--rpc-insecure"})
-	if err != nil || o.rpcPort != 9700 || o.rpcHost != "0.0.0.0" || string(o.rpcSecret) != "s3cret" || !o.rpcInsecure {
+	if err != nil || o.RPCEndpoint != "0.0.0.0:9700" || string(o.RPCSecret) != "s3cret" || !o.RPCInsecure {
 		t.Fatalf("rpc flags: %+v, %v", o, err)
 	}
 	empty := filepath.Join(t.TempDir(), "empty")

@@ -5,33 +5,51 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/memsize"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
 
-// Config configures a daemon. The zero value of every field but Size has a
-// default; Validate fills them in.
+// Config configures a daemon; it is the daemon's one declaration of its
+// settings: cmd/vineyardd's flag table writes its fields directly.
+//
+// Defaults resolve in one place, Validate: the zero value of every field but
+// Size stands for its default (or, where the comment says so, for "off"),
+// and Validate fills the defaults in. Defaults is the daemon's starting
+// point: Validate's defaults plus what a daemon started from the command
+// line turns on that a zero Config leaves off (an arena of half the memory,
+// the TCP listener, SCHED_BATCH on demand). Tests start from a zero Config
+// or from Defaults.
 type Config struct {
 	// Socket is the UNIX socket path; DefaultSocket() when empty.
 	Socket string
 	// SocketMode is the permission of the socket file; 0600 when zero.
 	SocketMode fs.FileMode
-	// Size is the arena size in bytes (the memory limit of all blobs).
+	// Size is the arena size in bytes (the memory limit of all blobs). It
+	// has no default in Validate; Defaults sets memsize.DefaultSize().
+	// Validate refuses a size over the memory this process may use
+	// (memsize.CheckSize) unless AllowOvercommit.
 	Size uint64
-	// ReserveMemory pre-faults the whole arena at start.
+	// AllowOvercommit accepts a Size over the machine's memory or the cgroup
+	// limit.
+	AllowOvercommit bool
+	// ReserveMemory pre-faults the whole arena at start; Validate refuses it
+	// when that much memory is not free now.
 	ReserveMemory bool
 	// PrefaultAhead is how many bytes of never-used arena memory a
 	// background goroutine keeps pre-faulted (store.Config.PrefaultAhead):
 	// DefaultPrefaultAhead when zero, none when negative.
 	PrefaultAhead int64
 	// SchedBatch says when the daemon's threads run under SCHED_BATCH
-	// (sched.go); SchedOff, the zero value, never.
+	// (sched.go); SchedOff, the zero value, never; Defaults: SchedAuto.
 	SchedBatch SchedMode
 	// DirectoryEntries is how many objects and blobs gets can find without
 	// a round trip (store.Config.DirectoryEntries); one per 4 KiB of Size
@@ -78,7 +96,8 @@ type Config struct {
 	// DefaultFrameTimeout when zero. The connection is closed when it passes.
 	FrameTimeout time.Duration
 	// RPCEndpoint is the "host:port" the TCP listener binds (rpc.go); port 0
-	// takes a free port; "" (the zero value) starts no TCP listener.
+	// takes a free port; "" (the zero value) starts no TCP listener;
+	// Defaults: DefaultRPCHost:DefaultRPCPort.
 	RPCEndpoint string
 	// RPCSecret, when not empty, is the shared secret every TCP client must
 	// present at registration (register_request's password).
@@ -90,7 +109,8 @@ type Config struct {
 	// when zero.
 	ParkAfter time.Duration
 	// PeerEndpoint is the "host:port" the gRPC peer service binds
-	// (migrate.go, internal/peer); port 0 takes a free port; "" starts none.
+	// (migrate.go, internal/peer); port 0 takes a free port; "" starts none
+	// (cmd/vineyardd starts one on DefaultPeerEndpoint with Meta "etcd").
 	// Off loopback it needs PeerSecret or PeerTLS.CA.
 	PeerEndpoint string
 	// PeerSecret is the shared secret of the peer service, sent and required.
@@ -98,6 +118,29 @@ type Config struct {
 	// PeerTLS are the TLS files of the peer service (server and client).
 	PeerTLS peer.TLSFiles
 }
+
+// Defaults returns the config of a daemon started with no flags: every
+// default Validate fills in, plus an arena of memsize.DefaultSize(), the TCP
+// listener on DefaultRPCHost:DefaultRPCPort and SchedAuto. The socket is
+// DefaultSocket() and the logger slog.Default().
+func Defaults() Config {
+	c := Config{
+		Size:        memsize.DefaultSize(),
+		SchedBatch:  SchedAuto,
+		RPCEndpoint: net.JoinHostPort(DefaultRPCHost, strconv.Itoa(DefaultRPCPort)),
+	}
+	c.fillDefaults()
+	return c
+}
+
+// DefaultRPCHost is the address the daemon's TCP listener binds by default:
+// loopback only.
+const DefaultRPCHost = "127.0.0.1"
+
+// DefaultPeerEndpoint is where a cluster daemon's peer service listens
+// unless told otherwise: any free port on loopback (peers find it in the
+// etcd instance record).
+const DefaultPeerEndpoint = "127.0.0.1:0"
 
 // DefaultEtcdEndpoint is etcd's endpoint when Config.EtcdEndpoints is empty.
 const DefaultEtcdEndpoint = "http://127.0.0.1:2379"
@@ -136,6 +179,25 @@ func (c *Config) validateMeta() error {
 	return nil
 }
 
+// storeConfig is the store's part of the config (its Backend is set by
+// Start, which opens it).
+func (c *Config) storeConfig() store.Config {
+	logger := c.Logger
+	return store.Config{
+		Size:             c.Size,
+		Reserve:          c.ReserveMemory,
+		InstanceID:       c.InstanceID,
+		MaxReplyBytes:    uint64(c.MaxReplyBytes),
+		PrefaultAhead:    uint64(max(c.PrefaultAhead, 0)),
+		DirectoryEntries: c.DirectoryEntries,
+		DirectoryFull: func(entries int) {
+			// Called under the store's lock: the log's writer may block.
+			go logger.Warn("the directory is full: gets of objects that find no room take a round trip; "+
+				"start the daemon with a larger --directory-entries", "entries", entries)
+		},
+	}
+}
+
 // MaxDirectoryEntries is the most Config.DirectoryEntries may ask for.
 const MaxDirectoryEntries = store.MaxDirectoryEntries
 
@@ -161,28 +223,19 @@ var ErrBadConfig = errors.New("server: bad config")
 // maxSocketPath is the room in sockaddr_un.sun_path, less the NUL.
 const maxSocketPath = 107
 
-// Validate checks the config and fills in defaults.
-func (c *Config) Validate() error {
+// fillDefaults gives every zero field that has a default its default; it is
+// the one place the defaults are chosen (Validate and Defaults call it).
+// The metadata backend's defaults depend on the backend: validateMeta fills
+// them in.
+func (c *Config) fillDefaults() {
 	if c.Socket == "" {
 		c.Socket = DefaultSocket()
-	}
-	if len(c.Socket) > maxSocketPath {
-		return fmt.Errorf("%w: socket path %q is longer than %d bytes", ErrBadConfig, c.Socket, maxSocketPath)
 	}
 	if c.SocketMode == 0 {
 		c.SocketMode = 0o600
 	}
-	if c.SocketMode&^fs.ModePerm != 0 {
-		return fmt.Errorf("%w: socket mode %v is not a permission", ErrBadConfig, c.SocketMode)
-	}
-	if c.Size == 0 {
-		return fmt.Errorf("%w: size must be positive", ErrBadConfig)
-	}
 	if c.Meta == "" {
 		c.Meta = "local"
-	}
-	if err := c.validateMeta(); err != nil {
-		return err
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = protocol.DefaultMaxFrame
@@ -190,18 +243,8 @@ func (c *Config) Validate() error {
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReply
 	}
-	if c.MaxReplyBytes > protocol.MaxReplyFrame {
-		return fmt.Errorf("%w: replies of at most %d bytes, since clients read no larger frame; %d asked",
-			ErrBadConfig, protocol.MaxReplyFrame, c.MaxReplyBytes)
-	}
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead
-	}
-	if c.DirectoryEntries > MaxDirectoryEntries {
-		return fmt.Errorf("%w: %d directory entries, at most %d", ErrBadConfig, c.DirectoryEntries, MaxDirectoryEntries)
-	}
-	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
-		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
@@ -215,16 +258,44 @@ func (c *Config) Validate() error {
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
-	if err := c.validateRPC(); err != nil {
-		return err
-	}
 	if c.Deployment == "" {
 		c.Deployment = "local"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return nil
+}
+
+// Validate fills in the defaults and checks the config: every field, and
+// Size against the memory this process may use (memsize.CheckSize).
+func (c *Config) Validate() error {
+	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
+		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
+	}
+	c.fillDefaults()
+	if len(c.Socket) > maxSocketPath {
+		return fmt.Errorf("%w: socket path %q is longer than %d bytes", ErrBadConfig, c.Socket, maxSocketPath)
+	}
+	if c.SocketMode&^fs.ModePerm != 0 {
+		return fmt.Errorf("%w: socket mode %v is not a permission", ErrBadConfig, c.SocketMode)
+	}
+	if c.Size == 0 {
+		return fmt.Errorf("%w: size must be positive", ErrBadConfig)
+	}
+	if err := memsize.CheckSize(c.Size, c.ReserveMemory, c.AllowOvercommit, memsize.ReadMemory()); err != nil {
+		return err
+	}
+	if err := c.validateMeta(); err != nil {
+		return err
+	}
+	if c.MaxReplyBytes > protocol.MaxReplyFrame {
+		return fmt.Errorf("%w: replies of at most %d bytes, since clients read no larger frame; %d asked",
+			ErrBadConfig, protocol.MaxReplyFrame, c.MaxReplyBytes)
+	}
+	if c.DirectoryEntries > MaxDirectoryEntries {
+		return fmt.Errorf("%w: %d directory entries, at most %d", ErrBadConfig, c.DirectoryEntries, MaxDirectoryEntries)
+	}
+	return c.validateRPC()
 }
 
 // DefaultSocket returns the default socket path: /var/run/vineyard.sock for

@@ -2,6 +2,7 @@ package server
 
 import (
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +23,19 @@ const (
 	// SchedOn runs them under SCHED_BATCH always.
 	SchedOn
 )
+
+// String returns the mode as --sched-batch spells it: off, auto or on.
+func (m SchedMode) String() string {
+	switch m {
+	case SchedOff:
+		return "off"
+	case SchedAuto:
+		return "auto"
+	case SchedOn:
+		return "on"
+	}
+	return "SchedMode(" + strconv.Itoa(int(m)) + ")"
+}
 
 // A connection streams while it sends at least streamPuts pipelined puts in
 // each streamWindow: a client putting in a loop sends hundreds, one that

@@ -105,13 +105,7 @@ func Start(cfg Config) (*Server, error) {
 		closeRPC()
 		return nil, err
 	}
-	scfg := store.Config{Size: cfg.Size, Reserve: cfg.ReserveMemory, InstanceID: cfg.InstanceID,
-		MaxReplyBytes: uint64(cfg.MaxReplyBytes), PrefaultAhead: uint64(max(cfg.PrefaultAhead, 0)),
-		DirectoryEntries: cfg.DirectoryEntries, DirectoryFull: func(entries int) {
-			// Called under the store's lock: the log's writer may block.
-			go cfg.Logger.Warn("the directory is full: gets of objects that find no room take a round trip; "+
-				"start the daemon with a larger --directory-entries", "entries", entries)
-		}}
+	scfg := cfg.storeConfig()
 	if etcd != nil {
 		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
 	}

@@ -251,3 +251,25 @@ func TestErrReportsAcceptLoopDeath(t *testing.T) {
 		t.Fatal("Close after a failure returned nil")
 	}
 }
+
+// TestDefaults: the daemon's defaults are Validate's defaults plus the
+// arena, the TCP listener and SchedAuto, and they validate as they are.
+func TestDefaults(t *testing.T) {
+	d := Defaults()
+	if d.Size == 0 || d.RPCEndpoint != "127.0.0.1:9600" || d.SchedBatch != SchedAuto || d.Socket != DefaultSocket() ||
+		d.PrefaultAhead != DefaultPrefaultAhead || d.MaxConnections != DefaultMaxConnections || d.Meta != "local" ||
+		d.PeerEndpoint != "" {
+		t.Fatalf("Defaults() = %+v", d)
+	}
+	v := d
+	if err := v.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var zero Config
+	zero.Size = d.Size
+	_ = zero.Validate()
+	if zero.MaxFrame != d.MaxFrame || zero.FrameTimeout != d.FrameTimeout || zero.SocketMode != d.SocketMode ||
+		zero.RPCEndpoint != "" || zero.SchedBatch != SchedOff {
+		t.Fatalf("a zero Config resolves to %+v", zero)
+	}
+}

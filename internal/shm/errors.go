@@ -12,11 +12,3 @@ var ErrClosed = errors.New("shm: closed")
 // ErrOutOfBounds is returned by Trim for a range that does not lie inside the
 // arena.
 var ErrOutOfBounds = errors.New("shm: range out of bounds")
-
-// ErrSyntax is returned by ParseSize for text that is not a size: empty,
-// negative, fractional, or with an unknown unit.
-var ErrSyntax = errors.New("shm: invalid size")
-
-// ErrSizeOverflow is returned by ParseSize for a size that does not fit in 64
-// bits.
-var ErrSizeOverflow = errors.New("shm: size overflows 64 bits")

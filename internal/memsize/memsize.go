@@ -1,4 +1,10 @@
-package shm
+// Package memsize reads and writes sizes of memory (the daemon's --size and
+// other SIZE flags) and chooses them: the memory this process may use, from
+// /proc/meminfo and its cgroup, gives the default arena size and the bound
+// a size is checked against. It maps nothing (internal/shm does); the
+// daemon's config (internal/server, Config.Validate and Defaults) calls it
+// when it resolves defaults.
+package memsize
 
 import (
 	"bufio"
@@ -209,13 +215,21 @@ func hasController(list, name string) bool {
 	return false
 }
 
+// ErrSyntax is returned by ParseSize for text that is not a size: empty,
+// negative, fractional, or with an unknown unit.
+var ErrSyntax = errors.New("memsize: invalid size")
+
+// ErrSizeOverflow is returned by ParseSize for a size that does not fit in 64
+// bits.
+var ErrSizeOverflow = errors.New("memsize: size overflows 64 bits")
+
 // ErrSizeTooLarge is returned by CheckSize for an arena larger than the memory
 // the daemon may use (physical memory or its cgroup limit).
-var ErrSizeTooLarge = errors.New("shm: size exceeds the memory limit")
+var ErrSizeTooLarge = errors.New("memsize: size exceeds the memory limit")
 
 // ErrNotEnoughMemory is returned by CheckSize when the memory to reserve up
 // front is not available now.
-var ErrNotEnoughMemory = errors.New("shm: not enough memory to reserve")
+var ErrNotEnoughMemory = errors.New("memsize: not enough memory to reserve")
 
 // Memory holds the figures an arena size is checked against; a field whose OK
 // flag is false could not be read.
