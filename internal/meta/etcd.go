@@ -65,6 +65,15 @@ type Etcd struct {
 	ownTrees  map[ids.ObjectID][]byte
 	ownNames  map[string]ids.ObjectID
 	republish bool // a new lease was granted; ownTrees and ownNames are not yet written again
+	// The outbox (etcd_outbox.go): the last queued change per key.
+	out       map[string]*outOp
+	outSeq    uint64
+	outLogged bool // the outage's warning was logged
+
+	// outMu serializes the writes of queued changes and publishOwn, so
+	// etcd gets the changes of one key in order. Taken before mu.
+	outMu   sync.Mutex
+	outKick chan struct{} // wakes the reconciler
 
 	// beforeNameTxn, when set (tests), runs in PutName between reading the
 	// name and the transaction that sets it.
@@ -181,15 +190,18 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		names:    make(map[string]ids.ObjectID),
 		ownTrees: make(map[ids.ObjectID][]byte),
 		ownNames: make(map[string]ids.ObjectID),
+		out:      make(map[string]*outOp),
+		outKick:  make(chan struct{}, 1),
 	}
 	if err := e.register(ctx); err != nil {
 		cancel()
 		_ = cli.Close()
 		return nil, err
 	}
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go e.keepAlive()
 	go e.follow()
+	go e.reconcile()
 	return e, nil
 }
 
@@ -406,8 +418,11 @@ func (e *Etcd) reregister() error {
 }
 
 // publishOwn writes this instance's trees and names again under lease. A
-// name another instance took meanwhile stays theirs.
+// name another instance took meanwhile stays theirs. It holds outMu: a
+// change queued meanwhile is written after it (ownTrees already has it).
 func (e *Etcd) publishOwn(lease clientv3.LeaseID) error {
+	e.outMu.Lock()
+	defer e.outMu.Unlock()
 	e.mu.Lock()
 	ops := make([]clientv3.Op, 0, len(e.ownTrees))
 	sizes := make([]int, 0, len(e.ownTrees))

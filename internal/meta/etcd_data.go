@@ -108,28 +108,74 @@ func (e *Etcd) commit(ops []clientv3.Op, what string) error {
 	return nil
 }
 
-// Delete removes the trees of idl, in transactions of at most txnMaxOps
-// keys; unknown ids are ignored.
+// Delete removes the trees of idl; unknown ids are ignored. The objects
+// are gone locally already, so the deletion is queued (etcd_outbox.go): it
+// is written at once when etcd answers, else when it is back. It fails only
+// when the backend is closed.
 func (e *Etcd) Delete(idl []ids.ObjectID) error {
-	if _, err := e.currentLease(); err != nil {
-		return err
-	}
-	for len(idl) > 0 {
-		n := min(len(idl), txnMaxOps)
-		ops := make([]clientv3.Op, n)
-		for i, id := range idl[:n] {
-			ops[i] = clientv3.OpDelete(e.dataKey(id))
-		}
-		if err := e.commit(ops, "delete"); err != nil {
-			return err
-		}
-		e.mu.Lock()
-		for _, id := range idl[:n] {
-			delete(e.ownTrees, id)
-		}
+	e.mu.Lock()
+	if e.closed {
 		e.mu.Unlock()
-		idl = idl[n:]
+		return ErrClosed
 	}
+	keys := make([]string, len(idl))
+	seqs := make([]uint64, len(idl))
+	for i, id := range idl {
+		delete(e.ownTrees, id) // not published again under a new lease
+		keys[i] = e.dataKey(id)
+		seqs[i] = e.enqueueLocked(outOp{key: keys[i], del: true})
+	}
+	e.mu.Unlock()
+	e.tryWrite(keys, seqs)
+	return nil
+}
+
+// Update rewrites the persisted trees of objects this instance persisted
+// before (a label, a name moved): queued like Delete. A tree too large for
+// etcd is refused, and nothing is queued.
+func (e *Etcd) Update(trees []Tree) error {
+	for _, t := range trees {
+		if len(t.Content) > MaxTreeBytes {
+			return fmt.Errorf("%w: the tree of %v is %d bytes, more than the %d etcd allows in one request",
+				ErrEtcd, t.ID, len(t.Content), MaxTreeBytes)
+		}
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	keys := make([]string, len(trees))
+	seqs := make([]uint64, len(trees))
+	for i, t := range trees {
+		content := append([]byte(nil), t.Content...)
+		e.ownTrees[t.ID] = content
+		keys[i] = e.dataKey(t.ID)
+		seqs[i] = e.enqueueLocked(outOp{key: keys[i], value: content})
+	}
+	e.mu.Unlock()
+	e.tryWrite(keys, seqs)
+	return nil
+}
+
+// DropNameOf removes name if it still points at id (the names of a deleted
+// object: a name moved elsewhere meanwhile stays), queued like Delete.
+func (e *Etcd) DropNameOf(name string, id ids.ObjectID) error {
+	if checkName(name) != nil {
+		return nil // never set
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	if e.ownNames[name] == id {
+		delete(e.ownNames, name)
+	}
+	key := e.nameKey(name)
+	seq := e.enqueueLocked(outOp{key: key, del: true, cond: true, ifID: id})
+	e.mu.Unlock()
+	e.tryWrite([]string{key}, []uint64{seq})
 	return nil
 }
 

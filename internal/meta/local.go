@@ -60,6 +60,12 @@ func (l *Local) Delete(idl []ids.ObjectID) error {
 	return nil
 }
 
+// Update replaces the trees (Local never queues).
+func (l *Local) Update(trees []Tree) error { return l.Persist(trees) }
+
+// Pending returns 0: Local never queues.
+func (l *Local) Pending() int { return 0 }
+
 // Tree returns the persisted tree of id (the backend's copy: the caller
 // must not change it) and whether there is one.
 func (l *Local) Tree(id ids.ObjectID) ([]byte, bool) {
@@ -113,6 +119,19 @@ func (l *Local) DropName(name string) error {
 		return ErrClosed
 	}
 	delete(l.names, name)
+	return nil
+}
+
+// DropNameOf removes name if it points at id.
+func (l *Local) DropNameOf(name string, id ids.ObjectID) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if cur, ok := l.names[name]; ok && cur == id {
+		delete(l.names, name)
+	}
 	return nil
 }
 

@@ -12,6 +12,13 @@
 // the store, and should not block for long (Local never blocks; Etcd is
 // bounded by its timeout and fails at once while etcd is known down). Lock
 // order: store.Store.mu, then the backend's own locks.
+//
+// Consistency: a change the store makes locally first and cannot undo (the
+// deletion of persisted objects and their names, the rewrite of a persisted
+// tree) is never lost by a backend that cannot reach its storage: it is
+// queued and written when the storage answers again (Pending counts what
+// waits). The others (Persist, PutName, DropName) fail and the store
+// changes nothing.
 package meta
 
 import (
@@ -79,13 +86,27 @@ type Backend interface {
 	// Persist records trees, replacing earlier versions of the same ids.
 	Persist(trees []Tree) error
 	// Delete forgets the persisted trees of ids; unknown ids are ignored.
+	// The store deleted the objects already: a backend that cannot reach
+	// its storage now queues the deletion and writes it when it can (see
+	// Pending); an error means it was refused (a closed backend).
 	Delete(idl []ids.ObjectID) error
+	// Update replaces the trees of objects persisted before, after their
+	// fields changed (a label, a name moved): queued like Delete. An error
+	// means it was refused (a tree too large, a closed backend).
+	Update(trees []Tree) error
 	// PutName points name at id, moving it if it pointed elsewhere.
 	PutName(name string, id ids.ObjectID) error
 	// GetName resolves a name, or fails with ErrNameNotFound.
 	GetName(name string) (ids.ObjectID, error)
-	// DropName removes a name; an unknown name is not an error.
+	// DropName removes a name; an unknown name is not an error. It fails
+	// (nothing changed) when the backend cannot reach its storage.
 	DropName(name string) error
+	// DropNameOf removes name if it still points at id (the names of a
+	// deleted object): queued like Delete.
+	DropNameOf(name string, id ids.ObjectID) error
+	// Pending returns how many changes (Delete, Update, DropNameOf) wait
+	// for the backend's storage to answer again.
+	Pending() int
 	// ListNames returns every name; the map is the caller's.
 	ListNames() (map[string]ids.ObjectID, error)
 	// Changes returns the updates other daemons make, in order. A backend

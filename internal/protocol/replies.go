@@ -233,6 +233,10 @@ type InstanceStatus struct {
 	DeferredRequests int    `json:"deferred_requests"`
 	IPCConnections   int    `json:"ipc_connections"`
 	RPCConnections   int    `json:"rpc_connections"`
+	// MetaPending (ours) counts the changes of persisted objects (deletes,
+	// labels, names of deleted objects) queued until etcd answers again:
+	// 0 when the cluster has everything this daemon did.
+	MetaPending int `json:"meta_pending"`
 }
 
 // InstanceStatusReply answers instance_status_request.

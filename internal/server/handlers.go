@@ -199,8 +199,7 @@ var handlers = [protocol.NumKinds]handler{
 		return &protocol.ListNameReply{Size: len(names), Names: names}, nil, nil
 	}),
 	protocol.KindDropName: acked(func(c *conn, r *protocol.DropNameRequest) error {
-		c.s.store.DropName(r.Name)
-		return nil
+		return c.s.store.DropName(r.Name)
 	}),
 
 	protocol.KindClear: acked(func(c *conn, _ *protocol.ClearRequest) error {
@@ -223,6 +222,7 @@ var handlers = [protocol.NumKinds]handler{
 			DeferredRequests: c.s.waitingCount(),
 			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
 			RPCConnections:   c.s.rpcConnections(),
+			MetaPending:      st.MetaPending(),
 		}}, nil, nil
 	}),
 	protocol.KindClusterMeta: on((*conn).clusterMeta),

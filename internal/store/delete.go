@@ -257,9 +257,9 @@ func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 		s.removeObjectLocked(id)
 	}
 	if len(persisted) > 0 {
-		// The objects are gone here whatever the backend says; a backend
-		// that failed keeps trees of objects that no longer exist, which a
-		// later delete of the same ids removes.
+		// The objects are gone here: the backend writes their deletion now
+		// or queues it until it can (meta.Backend); it fails only once
+		// closed, when the store is closing and its lease goes anyway.
 		_ = s.meta.Delete(persisted)
 	}
 	if len(d.order) > 0 {
@@ -280,7 +280,9 @@ func (s *Store) removeObjectLocked(id ids.ObjectID) {
 		s.unlinkLocked(id, m.id)
 	}
 	for name := range o.names {
-		_ = s.meta.DropName(name) // see apply: the object is gone regardless
+		// Queued like the trees' deletion (apply), and only while the name
+		// still points here: one moved by another daemon meanwhile stays.
+		_ = s.meta.DropNameOf(name, id)
 	}
 	delete(s.objects, id)
 }

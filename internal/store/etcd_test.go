@@ -20,11 +20,17 @@ import (
 // Calls to etcd time out after timeout.
 func clusterStore(t *testing.T, srv *etcdtest.Server, host string, timeout time.Duration) *Store {
 	t.Helper()
+	return clusterStoreTTL(t, srv, host, timeout, 2*time.Second)
+}
+
+// clusterStoreTTL is clusterStore with a lease of ttl.
+func clusterStoreTTL(t *testing.T, srv *etcdtest.Server, host string, timeout, ttl time.Duration) *Store {
+	t.Helper()
 	be, err := meta.OpenEtcd(context.Background(), meta.EtcdConfig{
 		Endpoints:   []string{srv.Endpoint()},
 		Prefix:      "store-test",
 		DialTimeout: timeout,
-		LeaseTTL:    2 * time.Second,
+		LeaseTTL:    ttl,
 		Hostname:    host,
 	})
 	if err != nil {
@@ -168,6 +174,89 @@ func TestClusterEtcdDown(t *testing.T) {
 		t.Fatalf("sync with etcd down: %v", err)
 	}
 	checkInvariants(t, a)
+}
+
+// TestClusterEtcdOutageConverges: the changes of persisted objects made
+// while etcd is stopped are not lost. A delete (with the deleted object's
+// name) and a label succeed and are queued (MetaPending counts them), a
+// drop_name fails with EtcdError and changes nothing; once etcd is back
+// (same data, the lease survived, so the keys too), the queue is written and
+// the other store converges: the deleted objects and their names are gone,
+// the label is there, the name whose drop failed is still there.
+func TestClusterEtcdOutageConverges(t *testing.T) {
+	srv := etcdtest.Run(t)
+	a := clusterStoreTTL(t, srv, "a", 2*time.Second, time.Minute)
+	b := clusterStoreTTL(t, srv, "b", 2*time.Second, time.Minute)
+	ss := a.NewSession()
+	defer ss.Close()
+	obj := func(name string) ids.ObjectID {
+		id := create(t, ss, `{"typename":"vineyard::`+name+`"}`)
+		if err := a.Persist(id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	gone, named, labelled, labelledGone, kept := obj("Gone"), obj("Named"), obj("Labelled"), obj("LabelledGone"), obj("Kept")
+	for name, id := range map[string]ids.ObjectID{"named": named, "kept": kept} {
+		if err := a.PutName(name, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synced(t, b)
+	for _, id := range []ids.ObjectID{gone, named, labelled, labelledGone, kept} {
+		if !b.Exists(id) {
+			t.Fatalf("%v did not reach b", id)
+		}
+	}
+
+	srv.Stop()
+	a.Delete([]ids.ObjectID{gone, named}, DeleteOptions{})
+	if err := a.Label(labelled, []string{"during"}, []string{"outage"}); err != nil {
+		t.Fatalf("label with etcd down: %v", err)
+	}
+	if err := a.Label(labelledGone, []string{"x"}, []string{"y"}); err != nil {
+		t.Fatalf("label with etcd down: %v", err)
+	}
+	a.Delete([]ids.ObjectID{labelledGone}, DeleteOptions{}) // after its label: the delete must win
+	if err := a.DropName("kept"); status.CodeOf(err) != status.EtcdError {
+		t.Fatalf("drop_name with etcd down: %v, want EtcdError", err)
+	}
+	if raw, _ := a.Tree(kept); !strings.Contains(string(raw), `"__name":"kept"`) {
+		t.Fatalf("a failed drop_name changed the object: %s", raw)
+	}
+	// gone, named, named's name, labelled, labelledGone.
+	if n := a.MetaPending(); n != 5 {
+		t.Fatalf("%d changes pending with etcd down, want 5", n)
+	}
+	if a.Exists(gone) || a.Exists(named) || a.Exists(labelledGone) {
+		t.Fatal("the local deletes did not happen")
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = b.Sync(ctx) // fails until b's client reconnected
+		cancel()
+		raw, _ := b.Tree(labelled)
+		_, nameErr := b.GetName("named")
+		keptID, keptErr := b.GetName("kept")
+		converged := a.MetaPending() == 0 && !b.Exists(gone) && !b.Exists(named) && !b.Exists(labelledGone) &&
+			status.CodeOf(nameErr) == status.ObjectNotExists && strings.Contains(string(raw), `\"during\":\"outage\"`) &&
+			keptErr == nil && keptID == kept && b.Exists(kept)
+		if converged {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b did not converge 30 s after etcd came back: pending %d, gone %v named %v labelledGone %v, name %v, label tree %s, kept %v %v",
+				a.MetaPending(), b.Exists(gone), b.Exists(named), b.Exists(labelledGone), nameErr, raw, keptID, keptErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkInvariants(t, a)
+	checkInvariants(t, b)
 }
 
 // sameJSON reports whether two JSON documents hold the same value.

@@ -104,7 +104,7 @@ func (fz *storeFuzz) step(op, a, b byte) string {
 		name := fmt.Sprintf("n%d", a%4)
 		return fmt.Sprintf("put name %s %v: %v", name, fz.object(b), s.PutName(name, fz.object(b)))
 	case 7:
-		s.DropName(fmt.Sprintf("n%d", b%4))
+		_ = s.DropName(fmt.Sprintf("n%d", b%4))
 		return fmt.Sprintf("drop name n%d", b%4)
 	case 8:
 		size := uint64(b) * 31 % 5000

@@ -93,7 +93,7 @@ func TestNameMovedByAnotherInstance(t *testing.T) {
 	if tree, _ := b.Tree(ob); !strings.Contains(string(tree), `"__name":"moved"`) {
 		t.Fatalf("b's object lacks the name: %s", tree)
 	}
-	b.DropName("moved")
+	_ = b.DropName("moved")
 	synced(t, a)
 	for _, s := range []*Store{a, b} {
 		if err := s.CheckInvariants(); err != nil {

@@ -700,11 +700,11 @@ func (s *Store) Persist(id ids.ObjectID) error {
 		s.treeChangedLocked(o.id)
 		o.persisted = true
 		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
-			s.persistTreesLocked(o)
+			_ = s.persistTreesLocked(o) // changed meanwhile: queued like a label
 		}
 	}
 	if len(gone) > 0 {
-		_ = s.meta.Delete(gone) // as delete does: a failure leaves trees a later delete removes
+		_ = s.meta.Delete(gone) // deleted meanwhile: queued as delete does
 	}
 	s.bumpEpochLocked()
 	return nil
@@ -747,12 +747,20 @@ func (s *Store) persistedTreeLocked(o *object) []byte {
 }
 
 // persistTreesLocked updates the backend's tree of o after its fields
-// changed, if o is persisted. A failure leaves the backend's older tree.
-func (s *Store) persistTreesLocked(o *object) {
+// changed, if o is persisted. The backend writes it now or queues it until
+// it can (meta.Backend.Update); it refuses only a tree too large for it, or
+// once closed, and then keeps the older tree.
+func (s *Store) persistTreesLocked(o *object) error {
 	if o.persisted {
-		_ = s.meta.Persist([]meta.Tree{{ID: o.id, Content: s.persistedTreeLocked(o)}})
+		return s.meta.Update([]meta.Tree{{ID: o.id, Content: s.persistedTreeLocked(o)}})
 	}
+	return nil
 }
+
+// MetaPending returns how many changes of persisted objects (deletes,
+// labels, names of deleted objects) wait for the metadata backend to answer
+// again (etcd away): instance_status's meta_pending.
+func (s *Store) MetaPending() int { return s.meta.Pending() }
 
 // IfPersist reports whether an object is persisted.
 func (s *Store) IfPersist(id ids.ObjectID) (bool, error) {
@@ -799,10 +807,19 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 		labels[k] = values[i]
 	}
 	text, _ := json.Marshal(labels)
+	old, had := o.fields.get("__labels")
 	o.setField("__labels", string(text))
 	o.encodeFields()
+	if err := s.persistTreesLocked(o); err != nil {
+		if had {
+			o.fields.set("__labels", old)
+		} else {
+			o.fields.del("__labels")
+		}
+		o.encodeFields()
+		return backendError(err)
+	}
 	s.treeChangedLocked(o.id)
-	s.persistTreesLocked(o)
 	s.bumpEpochLocked()
 	return nil
 }

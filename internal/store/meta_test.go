@@ -85,7 +85,7 @@ func TestTreeFields(t *testing.T) {
 		string(got["id"]) != `"`+cp.String()+`"` {
 		t.Fatalf("shallow copy %s", tree)
 	}
-	s.DropName("named")
+	_ = s.DropName("named")
 	tree, _ = s.Tree(id)
 	if strings.Contains(string(tree), "__name") {
 		t.Fatalf("name kept after drop: %s", tree)

@@ -47,7 +47,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 		delete(prev.names, name)
 		prev.refreshName()
 		s.treeChangedLocked(prev.id)
-		s.persistTreesLocked(prev)
+		_ = s.persistTreesLocked(prev) // "__name" changed: written or queued (meta.Backend.Update)
 	}
 	if o.names == nil {
 		o.names = map[string]struct{}{}
@@ -56,7 +56,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	o.setField("__name", name)
 	o.encodeFields()
 	s.treeChangedLocked(o.id)
-	s.persistTreesLocked(o)
+	_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
 	s.bumpEpochLocked()
 	s.notifyLocked()
 	return nil
@@ -76,7 +76,7 @@ func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
 		delete(prev.names, name)
 		prev.refreshName()
 		s.treeChangedLocked(prev.id)
-		s.persistTreesLocked(prev)
+		_ = s.persistTreesLocked(prev) // "__name" changed: written or queued (meta.Backend.Update)
 		s.bumpEpochLocked()
 	}
 	s.notifyLocked()
@@ -109,28 +109,30 @@ func (s *Store) GetName(name string) (ids.ObjectID, error) {
 	return id, nil
 }
 
-// DropName removes a name; an unknown name is not an error.
-func (s *Store) DropName(name string) {
+// DropName removes a name; an unknown name is not an error. Names are
+// cluster-wide: when the backend cannot drop it (etcd away), DropName fails
+// with EtcdError and nothing changes.
+func (s *Store) DropName(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id, err := s.meta.GetName(name)
-	if err != nil {
-		return
+	if errors.Is(err, meta.ErrNameNotFound) {
+		return nil
 	}
-	s.dropNameLocked(name, id)
-}
-
-// dropNameLocked removes name, which points at id, from the backend and
-// from the object.
-func (s *Store) dropNameLocked(name string, id ids.ObjectID) {
-	_ = s.meta.DropName(name) // a failed drop leaves the name to a later drop
+	if err != nil {
+		return backendError(err)
+	}
+	if err := s.meta.DropName(name); err != nil {
+		return backendError(err)
+	}
 	if o, ok := s.objects[id]; ok {
 		delete(o.names, name)
 		o.refreshName()
 		s.treeChangedLocked(o.id)
-		s.persistTreesLocked(o)
+		_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
 		s.bumpEpochLocked()
 	}
+	return nil
 }
 
 // ListNames returns the names matching pattern, at most limit (0: all),

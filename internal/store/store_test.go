@@ -280,8 +280,8 @@ func TestMetaEpoch(t *testing.T) {
 		{"persist", func() { _ = s.Persist(other) }, true},
 		{"persist again", func() { _ = s.Persist(other) }, false},
 		{"put name", func() { _ = s.PutName("n", other) }, true},
-		{"drop name", func() { s.DropName("n") }, true},
-		{"drop unknown name", func() { s.DropName("n") }, false},
+		{"drop name", func() { _ = s.DropName("n") }, true},
+		{"drop unknown name", func() { _ = s.DropName("n") }, false},
 		{"delete missing", func() { s.Delete([]ids.ObjectID{12345}, DeleteOptions{}) }, false},
 		{"delete", func() { s.Delete([]ids.ObjectID{id}, DeleteOptions{Deep: true}) }, true},
 	}

@@ -192,7 +192,7 @@ func (r *traceRun) step(line string) error {
 	case "name":
 		return r.s.PutName(f[1], r.id(f[2]))
 	case "unname":
-		r.s.DropName(f[1])
+		_ = r.s.DropName(f[1])
 		return nil
 	case "clear":
 		r.s.Clear()

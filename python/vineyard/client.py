@@ -84,6 +84,8 @@ class InstanceStatus:
         self.deferred_requests = int(fields.get("deferred_requests", 0))
         self.ipc_connections = int(fields.get("ipc_connections", 0))
         self.rpc_connections = int(fields.get("rpc_connections", 0))
+        # changes of persisted objects queued until etcd answers again (ours)
+        self.meta_pending = int(fields.get("meta_pending", 0))
 
     def __repr__(self) -> str:
         return "InstanceStatus " + json.dumps(vars(self))

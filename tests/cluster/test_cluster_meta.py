@@ -174,9 +174,18 @@ def test_killed_daemon_disappears_after_its_lease(cluster: Cluster) -> None:
 def test_etcd_stopped_and_restarted(cluster: Cluster) -> None:
     a, b = cluster.a.connect(), cluster.b.connect()
     before = a.put(np.arange(4), persist=True, name="before_outage")
+    doomed = a.put(np.arange(5), persist=True, name="deleted_in_outage")
     assert b.get_name("before_outage") == before
+    assert b.exists(doomed)
     cluster.etcd.stop()
     try:
+        # The delete of a persisted object (and of its name) succeeds and is
+        # queued for etcd; a drop_name fails with EtcdError, nothing changed.
+        a.delete(doomed)
+        assert not a.exists(doomed)
+        with pytest.raises(EtcdErrorException):
+            a.drop_name("before_outage")
+        assert a.status.meta_pending == 2
         # Local, transient put/get keep working.
         local = a.put(np.arange(100.0))
         np.testing.assert_array_equal(a.get(local), np.arange(100.0))
@@ -206,6 +215,11 @@ def test_etcd_stopped_and_restarted(cluster: Cluster) -> None:
     assert wait_until("b to see the object a persisted", lambda: b.exists(local))
     assert b.get_meta(local).instance_id == a.instance_id
     assert b.get_name("before_outage") == before
+    # The queued delete reached etcd, so b too.
+    wait_until("the delete made during the outage to reach b", lambda: not b.exists(doomed))
+    with pytest.raises(ObjectNotExistsException):
+        b.get_name("deleted_in_outage")
+    assert a.status.meta_pending == 0
     after = b.put(np.arange(3), persist=True, name="after_outage")
     assert a.get_name("after_outage") == after
     assert a.get_meta(after).instance_id == b.instance_id
