@@ -1,8 +1,12 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -31,21 +35,79 @@ func tooMany(field string, n int) error {
 	return nil
 }
 
-// checkName bounds a name (or a name pattern).
+// checkName bounds a name (or a name pattern) and refuses a NUL byte in it
+// (C's strings end there, etcd's keys would carry it).
 func checkName(field, name string) error {
 	if len(name) > MaxNameBytes {
 		return status.Errorf(status.Invalid, "%s is %d bytes long, at most %d are allowed", field, len(name), MaxNameBytes)
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return status.Errorf(status.Invalid, "%s %q contains a NUL byte", field, name)
 	}
 	return nil
 }
 
 // checkTree refuses a metadata tree that is not valid UTF-8 (the decoder
-// already checked it is JSON): stored, it would be echoed in every listing.
+// already checked it is JSON): stored, it would be echoed in every listing;
+// and one with a NUL character in a key or a typename (checkTreeNUL).
 func checkTree(field string, raw json.RawMessage) error {
 	if !utf8.Valid(raw) {
 		return status.Errorf(status.Invalid, "%s is not valid UTF-8", field)
 	}
-	return nil
+	return checkTreeNUL(field, raw)
+}
+
+// nulEscape is how JSON writes a NUL character (a raw NUL byte is not
+// valid JSON in the first place).
+var nulEscape = []byte(`\u0000`)
+
+// checkTreeNUL refuses a tree whose keys or typenames (at any depth)
+// contain a NUL character: C readers of the tree (v6d.h, upstream's
+// client) would see them cut short, and two different keys would read
+// alike. Values may hold one. A tree without the escape costs one search.
+func checkTreeNUL(field string, raw json.RawMessage) error {
+	if !bytes.Contains(raw, nulEscape) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type frame struct{ object, wantKey bool }
+	var stack []frame
+	key := "" // the key of the value being read, in an object
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) || err != nil {
+			return nil // the request decoder checked it is JSON
+		}
+		top := len(stack) - 1
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				if top >= 0 && stack[top].object {
+					stack[top].wantKey = true // this container is the value
+				}
+				stack = append(stack, frame{object: d == '{', wantKey: true})
+			} else {
+				stack = stack[:top]
+			}
+			key = ""
+			continue
+		}
+		str, isString := tok.(string)
+		if top >= 0 && stack[top].object && stack[top].wantKey {
+			if strings.IndexByte(str, 0) >= 0 {
+				return status.Errorf(status.Invalid, "%s has a key with a NUL character: %q", field, str)
+			}
+			stack[top].wantKey = false
+			key = str
+			continue
+		}
+		if isString && key == "typename" && strings.IndexByte(str, 0) >= 0 {
+			return status.Errorf(status.Invalid, "%s has a typename with a NUL character: %q", field, str)
+		}
+		if top >= 0 && stack[top].object {
+			stack[top].wantKey = true
+		}
+		key = ""
+	}
 }
 
 func (r *CreateBuffersRequest) validate() error {
@@ -102,6 +164,11 @@ func (r *DelDataRequest) validate() error { return tooMany("id", len(r.ID)) }
 func (r *LabelRequest) validate() error {
 	if err := tooMany("keys", len(r.Keys)); err != nil {
 		return err
+	}
+	for _, k := range r.Keys {
+		if strings.IndexByte(k, 0) >= 0 {
+			return status.Errorf(status.Invalid, "label key %q contains a NUL byte", k)
+		}
 	}
 	return tooMany("values", len(r.Values))
 }
