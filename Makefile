@@ -86,7 +86,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python test-interop \
+.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python test-accel-off test-interop \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
@@ -157,7 +157,7 @@ $(TORCH_STAMP): requirements-torch.txt $(VENV_STAMP)
 ##@ Test
 
 test: check build venv ## Check prerequisites, build, make the venv, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
-	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-interop test-arrow-cgocheck2 bench-smoke)
+	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-accel-off test-interop test-arrow-cgocheck2 bench-smoke)
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -170,6 +170,17 @@ test-python: $(BUILD_DEP) $(VENV_DEP) ## pytest tests/ (in build/venv) against b
 	status=0; $(PY_ENV) $(VENV_PY) -m pytest tests -q --ignore=tests/interop $(PYTEST_ARGS) || status=$$?; \
 	  if [ $$status -eq 5 ]; then echo "test-python: pytest collected no tests" >&2; fi; \
 	  exit $$status
+
+# The client's fast paths are accelerators of the plain protocol, each of
+# which may decline (internal/client/accel.go): with every one off
+# (V6D_ACCEL=none), the client's Go tests and the Python tests of puts, gets,
+# deletes, names, Arrow and pandas must pass on the plain protocol alone.
+# Tests of an accelerator itself skip when it is off.
+ACCEL_OFF_PYTHON := tests/python/test_client.py tests/python/test_put_small_array.py tests/python/test_get_plan.py \
+  tests/python/test_get_into.py tests/python/test_arrow.py tests/python/test_pandas.py tests/python/test_trees.py
+test-accel-off: $(BUILD_DEP) $(VENV_DEP) ## go test (client, arrowc) and the put/get/delete/names/Arrow/pandas pytest files with every client accelerator off (V6D_ACCEL=none)
+	V6D_ACCEL=none CGO_ENABLED=1 $(GO) test -race $(GOTEST_FLAGS) ./internal/client/ ./internal/arrowc/
+	$(PY_ENV) V6D_ACCEL=none $(VENV_PY) -m pytest $(ACCEL_OFF_PYTHON) -q $(PYTEST_ARGS)
 
 test-interop: $(BUILD_DEP) $(VENV_DEP) ## pytest tests/interop: upstream Vineyard 0.24.2 (its venv made once under build/bench) and ours, both ways
 	$(PY_ENV) $(VENV_PY) -m pytest tests/interop -q $(PYTEST_ARGS)

@@ -24,6 +24,7 @@ func waitDisconnected(t *testing.T, c *Client) {
 }
 
 func TestConnectedReportsADeadDaemon(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	c := connect(t, srv)
 	if !c.Connected() {
@@ -63,6 +64,7 @@ func TestConnectedReportsADeadDaemon(t *testing.T) {
 }
 
 func TestConnectedAfterClose(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	c := connect(t, startServer(t, 16<<20))
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -77,6 +79,7 @@ func TestConnectedAfterClose(t *testing.T) {
 // client answers no more gets from the directory, although the daemon's life
 // word still says it runs.
 func TestDroppedConnectionAnswersNoDirectoryGet(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	id, _ := put(t, a, []byte("revoked"))

@@ -24,8 +24,8 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ext.lease && !c.remote {
-		bufs, ok, err := c.leaseBuffersLocked([]uint64{size})
+	if len(c.accels) > 0 {
+		bufs, ok, err := c.accelBuffersLocked([]uint64{size})
 		if err != nil || ok {
 			if err != nil {
 				return 0, nil, err
@@ -89,8 +89,8 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
-	if c.ext.lease && !c.remote {
-		bufs, ok, err := c.leaseBuffersLocked(nonEmpty)
+	if len(c.accels) > 0 {
+		bufs, ok, err := c.accelBuffersLocked(nonEmpty)
 		if err != nil {
 			return nil, err
 		}
@@ -497,20 +497,20 @@ func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.
 	return zero
 }
 
-// dirGetBuffers answers GetBuffers from the directory (directory.go), each
+// dirGetBuffers answers GetBuffers from the accelerators (the directory), each
 // entry of idl counting one reference; it reports false, having taken
 // nothing, when the directory cannot answer for every blob.
 func (c *Client) dirGetBuffers(idl []ids.ObjectID, out [][]byte) bool {
 	c.state.Lock()
 	defer c.state.Unlock()
-	if c.dir == nil {
+	if len(c.accels) == 0 {
 		return false
 	}
 	for i, id := range idl {
 		if id == ids.EmptyBlob {
 			continue
 		}
-		_, bids, ok := c.dirGetLocked(id, true)
+		_, bids, ok := c.accelGetLocked(id, true)
 		if !ok || len(bids) != 1 || bids[0] != id {
 			if ok { // not a blob's record: give back what it took
 				c.undoGetLocked(bids)

@@ -51,29 +51,27 @@ type Client struct {
 	isClosed      atomic.Bool  // closed, readable without mu
 	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
 
-	mu      sync.Mutex // serialises exchanges; guards the fields below
-	conn    *protocol.Sock
-	rbuf    []byte
-	ahead   []byte // read-ahead of replies (readahead.go); bytes ahead[apos:aend] unread
-	apos    int
-	aend    int
-	wbuf    []byte
-	regions map[int]*arena // daemon store_fd → arena
-	closed  bool
-	lost    error      // set once the connection broke
-	lease   leaseState // arena memory and ids to carve blobs from (lease.go)
-	// Pipelined puts (pipelined.go): how many were sent since the last
-	// reply was read, and the failure read ahead of a reply, not yet
-	// returned.
-	sincePipelineSync int
-	putErr            *putError
-	unacked           []protocol.Request // sent ahead of pipelined puts, acknowledgements unread
-	verdict           treeVerdict        // what the last pipelined put's tree allows
-	// A leased put's request and blob triples, reused: both are encoded
-	// into wbuf before the put returns and never read after it (the request
-	// points at the last put's tree until the next put overwrites it).
-	putReq     protocol.CreateDataRequest
-	putTriples []uint64
+	mu        sync.Mutex // serialises exchanges; guards the fields below
+	conn      *protocol.Sock
+	rbuf      []byte
+	ahead     []byte // read-ahead of replies (readahead.go); bytes ahead[apos:aend] unread
+	apos      int
+	aend      int
+	wbuf      []byte
+	regions   map[int]*arena // daemon store_fd → arena
+	closed    bool
+	lost      error  // set once the connection broke
+	exchanges uint64 // exchanges made (each reads every reply due)
+	// Pipelined puts (pipelined.go): the failure read ahead of a reply,
+	// not yet returned, and requests written ahead of them whose
+	// acknowledgements are unread.
+	putErr  *putError
+	unacked []protocol.Request
+
+	// The accelerators in use (accel.go), in the order they are asked;
+	// set by Connect, read without a lock.
+	accels  []accelerator
+	accelOn Accel
 
 	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
@@ -88,7 +86,6 @@ type Client struct {
 	// slotsCleared: a pin slot was cleared since the last FlushReleases;
 	// the daemon notices at this connection's next request.
 	slotsCleared bool
-	ownPuts      map[ids.ObjectID]*ownPut     // pipelined puts perhaps not yet handled (ownput.go)
 	relq         *releaseQueue                // releases written to memory (relqueue.go); nil: none
 	spareBlobs   []*blob                      // entries of released directory gets, for reuse (directory.go)
 	spareHolds   []*slotHold                  // holds whose last blob went, for reuse
@@ -146,11 +143,16 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot connect to vineyardd at %s: %v", socket, unwrapOp(err))
 	}
+	want, err := accelOptions(&o)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	c := newClient(conn, socket)
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
 	exts := protocol.Extensions
-	if o.noDirectory || os.Getenv(NoDirectoryEnv) != "" {
+	if want&AccelDirectory == 0 {
 		exts = slices.DeleteFunc(slices.Clone(exts), func(e string) bool { return e == protocol.ExtDirectory })
 	}
 	if err := c.call(&protocol.RegisterRequest{Version: Version, Extensions: exts}, &reply); err != nil {
@@ -164,6 +166,7 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	if c.ext.metaEpoch {
 		c.epochOffset = reply.MetaEpochOffset
 	}
+	c.startAccels(want)
 	return c, nil
 }
 
@@ -251,7 +254,6 @@ func (c *Client) disconnectLocked() error {
 	clear(c.blobs)
 	clear(c.objects)
 	c.pending = nil // the daemon releases everything at disconnect
-	c.lease = leaseState{}
 	c.cache.entries = nil
 	c.closeDirectoryLocked() // the daemon forgets the pins with the connection
 	c.state.Unlock()
@@ -309,8 +311,10 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
 	ahead := c.releaseRequests(rel)
-	if flush := c.takeLeaseLocked(req); flush != nil {
-		ahead = append([]protocol.Request{flush}, ahead...)
+	for _, a := range c.accels {
+		if first := a.ahead(req); first != nil {
+			ahead = append([]protocol.Request{first}, ahead...)
+		}
 	}
 	c.roundTrips.Add(1)
 	return c.exchangeLocked(req, reply, ahead, trailing)
@@ -342,7 +346,7 @@ func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahea
 			return status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
 		}
 	}
-	c.sincePipelineSync = 0 // this exchange reads what they failed with
+	c.exchanges++ // reads what pipelined puts failed with (pipelined.go)
 	if len(trailing) == 0 {
 		if _, err := c.conn.Write(c.wbuf); err != nil {
 			return c.loseLocked(err)

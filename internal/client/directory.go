@@ -199,34 +199,46 @@ func (c *Client) usableLocal() error {
 	return nil
 }
 
-// dirGetLocked answers a get of id from the directory: its tree, and with
-// pin, the blobs of the tree counted once each (as a get with buffers
-// counts them) and backed by a pin slot where nothing backed them yet. It
-// reports false (nothing taken) when the directory cannot answer. The tree
-// may lie in the directory's lookup buffer: it is valid while c.state is
-// held and no other lookup runs, and a caller that keeps it copies it.
-// c.state must be held.
-func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
-	d := c.dir
-	if d == nil || c.cache.dead.Load() || d.pins.Revoked() { // revoked: pins protect nothing
+// directory is the accelerator of gets from the daemon's directory. Its
+// state, c.dir, is the client's: the pin page and the life word serve the
+// other accelerators and the liveness check too.
+type directory struct {
+	plain
+	c *Client
+}
+
+// get answers a get of id from the directory: its tree, and with pin, the
+// blobs of the tree counted once each (as a get with buffers counts them)
+// and backed by a pin slot where nothing backed them yet. It declines
+// (nothing taken) when the directory cannot answer. The tree may lie in the
+// directory's lookup buffer: it is valid while c.state is held and no other
+// lookup runs, and a caller that keeps it copies it. c.state must be held.
+func (d *directory) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
+	c := d.c
+	st := c.dir
+	if st == nil || c.cache.dead.Load() || st.pins.Revoked() { // revoked: pins protect nothing
 		return nil, nil, false
 	}
-	rec, slot, seq, ok := d.view.LookupInto(uint64(id), maxDirRecord, d.words, d.blobs)
-	if ok {
-		d.words, d.blobs = rec.Words, rec.Blobs
-	}
-	var own uint64 // a put of this client's, not yet handled: its number (ownput.go)
+	rec, slot, seq, ok := st.view.LookupInto(uint64(id), maxDirRecord, st.words, st.blobs)
 	if !ok {
-		var handled bool
-		if rec, own, ok, handled = c.ownGetLocked(id); handled {
-			return c.dirGetLocked(id, pin) // since the lookup: the directory has it now
-		} else if !ok {
-			return nil, nil, false
-		}
+		return nil, nil, false
 	}
+	st.words, st.blobs = rec.Words, rec.Blobs
 	if !pin {
 		return rec.Tree, nil, true
 	}
+	return d.pin(id, rec, 0, slot, seq)
+}
+
+// pin pins the blobs of rec, the record of id: it stores id in a pin slot,
+// then checks that the record still stands: for a record of the directory
+// (own 0), that its entry's seq at slot is still seq; for one of this
+// client's pipelined puts (ownput.go), that the daemon has not handled put
+// number own yet, and if it has, the directory answers. c.state must be
+// held.
+func (d *directory) pin(id ids.ObjectID, rec shm.Record, own, slot, seq uint64) ([]byte, []ids.ObjectID, bool) {
+	c := d.c
+	st := c.dir
 	var room [8][]byte // views of the first blobs, without an allocation
 	views := room[:0]
 	for _, eb := range rec.Blobs {
@@ -234,24 +246,24 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		if !bid.IsBlob() || bid == ids.EmptyBlob {
 			return nil, nil, false
 		}
-		v, err := d.arena.view(eb.Offset, eb.Size, false)
+		v, err := st.arena.view(eb.Offset, eb.Size, false)
 		if err != nil {
 			return nil, nil, false
 		}
 		views = append(views, v)
 	}
-	k, ok := d.pins.Set(uint64(id))
+	k, ok := st.pins.Set(uint64(id))
 	if !ok {
 		return nil, nil, false
 	}
 	switch {
-	case own != 0 && d.pins.Handled() >= own:
+	case own != 0 && st.pins.Handled() >= own:
 		// Handled meanwhile: it may be deleted already. The directory
 		// answers now, as for any other id.
-		d.pins.Clear(k)
-		return c.dirGetLocked(id, pin)
-	case own == 0 && d.view.Seq(slot) != seq: // retired or changed: the pin may be too late
-		d.pins.Clear(k)
+		st.pins.Clear(k)
+		return d.get(id, true)
+	case own == 0 && st.view.Seq(slot) != seq: // retired or changed: the pin may be too late
+		st.pins.Clear(k)
 		return nil, nil, false
 	}
 	h := c.newHoldLocked(k)
@@ -274,7 +286,7 @@ func (c *Client) dirGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID
 		b.pins++
 	}
 	if h.refs == 0 {
-		d.pins.Clear(k) // every blob was backed already
+		st.pins.Clear(k) // every blob was backed already
 	}
 	c.dirGets.Add(1)
 	if own != 0 {

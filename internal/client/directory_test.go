@@ -29,6 +29,7 @@ func checkStore(t testing.TB, srv *server.Server) {
 }
 
 func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	if !b.HasDirectory() {
@@ -111,6 +112,7 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 }
 
 func TestDirectoryPinOutlivesDelete(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	want := bytes.Repeat([]byte{7}, 64<<10)
@@ -157,6 +159,7 @@ func TestDirectoryPinOutlivesDelete(t *testing.T) {
 }
 
 func TestDirectoryPinsGoWithTheConnection(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a := connect(t, srv)
 	b, err := Connect(srv.Socket())
@@ -192,6 +195,7 @@ func TestDirectoryPinsGoWithTheConnection(t *testing.T) {
 }
 
 func TestDirectoryFallbacks(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
 
@@ -221,6 +225,7 @@ func TestDirectoryFallbacks(t *testing.T) {
 // instead of 5-6); with every slot taken, gets take the round trip, and a
 // delete of what they hold keeps it until they are released.
 func TestDirectoryPinsMany(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServerWith(t, server.Config{Size: 256 << 20, DirectoryEntries: 1 << 18})
 	a, b := connect(t, srv), connect(t, srv)
 	var objs []ids.ObjectID
@@ -276,6 +281,7 @@ func payload(seed int64, n int) []byte {
 // deletes them and an allocator refills the freed memory; every read is
 // checksummed while pinned. Run under -race.
 func TestDirectoryRace(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 64<<20)
 	const (
 		readers = 4
@@ -428,6 +434,7 @@ func waitFor(t testing.TB, cond func() bool) {
 // get of the last of 80,000 objects needs no round trip (it took one
 // before, ~20x a directory get's time from Python).
 func TestDirectoryHoldsManyObjects(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 1<<30)
 	a, b := connect(t, srv), connect(t, srv)
 	const n = 80000
@@ -455,6 +462,7 @@ func TestDirectoryHoldsManyObjects(t *testing.T) {
 // must be the caller's own; GetObjectViews with into sees the tree only
 // during the call, and copies nothing of it.
 func TestDirectoryTreesOutliveTheNextGet(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	idA, _ := put(t, a, []byte("the first object"))

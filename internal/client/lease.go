@@ -1,7 +1,6 @@
 package client
 
 import (
-	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 )
@@ -29,8 +28,13 @@ const (
 	leaseIDsLow = 256
 )
 
-// leaseState is the client's view of its lease. Guarded by Client.mu.
-type leaseState struct {
+// leaser is the lease accelerator: it carves buffers (buffers), names
+// them to the daemon ahead of the next request (ahead) and takes the
+// renewal a create_data reply carries (created). Its fields are guarded by
+// Client.mu.
+type leaser struct {
+	plain
+	c        *Client
 	off, end uint64 // the free part of the lease, arena offsets
 	fd       int    // the daemon's fd number of its arena (Client.regions)
 	next     ids.ObjectID
@@ -39,17 +43,20 @@ type leaseState struct {
 	carved   uint64   // bytes carved since the last create_data
 }
 
-// setLocked records a lease grant from a reply.
-func (l *leaseState) set(g *protocol.LeaseGrant) {
+// set records a lease grant from a reply.
+func (l *leaser) set(g *protocol.LeaseGrant) {
 	l.off, l.end, l.fd = g.Offset, g.Offset+g.Size, g.StoreFd
 	l.next, l.ids = g.FirstID, g.IDs
 }
 
-// leaseBuffersLocked creates buffers of sizes (none 0) from the lease,
-// leasing anew first when the lease is short. ok is false when the lease
-// cannot serve them (too many ids): the caller creates them the old way.
-// c.mu must be held.
-func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err error) {
+// forget drops the lease: the daemon took it back, or may have.
+func (l *leaser) forget() { l.off, l.end = 0, 0 }
+
+// buffers creates buffers of sizes (none 0) from the lease, leasing anew
+// first when the lease is short. It declines when the lease cannot serve
+// them (too many ids): the plain create_buffers runs.
+func (l *leaser) buffers(sizes []uint64) (out []Buffer, ok bool, err error) {
+	c := l.c
 	var total uint64
 	for _, s := range sizes {
 		total += roundUp(s)
@@ -62,8 +69,7 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 	if err := c.liveLocal(); err != nil {
 		return nil, false, err
 	}
-	l := &c.lease
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(sizes)), leaseFactor*total, true)
+	a, ok, err := l.ensure(total, uint64(len(sizes)), leaseFactor*total, true)
 	if !ok || err != nil {
 		return nil, false, err
 	}
@@ -97,17 +103,17 @@ func (c *Client) leaseBuffersLocked(sizes []uint64) (out []Buffer, ok bool, err 
 	return out, true, nil
 }
 
-// ensureLeaseLocked makes sure the lease holds total bytes and n ids,
-// leasing anew (a round trip) when it does not, and returns the arena it
-// lies in. ok is false when the lease cannot serve them (more ids than a
-// renewal promises, or the daemon granted less): the caller creates the
-// blobs another way. A new lease is of want bytes (at least leaseMin).
-// With pretouch, it starts the background pre-touch of what the daemon
+// ensure makes sure the lease holds total bytes and n ids, leasing anew
+// (a round trip) when it does not, and returns the arena it lies in. ok is
+// false when the lease cannot serve them (more ids than a renewal
+// promises, or the daemon granted less): the caller creates the blobs
+// another way. A new lease is of want bytes (at least leaseMin). With
+// pretouch, it starts the background pre-touch of what the daemon
 // pre-faulted (pretouch.go), which buffers the caller fills want; a small
 // put writes a page or two and would only pay for mapping the reserve on a
 // busy machine. c.mu must be held.
-func (c *Client) ensureLeaseLocked(total, n, want uint64, pretouch bool) (a *arena, ok bool, err error) {
-	l := &c.lease
+func (l *leaser) ensure(total, n, want uint64, pretouch bool) (a *arena, ok bool, err error) {
+	c := l.c
 	if n > leaseIDsLow {
 		return nil, false, nil // more ids than a renewal promises: the old way
 	}
@@ -118,7 +124,7 @@ func (c *Client) ensureLeaseLocked(total, n, want uint64, pretouch bool) (a *are
 		if err := c.callLocked(req, &reply); err != nil {
 			// The daemon may have taken the old lease back before it
 			// failed: never carve from it again.
-			l.off, l.end = 0, 0
+			l.forget()
 			return nil, false, err
 		}
 		if reply.Lease == nil {
@@ -141,11 +147,10 @@ func (c *Client) ensureLeaseLocked(total, n, want uint64, pretouch bool) (a *are
 	return a, true, nil
 }
 
-// takeLeaseLocked gives req the blobs carved from the lease that the daemon
-// does not know yet, and returns a request to send ahead of req for those
-// req cannot carry (nil if none). c.mu must be held.
-func (c *Client) takeLeaseLocked(req protocol.Request) protocol.Request {
-	l := &c.lease
+// ahead gives req the blobs carved from the lease that the daemon does not
+// know yet, and returns a request to send ahead of req for those req
+// cannot carry (nil if none).
+func (l *leaser) ahead(req protocol.Request) protocol.Request {
 	if len(l.pending) == 0 {
 		return nil
 	}
@@ -170,47 +175,58 @@ func (c *Client) takeLeaseLocked(req protocol.Request) protocol.Request {
 	return &protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true, LeaseKeep: true, LeaseBlobs: pending}
 }
 
-// leaseRenewedLocked takes the lease a create_data reply carries, when the
-// request asked for one (asked bytes). A reply without one, to a request
-// that asked, leaves the client without a lease: the daemon may have taken
-// the old one back.
-func (c *Client) leaseRenewedLocked(asked uint64, g *protocol.LeaseGrant) {
-	if asked == 0 {
+// created takes the lease a create_data reply carries, when the request
+// asked for one. A reply without one, to a request that asked, leaves the
+// client without a lease: the daemon may have taken the old one back.
+func (l *leaser) created(req *protocol.CreateDataRequest, reply *protocol.CreateDataReply) {
+	if req.LeaseSize == 0 || req.Pipelined {
 		return
 	}
+	g := reply.Lease
 	if g == nil {
-		c.lease.off, c.lease.end = 0, 0
+		l.forget()
 		return
 	}
-	c.lease.set(g)
-	if a, ok := c.regions[g.StoreFd]; ok {
+	l.set(g)
+	if a, ok := l.c.regions[g.StoreFd]; ok {
 		a.pretouch(g.Offset)
 	}
+}
+
+// giveBack returns the lease to the daemon; blobs carved from it stay.
+func (l *leaser) giveBack() error {
+	var reply protocol.BuffersReply
+	err := l.c.callLocked(&protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true}, &reply)
+	l.forget() // returned, or in doubt: never carve from it again
+	if err != nil {
+		return err
+	}
+	if reply.Lease != nil {
+		l.set(reply.Lease)
+	}
+	return nil
 }
 
 // ReleaseLease returns the memory leased to this client to the daemon (it
 // is otherwise returned when the client closes or leases anew); blobs
 // carved from it stay. The next create leases again. Without leases (an
-// upstream or remote daemon) it does nothing.
+// upstream or remote daemon, AccelLease off) it does nothing.
 func (c *Client) ReleaseLease() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ext.lease || c.remote {
-		return c.usableLocked()
-	}
-	var reply protocol.BuffersReply
-	err := c.callLocked(&protocol.CreateBuffersRequest{Sizes: []uint64{}, Lease: true}, &reply)
-	c.lease.off, c.lease.end = 0, 0 // returned, or in doubt: never carve from it again
-	if err != nil {
+	if err := c.usableLocked(); err != nil {
 		return err
 	}
-	if reply.Lease != nil {
-		c.lease.set(reply.Lease)
+	for _, a := range c.accels {
+		if err := a.giveBack(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// roundUp rounds a blob size up to the daemon's allocation unit.
+// roundUp rounds a blob size up to the daemon's allocation unit, the
+// alignment of every blob a lease holds.
 func roundUp(size uint64) uint64 {
-	return (size + alloc.Alignment - 1) &^ (alloc.Alignment - 1)
+	return (size + protocol.BlobAlignment - 1) &^ (protocol.BlobAlignment - 1)
 }

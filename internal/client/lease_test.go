@@ -52,9 +52,10 @@ func checkBlob(t *testing.T, c *Client, bid ids.ObjectID, size int, seed byte) {
 }
 
 func TestLeasePutsTakeOneRoundTrip(t *testing.T) {
+	needAccel(t, AccelLease)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
-	if !a.ext.lease {
+	if leaseOf(a) == nil {
 		t.Fatal("the daemon does not offer leases")
 	}
 	// The first put leases (a round trip); after that, every put of the
@@ -99,6 +100,7 @@ func TestLeasePutsTakeOneRoundTrip(t *testing.T) {
 // waitFor waits until cond holds (the daemon handles a close on its own
 // goroutine); it fails the test after 10 s.
 func TestLeaseBlobsOtherRequests(t *testing.T) {
+	needAccel(t, AccelLease)
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	// Seal, shrink and abort name blobs the daemon learns of ahead of them.
@@ -145,14 +147,15 @@ func TestLeaseBlobsOtherRequests(t *testing.T) {
 // TestLeaseExtentsRefused sends extents a client could not have carved: the
 // daemon refuses each with Invalid and nothing stored changes.
 func TestLeaseExtentsRefused(t *testing.T) {
+	needAccel(t, AccelLease)
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	other := connect(t, srv)
 	keep, keepBlob := putLeased(t, other, 100<<10, 3)
 	putLeased(t, a, 100<<10, 4) // a has a lease now
 	st := srv.Store()
-	l := a.lease
-	ol := other.lease
+	l := *leaseOf(a)
+	ol := *leaseOf(other)
 	for _, tc := range []struct {
 		name    string
 		pending []uint64
@@ -170,7 +173,7 @@ func TestLeaseExtentsRefused(t *testing.T) {
 			usedBefore, _ := st.Usage()
 			leasedBefore := st.Leased()
 			a.mu.Lock()
-			a.lease.pending = append([]uint64(nil), tc.pending...)
+			leaseOf(a).pending = append([]uint64(nil), tc.pending...)
 			a.mu.Unlock()
 			_, err := a.Create([]byte(`{"typename":"x"}`), nil)
 			if status.CodeOf(err) != status.Invalid {
@@ -189,7 +192,7 @@ func TestLeaseExtentsRefused(t *testing.T) {
 		t.Fatal("another client's object is gone")
 	}
 	// After the lease is released, its memory cannot be named.
-	lBefore := a.lease
+	lBefore := *leaseOf(a)
 	leased := st.Leased()
 	if err := a.ReleaseLease(); err != nil {
 		t.Fatal(err)
@@ -198,7 +201,7 @@ func TestLeaseExtentsRefused(t *testing.T) {
 		t.Fatalf("leased %d after a release, was %d with %d bytes of a's", st.Leased(), leased, lBefore.end-lBefore.off)
 	}
 	a.mu.Lock()
-	a.lease.pending = []uint64{uint64(lBefore.next), lBefore.off, 64}
+	leaseOf(a).pending = []uint64{uint64(lBefore.next), lBefore.off, 64}
 	a.mu.Unlock()
 	if _, err := a.Create([]byte(`{"typename":"x"}`), nil); status.CodeOf(err) != status.Invalid {
 		t.Fatalf("create after release = %v, want Invalid", err)
@@ -212,10 +215,11 @@ func TestLeaseExtentsRefused(t *testing.T) {
 // grant takes the old lease back; the client must never carve from it
 // again, where another client's blobs may lie by then.
 func TestLeaseRefusedLeavesNoStaleLease(t *testing.T) {
+	needAccel(t, AccelLease)
 	srv := startServer(t, 8<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	putLeased(t, a, 200<<10, 1) // a leases (1 MiB: an eighth of the arena)
-	held := a.lease
+	held := *leaseOf(a)
 	if held.end-held.off == 0 {
 		t.Fatal("a holds no lease")
 	}

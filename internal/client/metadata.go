@@ -63,7 +63,9 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 		}
 		return 0, nil, err
 	}
-	c.leaseRenewedLocked(req.LeaseSize, reply.Lease)
+	for _, a := range c.accels {
+		a.created(req, &reply)
+	}
 	if len(toSeal) > 0 {
 		c.state.Lock()
 		for _, id := range last { // those sealed ahead are counted already
@@ -110,13 +112,13 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 	c.state.Lock()
 	tree, ok := c.cachedTreeLocked(id, false)
 	if !ok {
-		tree, _, ok = c.dirGetLocked(id, false)
+		tree, _, ok = c.accelGetLocked(id, false)
 		tree = bytes.Clone(tree) // the lookup's buffer
 	}
 	c.state.Unlock()
-	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
+	if !ok && c.settle() { // it may be a put of this client's in flight
 		c.state.Lock()
-		tree, _, ok = c.dirGetLocked(id, false)
+		tree, _, ok = c.accelGetLocked(id, false)
 		tree = bytes.Clone(tree)
 		c.state.Unlock()
 	}
@@ -154,7 +156,7 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 		into(tree)
 	}
 	c.state.Unlock()
-	if !ok && c.awaitOwnPuts() { // it may be a put of this client's in flight
+	if !ok && c.settle() { // it may be a put of this client's in flight
 		c.state.Lock()
 		tree, ok = c.dirGetObjectLocked(id, into)
 		c.state.Unlock()
@@ -403,8 +405,12 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	if err := c.takePutErrorLocked(); err != nil {
 		return 0, nil, err
 	}
-	if id, bids, ok, err := c.createLeasedLocked(tree, data); ok || err != nil {
-		return id, bids, err
+	if len(tree) > 0 {
+		for _, a := range c.accels {
+			if id, bids, ok, err := a.put(tree, data); ok || err != nil {
+				return id, bids, err
+			}
+		}
 	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Inline: sizes}
@@ -421,7 +427,7 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 // (directory.go): the references are those a get with buffers takes,
 // dropped by Release(id). c.state must be held.
 func (c *Client) dirGetObjectLocked(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, bool) {
-	tree, bids, ok := c.dirGetLocked(id, true)
+	tree, bids, ok := c.accelGetLocked(id, true)
 	if !ok {
 		return nil, false
 	}

@@ -13,7 +13,7 @@ import (
 
 // Gets of one's own pipelined puts (docs/design.md, "Pipelined puts"). A
 // client that gets an object it has just put, before the daemon read the
-// put, would wait for the daemon (awaitOwnPuts): a wake-up of the daemon and
+// put, would wait for the daemon (pipeline.settle): a wake-up of the daemon and
 // one back, most of such a put+get's cost. But the client knows all of that
 // object: the tree the daemon makes of a put is a function of what the put
 // says (CreateLeased: the id and signature are the root's value, the
@@ -54,57 +54,68 @@ type ownShape struct {
 	bad  bool // newOwnTemplate refused the text
 }
 
+// ownPuts is the accelerator of gets of this client's pipelined puts
+// that the daemon may not have handled yet. The pipeline notes each put
+// (note); get answers from them. Its fields are guarded by Client.state.
+type ownPuts struct {
+	plain
+	c    *Client
+	dir  *directory // pins what get answers, and answers once handled
+	puts map[ids.ObjectID]*ownPut
+}
+
 // maxOwnPuts bounds the puts remembered, and so the prune each put makes
-// (pruneOwnPutsLocked walks them all). The daemon is rarely more than a
-// few puts behind; a get of a put past the bound waits for the daemon, as
-// one from another process does.
+// (prune walks them all). The daemon is rarely more than a few puts
+// behind; a get of a put past the bound waits for the daemon, as one from
+// another process does.
 const maxOwnPuts = 128
 
-// noteOwnPutLocked remembers a pipelined put just written, whose tree v
-// judged (verdictLocked), and forgets those the daemon handled. c.state
+// note remembers a pipelined put just written, whose tree v judged
+// (pipeline.verdictFor), and forgets those the daemon handled. c.state
 // must be held.
-func (c *Client) noteOwnPutLocked(id ids.ObjectID, seq uint64, v *treeVerdict, triples []uint64) {
-	d := c.dir
+func (o *ownPuts) note(id ids.ObjectID, seq uint64, v *treeVerdict, triples []uint64) {
+	d := o.c.dir
 	if d == nil {
 		return
 	}
-	c.pruneOwnPutsLocked(d.pins.Handled())
-	if len(c.ownPuts) >= maxOwnPuts || v.own == nil {
+	o.prune(d.pins.Handled())
+	if len(o.puts) >= maxOwnPuts || v.own == nil {
 		return
 	}
 	op := &ownPut{seq: seq, shape: v.own, blobs: make([]shm.DirBlob, len(triples)/3)}
 	for i := range op.blobs {
 		op.blobs[i] = shm.DirBlob{ID: triples[3*i], Offset: triples[3*i+1], Size: triples[3*i+2]}
 	}
-	if c.ownPuts == nil {
-		c.ownPuts = map[ids.ObjectID]*ownPut{}
+	if o.puts == nil {
+		o.puts = map[ids.ObjectID]*ownPut{}
 	}
-	c.ownPuts[id] = op
+	o.puts[id] = op
 }
 
-// pruneOwnPutsLocked forgets the puts the daemon handled: handled is its
-// count. c.state must be held.
-func (c *Client) pruneOwnPutsLocked(handled uint64) {
-	for id, op := range c.ownPuts {
+// prune forgets the puts the daemon handled: handled is its count.
+// c.state must be held.
+func (o *ownPuts) prune(handled uint64) {
+	for id, op := range o.puts {
 		if op.seq <= handled {
-			delete(c.ownPuts, id)
+			delete(o.puts, id)
 		}
 	}
 }
 
-// ownGetLocked answers a get of id from a put of this client that the
-// daemon has not handled: its record, and the put's sequence number, which
-// the caller checks against the handled count once it pinned id. handled
-// reports a put of id the daemon handled since (forgotten now): the
-// directory, which missed it a moment before, has it. c.state must be held.
-func (c *Client) ownGetLocked(id ids.ObjectID) (rec shm.Record, seq uint64, ok, handled bool) {
-	op, ok := c.ownPuts[id]
-	if !ok {
-		return shm.Record{}, 0, false, false
+// get answers a get of id from a put of this client that the daemon has
+// not handled, pinned as the directory pins (the put's number checked
+// against the handled count once id is pinned). A put of id the daemon
+// handled since (forgotten now) is in the directory, which missed it a
+// moment before: the directory answers. c.state must be held.
+func (o *ownPuts) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
+	c := o.c
+	op, ok := o.puts[id]
+	if !ok || c.dir == nil {
+		return nil, nil, false
 	}
 	if c.dir.pins.Handled() >= op.seq {
-		delete(c.ownPuts, id)
-		return shm.Record{}, 0, false, true
+		delete(o.puts, id)
+		return o.dir.get(id, pin)
 	}
 	sh := op.shape
 	if sh.tmpl == nil && !sh.bad {
@@ -112,10 +123,14 @@ func (c *Client) ownGetLocked(id ids.ObjectID) (rec shm.Record, seq uint64, ok, 
 		sh.bad = !ok
 	}
 	if sh.bad {
-		delete(c.ownPuts, id)
-		return shm.Record{}, 0, false, false
+		delete(o.puts, id)
+		return nil, nil, false
 	}
-	return shm.Record{Tree: sh.tmpl.render(id, op.blobs), Blobs: op.blobs}, op.seq, true, false
+	rec := shm.Record{Tree: sh.tmpl.render(id, op.blobs), Blobs: op.blobs}
+	if !pin {
+		return rec.Tree, nil, true
+	}
+	return o.dir.pin(id, rec, op.seq, 0, 0)
 }
 
 // ownTreeable reports whether newOwnTemplate can rebuild the tree of a put of n

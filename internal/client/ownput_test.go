@@ -15,7 +15,7 @@ import (
 func ownPutOf(c *Client, id ids.ObjectID) *ownPut {
 	c.state.Lock()
 	defer c.state.Unlock()
-	return c.ownPuts[id]
+	return ownPutsOf(c).puts[id]
 }
 
 // ownTree is the tree the client rebuilds of a put of tree as id (as a get
@@ -33,6 +33,7 @@ func ownTree(tree []byte, id ids.ObjectID, instance uint64, blobs []shm.DirBlob)
 // repeated, fields the daemon sets given or not, members that clash with
 // scalar keys, several blobs, values of every JSON kind.
 func TestOwnTreeIsTheDaemons(t *testing.T) {
+	needAccel(t, AccelOwnPut)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	putPipelined(t, a, 8, 0) // the lease
@@ -56,7 +57,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 			data[j] = bytes.Repeat([]byte{byte(i + j)}, 10+100*j)
 		}
 		a.mu.Lock()
-		a.sincePipelineSync = 0 // never the put that waits for its reply
+		pipelineOf(a).since = 0 // never the put that waits for its reply
 		a.mu.Unlock()
 		id, _, err := a.CreateInline([]byte(tc.tree), data)
 		if err != nil {
@@ -86,7 +87,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 	}
 	for i, sizes := range [][2]int{{1, 9}, {100000, 7}, {12, 12}} {
 		a.mu.Lock()
-		a.sincePipelineSync = 0
+		pipelineOf(a).since = 0
 		a.mu.Unlock()
 		id, _, err := a.CreateInline(text, [][]byte{make([]byte, sizes[0]), make([]byte, sizes[1])})
 		if err != nil {
@@ -112,7 +113,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 		`{"typename":"t","b":{"inline":0,"x":1}}`,                // more than the index
 	} {
 		a.mu.Lock()
-		a.sincePipelineSync = 0
+		pipelineOf(a).since = 0
 		a.mu.Unlock()
 		id, _, err := a.CreateInline([]byte(tree), [][]byte{[]byte("abc")})
 		if err != nil {
@@ -134,6 +135,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 // neither a round trip nor a wait for the daemon, and the bytes are the
 // put's.
 func TestOwnGetNeedsNoDaemon(t *testing.T) {
+	needAccel(t, AccelOwnPut)
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	putPipelined(t, a, 8, 0)
@@ -167,13 +169,18 @@ func TestOwnGetNeedsNoDaemon(t *testing.T) {
 // its bytes until released (the delete holds what the own get pinned), and
 // everything is freed in the end. Run it with -race.
 func TestOwnGetsUnderDeletes(t *testing.T) {
+	needAccel(t, AccelOwnPut)
 	srv := startServer(t, 64<<20)
-	w, d := connect(t, srv), connect(t, srv)
+	w := connect(t, srv)
+	// The deleter allocates as much again without a lease, where the
+	// allocator puts it first: into what the delete freed, if it did.
+	d, err := Connect(srv.Socket(), WithAccel(AccelAll&^AccelLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	first, _ := putPipelined(t, w, 8, 0)
 	const puts, held = 600, 8
-	// The deleter then allocates as much again without a lease, where the
-	// allocator puts it first: into what the delete freed, if it did.
-	d.ext.lease = false
 	type job struct {
 		id   ids.ObjectID
 		size uint64

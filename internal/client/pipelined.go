@@ -26,7 +26,8 @@ import (
 // the id and asks the daemon before it read the request finds the daemon
 // waiting for it (AwaitPipelined). A failure comes back as a
 // protocol.PipelinedError frame ahead of the next reply; CreateInline
-// returns it from the next put (takePutErrorLocked). Every syncEvery-th put
+// returns it from the next put (takePutErrorLocked), whether or not
+// the pipeline is on then. Every syncEvery-th put
 // waits for its reply, so failures are read at least that often.
 
 const (
@@ -86,19 +87,48 @@ func (c *Client) takePutErrorLocked() error {
 		"an earlier put, of object %v, failed after it returned%s: %s", pe.id, more, status.AsError(pe.err).Message)
 }
 
-// createLeasedLocked is CreateInline through the lease: the blobs are
-// carved and written here and the object named with an id of the lease, in
-// one request that, unless a reply is due (syncEvery), is pipelined, with
-// the releases the client deferred ahead of it. ok is false when this put
-// cannot go that way (no lease extension or pin page, an empty blob, a
-// large tree or one the daemon may refuse, buffers carved and not yet
-// named): the caller puts the old way. c.mu must be held.
-func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.ObjectID, ok bool, err error) {
-	if !c.ext.pipelined || !c.ext.lease || c.remote || len(tree) == 0 || len(tree) > maxPipelinedTree ||
-		len(c.lease.pending) > 0 || len(data) >= leaseIDsLow {
+// pipeline is the pipelined-put accelerator (put), and it waits for its
+// puts in flight when a get misses (settle). Its fields are guarded by
+// Client.mu.
+type pipeline struct {
+	plain
+	c     *Client
+	lease *leaser
+	own   *ownPuts // gets of these puts (ownput.go); nil: off
+	// How many puts were written since the exchange numbered at (the
+	// client's exchanges): the reply of one in syncEvery is read.
+	since int
+	at    uint64
+	// verdict is what the last put's tree allows (verdict).
+	verdict treeVerdict
+	// A put's request and blob triples, reused: both are encoded into
+	// Client.wbuf before the put returns and never read after it (the
+	// request points at the last put's tree until the next put
+	// overwrites it).
+	req     protocol.CreateDataRequest
+	triples []uint64
+}
+
+// sinceSync returns how many puts were written since the last exchange.
+func (p *pipeline) sinceSync() int {
+	if p.at != p.c.exchanges {
+		p.since, p.at = 0, p.c.exchanges
+	}
+	return p.since
+}
+
+// put is CreateInline through the lease: the blobs are carved and written
+// here and the object named with an id of the lease, in one request that,
+// unless a reply is due (syncEvery), is pipelined, with the releases the
+// client deferred ahead of it. It declines a put that cannot go that way
+// (no pin page, an empty blob, a large tree or one the daemon may refuse,
+// buffers carved and not yet named): the plain inline put runs.
+func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.ObjectID, ok bool, err error) {
+	c, l := p.c, p.lease
+	if len(tree) > maxPipelinedTree || len(l.pending) > 0 || len(data) >= leaseIDsLow {
 		return 0, nil, false, nil
 	}
-	v := c.verdictLocked(tree, len(data))
+	v := p.verdictFor(tree, len(data))
 	if !v.pipelineable {
 		return 0, nil, false, nil
 	}
@@ -121,12 +151,11 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	// A lease holds leasePuts puts of this size: renewing it (a round trip)
 	// costs one put in leasePuts at most, and a client of a few large puts
 	// holds no more than that many.
-	a, ok, err := c.ensureLeaseLocked(total, uint64(len(data))+1, leasePuts*total, false)
+	a, ok, err := l.ensure(total, uint64(len(data))+1, leasePuts*total, false)
 	if !ok || err != nil {
 		return 0, nil, false, err
 	}
-	l := &c.lease
-	triples := c.putTriples[:0]
+	triples := p.triples[:0]
 	bids = make([]ids.ObjectID, len(data))
 	for i, d := range data {
 		size := uint64(len(d))
@@ -144,10 +173,10 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	id = l.next &^ ids.BlobBit
 	l.next++
 	l.ids--
-	c.putTriples = triples
-	req := &c.putReq
+	p.triples = triples
+	req := &p.req
 	*req = protocol.CreateDataRequest{Content: tree, LeaseBlobs: triples, ID: id}
-	if c.sincePipelineSync+1 >= syncEvery {
+	if p.sinceSync()+1 >= syncEvery {
 		var reply protocol.CreateDataReply
 		if err := c.callLocked(req, &reply); err != nil {
 			return 0, nil, true, err
@@ -179,10 +208,12 @@ func (c *Client) createLeasedLocked(tree []byte, data [][]byte) (id ids.ObjectID
 	if _, err := c.conn.Write(c.wbuf); err != nil {
 		return 0, nil, true, c.loseLocked(err)
 	}
-	c.sincePipelineSync++
-	c.state.Lock()
-	c.noteOwnPutLocked(id, seq, v, triples) // a get of it needs no daemon (ownput.go)
-	c.state.Unlock()
+	p.since++
+	if p.own != nil {
+		c.state.Lock()
+		p.own.note(id, seq, v, triples) // a get of it needs no daemon (ownput.go)
+		c.state.Unlock()
+	}
 	return id, bids, true, nil
 }
 
@@ -195,18 +226,18 @@ type treeVerdict struct {
 	own          *ownShape // for gets of own puts (ownput.go); nil when ownTreeable refuses
 }
 
-// verdictLocked returns the verdict on tree for a put of n blobs. Both
+// verdictFor returns the verdict on tree for a put of n blobs. Both
 // checks scan the whole tree, about a microsecond of a small put's ten, and
 // a program's puts of small arrays send one tree text per dtype and shape
 // (the Python client caches it), so the last verdict is kept and reused
 // while the tree and n are the same. c.mu must be held.
-func (c *Client) verdictLocked(tree []byte, n int) *treeVerdict {
-	v := &c.verdict
+func (p *pipeline) verdictFor(tree []byte, n int) *treeVerdict {
+	v := &p.verdict
 	if v.n == n && v.tree != nil && bytes.Equal(v.tree, tree) {
 		return v
 	}
 	*v = treeVerdict{tree: slices.Clone(tree), n: n, pipelineable: pipelineable(tree, n, 0)}
-	if v.pipelineable && ownTreeable(tree, n) {
+	if v.pipelineable && p.own != nil && ownTreeable(tree, n) {
 		v.own = &ownShape{tree: v.tree}
 	}
 	return v
@@ -279,11 +310,11 @@ func plainTypename(raw []byte) bool {
 	return string(raw[1:n-1]) != blobTypename
 }
 
-// ownPutSlice bounds one sleep of awaitOwnPuts between looks at whether
+// ownPutSlice bounds one sleep of settle between looks at whether
 // the daemon is still there.
 const ownPutSlice = 20 * time.Millisecond
 
-// awaitOwnPuts waits until the daemon has handled this client's pipelined
+// settle waits until the daemon has handled this client's pipelined
 // puts, when some are in flight, and reports whether it waited and they are
 // all handled. A get that the directory could not answer may be of one of
 // them, which the daemon publishes as it handles it: the directory is then
@@ -293,13 +324,14 @@ const ownPutSlice = 20 * time.Millisecond
 // and not at all once the daemon is gone or no longer honours the page.
 // c.state is held except during the sleep, which needs no mapping; a page
 // unmapped meanwhile (Close) ends the wait. Callers hold no lock.
-func (c *Client) awaitOwnPuts() bool {
+func (p *pipeline) settle() bool {
+	c := p.c
 	timeout := time.Duration(c.timeout.Load())
 	start := time.Now()
 	c.state.Lock()
 	defer c.state.Unlock()
 	d := c.dir
-	if d == nil || !c.ext.pipelined {
+	if d == nil {
 		return false
 	}
 	target := d.pins.Submitted()

@@ -35,9 +35,10 @@ func putPipelined(t testing.TB, c *Client, size int, seed byte) (ids.ObjectID, i
 }
 
 func TestPipelinedPutsTakeNoRoundTrip(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
-	if !a.ext.pipelined {
+	if pipelineOf(a) == nil {
 		t.Fatal("the daemon does not offer pipelined puts")
 	}
 	putPipelined(t, a, 8, 0) // leases: a round trip
@@ -83,6 +84,7 @@ func TestPipelinedPutsTakeNoRoundTrip(t *testing.T) {
 // A reader that learns the id while the put is counted but not yet written
 // gets it once it is: the daemon waits for the writer.
 func TestPipelinedPutWaitsForItsReader(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	putPipelined(t, a, 8, 0)
@@ -105,6 +107,7 @@ func TestPipelinedPutWaitsForItsReader(t *testing.T) {
 // A put counted and never written delays a miss of another connection by
 // at most the pipeline wait, and not at all once its connection closes.
 func TestPipelinedWaitIsBounded(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	const wait = 200 * time.Millisecond
@@ -145,6 +148,7 @@ func TestPipelinedWaitIsBounded(t *testing.T) {
 
 // A put the daemon refuses after it returned comes back from the next put.
 func TestPipelinedFailureComesBackAtTheNextPut(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	first, _ := putPipelined(t, a, 8, 0)
@@ -153,12 +157,12 @@ func TestPipelinedFailureComesBackAtTheNextPut(t *testing.T) {
 	}
 	used, _ := srv.Store().Usage()
 	a.mu.Lock()
-	next := a.lease.next
-	a.lease.next -= 100 // ids the daemon no longer leases: it refuses the put
+	next := leaseOf(a).next
+	leaseOf(a).next -= 100 // ids the daemon no longer leases: it refuses the put
 	a.mu.Unlock()
 	bad, _ := putPipelined(t, a, 64, 1)
 	a.mu.Lock()
-	a.lease.next = next
+	leaseOf(a).next = next
 	a.mu.Unlock()
 	if _, err := b.GetMetadata(bad); code(err) != status.ObjectNotExists {
 		t.Fatalf("get of a refused put: %v", err)
@@ -191,6 +195,7 @@ func TestPipelinedFailureComesBackAtTheNextPut(t *testing.T) {
 // Puts the daemon could refuse for their tree wait for the reply, so the
 // error comes back from the put itself.
 func TestPipelineable(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	for tree, want := range map[string]bool{
 		`{"typename":"t","a":{"inline":0}}`:                                             true,
 		`{"typename":"t","a":{"inline":0},"m":{"typename":"u","b":{"inline":1}},"x":1}`: true,
@@ -223,17 +228,18 @@ func TestPipelineable(t *testing.T) {
 // blob count, and keeps a copy of its own: the caller's buffer (C memory,
 // reused by the next put) may change under it.
 func TestVerdictFollowsTheTree(t *testing.T) {
-	var c Client
+	needAccel(t, AccelPipelined)
+	c := pipeline{own: &ownPuts{}}
 	buf := []byte(`{"typename":"t","a":{"inline":0}}`)
-	if v := c.verdictLocked(buf, 1); !v.pipelineable || v.own == nil {
+	if v := c.verdictFor(buf, 1); !v.pipelineable || v.own == nil {
 		t.Fatalf("verdict %+v", v)
 	}
-	if v := c.verdictLocked(buf, 0); v.pipelineable { // {"inline": 0} of no blob
+	if v := c.verdictFor(buf, 0); v.pipelineable { // {"inline": 0} of no blob
 		t.Fatalf("verdict for 0 blobs %+v", v)
 	}
-	c.verdictLocked(buf, 1)
+	c.verdictFor(buf, 1)
 	copy(buf, `{"typename":"t","a":{"id":"o0"}}  `) // same length, links an object
-	if v := c.verdictLocked(buf, 1); v.pipelineable || v.own != nil {
+	if v := c.verdictFor(buf, 1); v.pipelineable || v.own != nil {
 		t.Fatalf("verdict on the changed text %+v", v)
 	}
 	kept := c.verdict.tree
@@ -246,6 +252,7 @@ func TestVerdictFollowsTheTree(t *testing.T) {
 // Producers pipeline puts and pass the ids on at once; readers on other
 // connections get and check every byte, delete and reuse the memory.
 func TestPipelinedPutsUnderReaders(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	const producers, readersPer, puts = 2, 2, 400
 	var wg sync.WaitGroup
@@ -317,6 +324,7 @@ func TestPipelinedPutsUnderReaders(t *testing.T) {
 // on the pin page for the daemon and is then answered from the directory:
 // no round trip.
 func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	putPipelined(t, a, 8, 0)
@@ -351,6 +359,7 @@ func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
 // costs a round trip no more often than that, plus the puts that wait for
 // their replies.
 func TestPipelinedPutsRenewTheLeaseRarely(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	const n, size = 256, 64 << 10
@@ -367,6 +376,7 @@ func TestPipelinedPutsRenewTheLeaseRarely(t *testing.T) {
 // the daemon pre-faulted of it), so that the puts into it do not fault each
 // page in on their first write.
 func TestSmallPutLeaseIsMapped(t *testing.T) {
+	needAccel(t, AccelPipelined)
 	srv, err := server.Start(server.Config{Socket: filepath.Join(t.TempDir(), "s.sock"), Size: 64 << 20,
 		PrefaultAhead: 16 << 20})
 	if err != nil {
@@ -376,14 +386,14 @@ func TestSmallPutLeaseIsMapped(t *testing.T) {
 	a := connect(t, srv)
 	putPipelined(t, a, 8, 0) // small puts start no pre-touch
 	waitPrefaulted(t, a.regions[firstRegion(a)], 16<<20)
-	var l leaseState
+	var l leaser
 	for i := 0; l.end-l.off < 2<<20; i++ { // until a lease of 64 puts of 64 KiB
 		if i > 64 {
 			t.Fatalf("no new lease: %d bytes left", l.end-l.off)
 		}
 		putPipelined(t, a, 64<<10, byte(i))
 		a.mu.Lock()
-		l = a.lease
+		l = *leaseOf(a)
 		a.mu.Unlock()
 	}
 	rw, err := a.regions[l.fd].view(l.off&^4095, (l.end-l.off&^4095)&^4095, true)

@@ -128,6 +128,7 @@ func TestPretouchMapsPrefaultedPages(t *testing.T) {
 // memory other processes' blobs hold below it (a process whose own blobs lie
 // low would otherwise map everything up to the mark).
 func TestPretouchSkipsMemoryBelowTheMark(t *testing.T) {
+	needAccel(t, AccelLease) // a blob below the mark: in the lease
 	const ahead = 8 << 20
 	srv, c, a, small, _ := prefaulting(t, 64<<20, ahead)
 	// A blob another client sealed (for this test, another process's: its

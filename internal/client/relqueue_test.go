@@ -83,6 +83,7 @@ func queuedGet(t *testing.T) (a, b *Client, q *queueWriter, id ids.ObjectID) {
 }
 
 func TestReleaseQueueTakenFirstAtTheNextCall(t *testing.T) {
+	needAccel(t, AccelDirectory) // pins in use count the gets
 	_, b, q, id := queuedGet(t)
 	if b.PinsInUse() != 1 {
 		t.Fatalf("pins in use %d after a directory get, want 1", b.PinsInUse())
@@ -126,6 +127,7 @@ func TestReleaseQueueTimerTakesWithoutACall(t *testing.T) {
 }
 
 func TestReleaseQueueWrapsAndStopsAtAnUnwrittenSlot(t *testing.T) {
+	needAccel(t, AccelDirectory) // pins in use count the gets
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	q := newQueue(t, b, qSlots+2) // a ring of two

@@ -35,7 +35,9 @@ type options struct {
 	timeout     time.Duration
 	secret      string // ConnectRPC's (remote.go)
 	secretSet   bool
-	noDirectory bool // WithoutDirectory (directory.go)
+	noDirectory bool  // WithoutDirectory (directory.go)
+	accel       Accel // WithAccel (accel.go), when accelSet
+	accelSet    bool
 }
 
 // WithTimeout sets the timeout of the connect, the registration and every

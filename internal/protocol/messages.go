@@ -97,6 +97,12 @@ type CreateBufferRequest struct {
 	Size uint64 `json:"size"`
 }
 
+// BlobAlignment is the alignment of every blob's offset in the arena and
+// the unit its size is rounded up to (the daemon's allocator's,
+// alloc.Alignment): the extents a client carves from its lease
+// (LeaseBlobs) start at multiples of it.
+const BlobAlignment = 64
+
 // CreateBuffersRequest allocates several unsealed blobs at once. With
 // Lease (our extension, ExtLease) it also replaces the connection's lease:
 // LeaseBlobs (id, offset, size triples carved from the old lease) become
