@@ -207,7 +207,8 @@ var flags = []flagDef{
 		}},
 	{"rpc-auth-file", "FILE", constant("none"),
 		"file holding the shared secret TCP clients must present (register_request's password;\n" +
-			"VINEYARD_RPC_SECRET for this package's clients); surrounding whitespace is ignored",
+			"VINEYARD_RPC_SECRET for this package's clients); surrounding whitespace is ignored.\n" +
+			"Without it only local clients of the daemon's user or root are served over TCP",
 		func(o *settings, v string) error {
 			b, err := os.ReadFile(v)
 			if err != nil {

@@ -58,7 +58,8 @@ func init() {
 				"--peer-tls-ca",
 			func(o *settings, v string) error { setPeer(o, v, ""); return nil }},
 		flagDef{"peer-secret-file", "FILE", constant("none"),
-			"file holding the shared secret daemons present to each other's peer service",
+			"file holding the shared secret daemons present to each other's peer service; without it\n" +
+				"(or --peer-tls-ca) only daemons of this machine run by the same user or root are served",
 			func(o *settings, v string) error {
 				b, err := os.ReadFile(v)
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/peer/peertest"
+	"github.com/v6d-io/v6d-go/internal/sockcred/othertest"
 )
 
 // serverEnv, when set in the environment of the test binary, makes it a
@@ -22,6 +23,7 @@ import (
 const serverEnv = "V6D_PEER_TEST_SOURCE"
 
 func TestMain(m *testing.M) {
+	othertest.Main()
 	if v := os.Getenv(serverEnv); v != "" {
 		size, err := strconv.Atoi(v)
 		if err != nil {

@@ -14,7 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	gpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/v6d-io/v6d-go/internal/sockcred"
 )
 
 // secretKey is the call metadata that carries the shared secret.
@@ -112,6 +115,45 @@ func (c secretCreds) GetRequestMetadata(context.Context, ...string) (map[string]
 
 // RequireTransportSecurity is false: the secret may be used without TLS.
 func (secretCreds) RequireTransportSecurity() bool { return false }
+
+// authCheck is the stream interceptor of every server: no call is served to
+// a peer that did not prove who it is (docs/security.md).
+//
+//   - With a shared secret, the call must carry it (secretCheck).
+//   - Else with a TLS CA, the handshake already required a client
+//     certificate signed by it.
+//   - Else the caller must be a process of this machine run by this
+//     daemon's user or root, the users its 0600 UNIX socket lets in: the
+//     kernel says who created the client's socket (internal/sockcred). Two
+//     daemons of one user on one host need no configuration; daemons of
+//     several hosts or users need a secret or mutual TLS.
+func authCheck(cfg *ServerConfig) grpc.StreamServerInterceptor {
+	if cfg.Secret != "" {
+		return secretCheck(cfg.Secret)
+	}
+	if cfg.TLS.CA != "" {
+		return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			return handler(srv, ss)
+		}
+	}
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		p, ok := gpeer.FromContext(ss.Context())
+		if !ok {
+			return status.Error(codes.Unauthenticated, "peer: no caller address")
+		}
+		local, ok1 := p.LocalAddr.(*net.TCPAddr)
+		remote, ok2 := p.Addr.(*net.TCPAddr)
+		if !ok1 || !ok2 {
+			return status.Error(codes.Unauthenticated, "peer: the caller is not on a TCP connection")
+		}
+		if err := sockcred.CheckAddrs(local, remote); err != nil {
+			return status.Errorf(codes.Unauthenticated,
+				"peer: this daemon's peer service has no shared secret or TLS CA, so it serves only daemons of this "+
+					"machine run by its user or root (%v); give both daemons --peer-secret-file", err)
+		}
+		return handler(srv, ss)
+	}
+}
 
 // secretCheck is a stream interceptor that lets a call through only with the
 // shared secret, compared in constant time (of digests, so the length of the

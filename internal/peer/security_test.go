@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,14 +9,17 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/sockcred/othertest"
 )
 
 func TestListenRefusesUnauthenticatedNetwork(t *testing.T) {
@@ -153,5 +157,53 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if _, err := NewClient(ClientConfig{TLS: TLSFiles{CA: filepath.Join(dir, "missing")}}, sink); err == nil {
 		t.Error("missing CA file: no error")
+	}
+}
+
+func init() {
+	// As another user: fetch blobID(0) from the server at args[0] with no
+	// secret; print the outcome.
+	othertest.Register("peer-fetch", func(args []string) error {
+		sink := newFakeSink()
+		c, err := NewClient(ClientConfig{}, sink)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got, err := c.Fetch(ctx, args[0], []ids.ObjectID{blobID(0)})
+		if err != nil {
+			fmt.Println("fetch:", err)
+			return nil
+		}
+		fmt.Printf("fetched %q\n", sink.get(got[0].ID))
+		return nil
+	})
+}
+
+// TestOtherUserRefused: without a secret or TLS CA, the peer service serves
+// daemons of its own user (no configuration) and refuses any other local
+// user, before anything is pinned.
+func TestOtherUserRefused(t *testing.T) {
+	othertest.Need(t)
+	src, sink := newFakeSource(), newFakeSink()
+	src.put(blobID(0), []byte("never persisted"))
+	s := startServer(t, ServerConfig{}, src, nil)
+	got, err := newClient(t, ClientConfig{}, sink).Fetch(fetchCtx(t), s.Addr(), []ids.ObjectID{blobID(0)})
+	if err != nil || string(sink.get(got[0].ID)) != "never persisted" {
+		t.Fatalf("same user: %v", err)
+	}
+	pins := src.total.Load()
+	out, err := othertest.Run(t, "peer-fetch", s.Addr())
+	t.Logf("uid %d: %s", othertest.UID, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "not authenticated") || !strings.Contains(string(out), "uid 1001") {
+		t.Fatal("the other user was not refused")
+	}
+	if n := src.total.Load(); n != pins {
+		t.Fatalf("the other user got %d pins", n-pins)
 	}
 }

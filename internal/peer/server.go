@@ -153,9 +153,7 @@ func NewServer(cfg ServerConfig, src Source) (*Server, error) {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	if cfg.Secret != "" {
-		opts = append(opts, grpc.StreamInterceptor(secretCheck(cfg.Secret)))
-	}
+	opts = append(opts, grpc.StreamInterceptor(authCheck(&s.cfg)))
 	s.grpc = grpc.NewServer(opts...)
 	s.grpc.RegisterService(&serviceDesc, s)
 	return s, nil

@@ -26,6 +26,7 @@ type conn struct {
 	registered bool
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
 	secret     []byte    // not empty: register must present it (rpc.go)
+	tcp        *tcpPeer  // a TCP client's addresses (rpc.go); nil on the UNIX socket
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	// closeAfterSend are fds the connection owns until they are sent (a
 	// pin page's, fds.go): flush closes them after sending.

@@ -17,6 +17,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/peer/peerstore"
 	"github.com/v6d-io/v6d-go/internal/peer/peertest"
+	"github.com/v6d-io/v6d-go/internal/sockcred/othertest"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
 )
@@ -43,6 +44,7 @@ const (
 const ownerEnv = "V6D_SERVER_TEST_OWNER"
 
 func TestMain(m *testing.M) {
+	othertest.Main()
 	if v := os.Getenv(ownerEnv); v != "" {
 		os.Exit(runOwner(v))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/sockcred"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -17,8 +18,17 @@ import (
 // protocol through the same handler table and connection machinery
 // (parking, limits, frame timeout) as the UNIX socket; its connections only
 // differ in that they never receive fds (passFds false), so blob bytes
-// travel on the connection (rpc_transfer.go), and that, with a secret
-// configured, register_request must carry it before anything else is served.
+// travel on the connection (rpc_transfer.go), and that register_request
+// must authenticate the client before anything else is served:
+//
+//   - with a secret configured (Config.RPCSecret), by carrying it;
+//   - else, by coming from a process of this machine run by the daemon's
+//     user or root, the users the 0600 UNIX socket lets in: the kernel says
+//     who created the client's socket (internal/sockcred), as SO_PEERCRED
+//     does on the UNIX socket. No configuration, no file to read;
+//   - or by reaching the port at all with Config.RPCInsecure.
+//
+// docs/security.md gives the reasons.
 
 // DefaultRPCPort is upstream's default --rpc_socket_port.
 const DefaultRPCPort = 9600
@@ -115,6 +125,9 @@ func (s *Server) rpcAcceptLoop() {
 			continue
 		}
 		_ = nc.SetNoDelay(true)
+		peer := &tcpPeer{}
+		peer.local, _ = nc.LocalAddr().(*net.TCPAddr)
+		peer.remote, _ = nc.RemoteAddr().(*net.TCPAddr)
 		sock, err := protocol.SockOf(nc)
 		if err != nil {
 			s.log.Warn("rpc accept failed", "err", err)
@@ -123,28 +136,51 @@ func (s *Server) rpcAcceptLoop() {
 		c := newConn(s, sock)
 		c.passFds = false
 		c.secret = s.cfg.RPCSecret
+		c.tcp = peer
 		if !s.serveConn(c) {
 			return
 		}
 	}
 }
 
+// tcpPeer are the addresses of a TCP client's connection.
+type tcpPeer struct{ local, remote *net.TCPAddr }
+
 // errAuth is the reply to a registration without the right secret.
 var errAuth = status.Errorf(status.ConnectionFailed,
 	"vineyardd: wrong or missing RPC secret (register_request's password); closing the connection")
 
-// authenticate checks a registration against the connection's secret, in
-// constant time. On a mismatch it answers errAuth and returns errExit, so
-// that the connection closes: a client gets one guess per connection.
+// authenticate checks a registration of a TCP client (see the top of this
+// file); UNIX clients passed the socket's mode already. A secret is compared
+// in constant time. On a refusal it answers with the reason and returns
+// errExit, so that the connection closes: a client gets one guess per
+// connection.
 func (c *conn) authenticate(r *protocol.RegisterRequest) error {
-	if len(c.secret) == 0 {
+	if c.tcp == nil {
 		return nil
 	}
-	if subtle.ConstantTimeCompare([]byte(r.Password), c.secret) == 1 {
+	var refusal error
+	switch {
+	case len(c.secret) > 0:
+		if subtle.ConstantTimeCompare([]byte(r.Password), c.secret) == 1 {
+			return nil
+		}
+		c.s.log.Warn("refusing rpc client: wrong or missing secret", "client", c.tcp.remote)
+		refusal = errAuth
+	case c.s.cfg.RPCInsecure:
 		return nil
+	default:
+		err := sockcred.CheckAddrs(c.tcp.local, c.tcp.remote)
+		if err == nil {
+			return nil
+		}
+		c.s.log.Warn("refusing rpc client", "client", c.tcp.remote, "err", err)
+		refusal = status.Errorf(status.ConnectionFailed,
+			"vineyardd: this daemon has no RPC secret, so it serves over TCP only clients of this machine run by "+
+				"its own user or root (%v); connect through the UNIX socket, or run the daemon with --rpc-auth-file "+
+				"and present that secret; closing the connection", err)
 	}
-	c.s.log.Warn("refusing rpc client: wrong or missing secret")
-	c.writeError(errAuth)
+	c.writeError(refusal)
 	c.flush(nil)
 	return errExit
 }

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/protocol"
+	"github.com/v6d-io/v6d-go/internal/sockcred/othertest"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -201,5 +204,60 @@ func TestRPCCompressedCreateCloses(t *testing.T) {
 	}
 	if _, err := protocol.ReadFrame(r.c, nil, 1<<20); err == nil {
 		t.Fatal("connection still open")
+	}
+}
+
+func init() {
+	// As another user: try the UNIX socket (args[0]), then register over
+	// TCP (args[1]) and ask for the list of objects; print what happened.
+	othertest.Register("rpc-client", func(args []string) error {
+		if c, err := net.Dial("unix", args[0]); err == nil {
+			_ = c.Close()
+			fmt.Println("unix: connected")
+		} else {
+			fmt.Println("unix: refused:", err)
+		}
+		c, err := net.Dial("tcp", args[1])
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for _, req := range []string{`{"type":"register_request"}`, `{"type":"list_data_request","pattern":"*","limit":10}`} {
+			if _, err := c.Write(protocol.AppendFrame(nil, []byte(req))); err != nil {
+				fmt.Println("tcp: write:", err)
+				return nil
+			}
+			body, err := protocol.ReadFrame(c, nil, 1<<20)
+			if err != nil {
+				fmt.Println("tcp: read:", err)
+				return nil
+			}
+			fmt.Printf("tcp: %s\n", body)
+		}
+		return nil
+	})
+}
+
+// TestRPCOtherUserRefused: without a secret, a client of another user is
+// refused over TCP as on the UNIX socket, with a reply that says why, while
+// one of the daemon's user needs no configuration.
+func TestRPCOtherUserRefused(t *testing.T) {
+	othertest.Need(t)
+	s := startRPC(t, "")
+	if m := dialTCP(t, s).rpc(`{"type":"register_request"}`); m["type"] != "register_reply" {
+		t.Fatalf("same user: %v", m)
+	}
+	out, err := othertest.Run(t, "rpc-client", s.Socket(), s.RPCEndpoint())
+	t.Logf("uid %d:\n%s", othertest.UID, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := string(out)
+	if !strings.Contains(o, "unix: refused") {
+		t.Fatal("the other user reached the UNIX socket: the test proves nothing")
+	}
+	if !strings.Contains(o, `"code":`+strconv.Itoa(int(status.ConnectionFailed))) || !strings.Contains(o, "uid 1001") ||
+		strings.Contains(o, "register_reply") || strings.Contains(o, "list_data_reply") {
+		t.Fatal("the other user was not refused over TCP with a reason")
 	}
 }
