@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import numpy as np
 import vineyard
+import vineyard.deploy
 
 
 def _binary(env: str, name: str) -> str:
@@ -38,22 +38,11 @@ def _binary(env: str, name: str) -> str:
     return path
 
 
-def _wait_socket(path: str, proc: subprocess.Popen) -> None:
-    while True:
-        if proc.poll() is not None:
-            sys.exit(f"cluster bench: vineyardd exited with {proc.returncode}")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(path)
-            return
-        except OSError:
-            time.sleep(0.01)
-
-
 class Bench:
     def __init__(self, tmp: str) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen] = []
+        self.daemons: list[vineyard.deploy.Daemon] = []
         url = os.path.join(tmp, "etcd.url")
         etcd = subprocess.Popen([_binary("V6D_ETCD", "v6d-etcd"), "-data-dir", os.path.join(tmp, "etcd"),
                                  "-endpoint-file", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -68,15 +57,18 @@ class Bench:
         """Starts a daemon; returns its socket and the seconds until it listened."""
         sock = os.path.join(self.tmp, f"{name}.sock")
         t0 = time.perf_counter()
-        proc = subprocess.Popen([_binary("VINEYARDD", "vineyardd"), "--socket", sock, "--size", "256Mi",
-                                 "--meta", "etcd", "--etcd-endpoint", self.endpoint, "--etcd-prefix", "bench",
-                                 "--rpc-socket-port", "0"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.procs.append(proc)
-        _wait_socket(sock, proc)
+        try:
+            d = vineyard.deploy.launch("256Mi", sock, ["--meta", "etcd", "--etcd-endpoint", self.endpoint,
+                                                        "--etcd-prefix", "bench", "--rpc-socket-port", "0"],
+                                       binary=_binary("VINEYARDD", "vineyardd"), quiet=True)
+        except vineyard.deploy.DaemonError as e:
+            sys.exit(f"cluster bench: {e}")
+        self.daemons.append(d)
         return sock, time.perf_counter() - t0
 
     def close(self) -> None:
+        for d in reversed(self.daemons):
+            d.stop()
         for p in reversed(self.procs):
             p.terminate()
             p.wait()

@@ -149,20 +149,16 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
 
 
 def start_daemon(daemon: str, size: str, tmp: str) -> tuple[subprocess.Popen[bytes], str]:
-    socket = os.path.join(tmp, "vineyard.sock")
-    log = open(os.path.join(tmp, "daemon.log"), "wb")  # noqa: SIM115 - lives as long as the daemon
+    from vineyard.deploy import DaemonError, launch
+
     # --check-invariants: the daemon checks its bookkeeping every second and
     # exits with status 3 at the first violation, which fails the soak.
-    cmd = [daemon, "--socket", socket, "--size", size, "--norpc", "--check-invariants", "1s"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        if os.path.exists(socket):
-            return proc, socket
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"soak: the daemon did not start; log in {log.name}")
+    try:
+        d = launch(size, os.path.join(tmp, "vineyard.sock"), ["--check-invariants", "1s"], binary=daemon,
+                   log=os.path.join(tmp, "daemon.log"))
+    except DaemonError as e:
+        sys.exit(f"soak: {e}")
+    return d.proc, d.socket
 
 
 def main() -> int:

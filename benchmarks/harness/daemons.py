@@ -1,17 +1,37 @@
 """Starting a daemon (ours or upstream's) on a private socket and stopping it.
 
 Standard library only: the harness uses it without loading libv6d, and agents use it
-inside peer environments.
+inside peer environments. Ours starts through the one launcher, python/vineyard/deploy.py
+(loaded by its path, so without the vineyard package), which waits for the daemon's
+READY line; upstream's has no readiness signal, so for it we wait for the socket.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
+
+_DEPLOY = Path(__file__).resolve().parents[2] / "python" / "vineyard" / "deploy.py"
+
+
+def deploy() -> Any:
+    """The checkout's vineyard.deploy module, loaded by its path."""
+    mod = sys.modules.get("_v6d_deploy")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("_v6d_deploy", _DEPLOY)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["_v6d_deploy"] = mod
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def log_fd(path: str | None) -> int:
@@ -20,7 +40,7 @@ def log_fd(path: str | None) -> int:
 
 
 class Daemon:
-    """A daemon process listening on ``self.socket`` in a private temp directory."""
+    """Upstream's daemon process listening on ``self.socket`` in a private temp directory."""
 
     def __init__(self, argv: list[str], log: str | None = None, timeout: float = 60.0) -> None:
         self.dir = tempfile.mkdtemp(prefix="v6d-bench-", dir="/tmp")
@@ -63,13 +83,15 @@ class Daemon:
 
 
 def ours(binary: str, size: int, reserve_memory: bool = False, log: str | None = None,
-         prefault_ahead: int | None = None) -> Daemon:
-    """Our vineyardd (``binary``) with an arena of ``size`` bytes; ``prefault_ahead``
-    sets ``--prefault-ahead`` (None: the daemon's default)."""
-    argv = [binary, "--size", str(size), "--norpc"] + (["--reserve-memory"] if reserve_memory else [])
+         prefault_ahead: int | None = None) -> Any:
+    """Our vineyardd (``binary``) with an arena of ``size`` bytes, no TCP listener, in a
+    private temp directory: a vineyard.deploy.Daemon (``socket``, ``proc``, ``stop()``).
+    ``prefault_ahead`` sets ``--prefault-ahead`` (None: the daemon's default); its log
+    goes to ``log`` (None: dropped)."""
+    args = ["--reserve-memory"] if reserve_memory else []
     if prefault_ahead is not None:
-        argv += ["--prefault-ahead", str(prefault_ahead)]
-    return Daemon(argv, log)
+        args += ["--prefault-ahead", str(prefault_ahead)]
+    return deploy().launch(size, None, args, binary=binary, log=log, quiet=log is None)
 
 
 def resident_shmem(pid: int) -> int:

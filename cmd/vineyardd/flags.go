@@ -24,13 +24,14 @@ type settings struct {
 	server.Config
 	logLevel        slog.Level
 	checkInvariants time.Duration // 0: off
+	readyFD         int           // -1: none (ready.go)
 	noRPC           bool          // --norpc: RPCEndpoint is cleared once every flag is read
 	peerGiven       bool          // --peer-port was given (peerflags.go)
 }
 
 // defaultSettings are the settings of a daemon started with no flags.
 func defaultSettings() settings {
-	return settings{Config: server.Defaults(), logLevel: slog.LevelInfo}
+	return settings{Config: server.Defaults(), logLevel: slog.LevelInfo, readyFD: -1}
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -273,6 +274,19 @@ var flags = []flagDef{
 				return fmt.Errorf("--check-invariants %q is not a duration such as 1s", v)
 			}
 			o.checkInvariants = d
+			return nil
+		}},
+	{"ready-fd", "N", constant("none"),
+		"file descriptor, inherited open for writing, on which the daemon writes one line once\n" +
+			"every listener accepts connections, then closes it: READY and a JSON object (socket,\n" +
+			"rpc_endpoint, instance_id, pid); a daemon that fails to start writes nothing and exits.\n" +
+			"With NOTIFY_SOCKET set it also sends READY=1 there (systemd's Type=notify)",
+		func(o *settings, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("--ready-fd %q is not a file descriptor number", v)
+			}
+			o.readyFD = n
 			return nil
 		}},
 	{"log-level", "LEVEL", constant("info"), "least severe log level written to stderr: debug, info, warn, error",

@@ -47,9 +47,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1
 	}
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 1) // before announcing: whoever waits for it may signal next
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	if err := announceReady(srv, o.readyFD); err != nil {
+		logger.Warn("readiness not announced", "err", err)
+	}
 	broken := make(chan error, 1)
 	if o.checkInvariants > 0 {
 		go checkInvariants(srv, o.checkInvariants, broken)
@@ -64,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vineyardd: store invariant broken: %v\n", err)
 		return 3
 	}
+	_ = sdNotify("STOPPING=1")
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
 		return 1

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,4 +227,78 @@ func TestRunRefusesOpenRPC(t *testing.T) {
 		io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "--rpc-auth-file") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
+}
+
+// TestReadyFD: with --ready-fd the daemon writes one READY line naming its
+// socket once it accepts connections; one that cannot start writes nothing.
+func TestReadyFD(t *testing.T) {
+	r, w := readyPipe(t)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "notify"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	t.Setenv("NOTIFY_SOCKET", notify.LocalAddr().String())
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--socket", sock, "--size=4Mi", "--norpc", "--ready-fd", strconv.Itoa(w)},
+			io.Discard, io.Discard)
+	}()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no READY line: %v", err)
+	}
+	var info readyInfo
+	if rest, ok := strings.CutPrefix(line, "READY "); !ok || json.Unmarshal([]byte(rest), &info) != nil || info.Socket != sock {
+		t.Fatalf("ready line %q", line)
+	}
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("READY written, but the socket refuses: %v", err)
+	}
+	_ = nc.Close()
+	if b, err := io.ReadAll(r); err != nil || len(b) != 0 {
+		t.Fatalf("after the READY line: %q, %v; want the fd closed", b, err)
+	}
+	buf := make([]byte, 256)
+	if n, err := notify.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "READY=1\n") {
+		t.Fatalf("NOTIFY_SOCKET got %q, %v; want READY=1", buf[:n], err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+
+	// The socket another daemon serves: no line, status 1.
+	other := filepath.Join(t.TempDir(), "busy.sock")
+	ln, err := net.Listen("unix", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r2, w2 := readyPipe(t)
+	var stderr bytes.Buffer
+	if c := run([]string{"--socket", other, "--size=4Mi", "--norpc", "--ready-fd", strconv.Itoa(w2)},
+		io.Discard, &stderr); c != 1 || !strings.Contains(stderr.String(), "another daemon") {
+		t.Fatalf("busy socket: exit %d, stderr %q", c, stderr.String())
+	}
+	_ = syscall.Close(w2) // the process's exit would close it
+	if b, _ := io.ReadAll(r2); len(b) != 0 {
+		t.Fatalf("a daemon that did not start wrote %q", b)
+	}
+}
+
+// readyPipe returns a pipe for --ready-fd: the read end as a file, the write
+// end as a bare fd the daemon closes (no *os.File to close it twice).
+func readyPipe(t *testing.T) (*os.File, int) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r := os.NewFile(uintptr(fds[0]), "ready-r")
+	t.Cleanup(func() { _ = r.Close() })
+	return r, fds[1]
 }

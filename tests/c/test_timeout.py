@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from vineyard.deploy import _wait, daemon_path
+from vineyard.deploy import launch
 
 
 @pytest.fixture
@@ -20,18 +20,11 @@ def own_daemon() -> Iterator[tuple[str, subprocess.Popen]]:
     """A daemon of this test alone (it gets stopped), with its process."""
     tmp = tempfile.mkdtemp(prefix="vineyard-", dir="/tmp")
     sock = os.path.join(tmp, "vineyard.sock")
-    proc = subprocess.Popen([daemon_path(), "--socket", sock, "--size", "16Mi", "--norpc"])
+    daemon = launch("16Mi", sock)
     try:
-        _wait(sock, proc)
-        yield sock, proc
+        yield sock, daemon.proc
     finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        daemon.stop(timeout=10)  # SIGCONT first
         shutil.rmtree(tmp, ignore_errors=True)
 
 

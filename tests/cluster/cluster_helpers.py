@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import vineyard
-from vineyard.deploy import daemon_path
+import vineyard.deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,29 +100,21 @@ class Etcd:
 
 
 class Daemon:
-    """A vineyardd --meta etcd process and its socket."""
+    """A vineyardd --meta etcd process and its socket (vineyard.deploy.launch)."""
 
     def __init__(self, workdir: str, name: str, etcd: Etcd, prefix: str) -> None:
         self.socket = os.path.join(workdir, f"{name}.sock")
         self.log = os.path.join(workdir, f"{name}.log")
         self.killed = False
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [daemon_path(), "--socket", self.socket, "--size", "64Mi", "--meta", "etcd", "--rpc-socket-port", "0",
-                 "--etcd-endpoint", etcd.endpoint, "--etcd-prefix", prefix,
-                 "--etcd-lease-ttl", LEASE_TTL, "--etcd-timeout", ETCD_TIMEOUT,
-                 "--check-invariants", "1s"],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"vineyardd {name} did not start:\n{Path(self.log).read_text()[-2000:]}")
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(self.socket)
-                break
-            except OSError:
-                time.sleep(0.02)
+        try:
+            self.daemon = vineyard.deploy.launch(
+                "64Mi", self.socket,
+                ["--meta", "etcd", "--rpc-socket-port", "0", "--etcd-endpoint", etcd.endpoint, "--etcd-prefix", prefix,
+                 "--etcd-lease-ttl", LEASE_TTL, "--etcd-timeout", ETCD_TIMEOUT, "--check-invariants", "1s"],
+                log=self.log)
+        except vineyard.deploy.DaemonError as e:
+            pytest.fail(f"vineyardd {name} did not start: {e}")
+        self.proc = self.daemon.proc
 
     def connect(self) -> vineyard.Client:
         return vineyard.connect(self.socket)
@@ -130,18 +122,10 @@ class Daemon:
     def kill(self) -> None:
         """kill -9: no clean stop, so its lease is not revoked."""
         self.killed = True
-        self.proc.kill()
-        self.proc.wait()
+        self.daemon.kill()
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self.daemon.stop()
 
 
 class Cluster:

@@ -40,6 +40,8 @@ def upstream_python() -> str:
 
 
 def _wait_socket(path: str, proc: subprocess.Popen, log: str) -> None:
+    """Waits for upstream's daemon, which has no readiness signal: its socket
+    file, then a little more, since it creates the file before it listens."""
     deadline = time.monotonic() + 60
     while not os.path.exists(path):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -51,26 +53,21 @@ def _wait_socket(path: str, proc: subprocess.Popen, log: str) -> None:
 @pytest.fixture(scope="session")
 def sockets(upstream_python: str) -> Iterator[dict[str, str]]:
     """Both daemons, 1 GiB each: {"ours": socket, "upstream": socket}."""
+    from vineyard.deploy import launch
+
     tmp = tempfile.mkdtemp(prefix="v6d-interop-")
-    ours = os.environ.get("VINEYARDD", str(ROOT / "build" / "vineyardd"))
     socks = {"ours": f"{tmp}/ours.sock", "upstream": f"{tmp}/upstream.sock"}
-    argvs = {"ours": [ours, "--socket", socks["ours"], "--size", "1Gi", "--norpc"],
-             "upstream": [upstream_python, "-m", "vineyard", "--socket", socks["upstream"], "--size", "1Gi",
-                          "--meta=local", "--norpc"]}
-    procs = {}
-    try:
-        for name, argv in argvs.items():
-            log = f"{tmp}/{name}.log"
-            with open(log, "w") as f:
-                procs[name] = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=tmp,
-                                               start_new_session=True)
-            _wait_socket(socks[name], procs[name], log)
-        yield socks
-    finally:
-        for proc in procs.values():  # each in a session of its own: the group is ours to stop
+    argv = [upstream_python, "-m", "vineyard", "--socket", socks["upstream"], "--size", "1Gi", "--meta=local", "--norpc"]
+    with launch("1Gi", socks["ours"], log=f"{tmp}/ours.log"):
+        log = f"{tmp}/upstream.log"
+        with open(log, "w") as f:
+            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True)
+        try:
+            _wait_socket(socks["upstream"], proc, log)
+            yield socks
+        finally:  # in a session of its own: the group is ours to stop
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs.values():
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:

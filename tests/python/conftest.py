@@ -6,7 +6,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from vineyard.deploy import start_vineyardd
+from vineyard.deploy import launch, start_vineyardd
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +27,8 @@ def client(vineyard_socket: str):
 @pytest.fixture
 def private_daemon(tmp_path) -> Iterator[tuple[subprocess.Popen, str]]:
     """A daemon of this test only, that the test may kill: (process, socket)."""
-    import vineyard
-
-    sock = str(tmp_path / "vineyard.sock")
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "64Mi", "--norpc"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d = launch("64Mi", str(tmp_path / "vineyard.sock"), quiet=True)
     try:
-        vineyard.deploy._wait(sock, proc)
-        yield proc, sock
+        yield d.proc, d.socket
     finally:
-        proc.kill()
-        proc.wait()
+        d.kill()

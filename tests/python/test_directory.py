@@ -24,10 +24,7 @@ def _value(seed: int, n: int) -> np.ndarray:
 
 def _start_daemon(tmp_path) -> tuple[subprocess.Popen, str]:
     sock = str(tmp_path / "v.sock")
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--socket", sock, "--size", "256Mi", "--norpc"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    vineyard.deploy._wait(sock, proc)
-    return proc, sock
+    return vineyard.deploy.launch("256Mi", sock, quiet=True).proc, sock
 
 
 def _stop(proc: subprocess.Popen) -> None:

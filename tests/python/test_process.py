@@ -99,7 +99,7 @@ def test_init_keeps_the_daemon_log_out_of_the_notebook(tmp_path):
         except RuntimeError as e:
             print("error:", e)
     """)], capture_output=True, text=True, timeout=60, check=False)
-    assert "error: vineyard: vineyardd exited" in r.stdout and "v.sock.log" in r.stdout, r.stdout + r.stderr
+    assert "exited with status 2 before it was ready" in r.stdout and "v.sock.log" in r.stdout, r.stdout + r.stderr
     assert "size" in r.stdout.split("ends with:", 1)[1], r.stdout
 
 
@@ -199,14 +199,9 @@ def test_python_m_vineyard_help_describes_every_flag():
 def test_upstream_flag_spellings(tmp_path):
     sock = str(tmp_path / "v.sock")
     # Accepted: upstream's spellings of the flags that exist here.
-    proc = subprocess.Popen([vineyard.deploy.daemon_path(), f"--socket={sock}", "--size", "64Mi", "--meta=local",
-                             "--norpc", "--reserve_memory=false"], stderr=subprocess.PIPE, text=True)
-    try:
-        vineyard.deploy._wait(sock, proc)
+    with vineyard.deploy.launch("64Mi", sock, ["--meta=local", "--norpc", "--reserve_memory=false"], quiet=True):  # noqa: SIM117
         with vineyard.connect(sock) as c:
             assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
-    finally:
-        vineyard.deploy._stop(proc)
     # Refused: the etcd flags without --meta etcd, and bad values.
     for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "need --meta etcd"),
                        (["--meta=local", "--etcd_prefix", "/vineyard"], "need --meta etcd"),
@@ -233,18 +228,14 @@ def test_daemon_threads_sched_batch_modes(tmp_path):
     sock = str(tmp_path / "v.sock")
     for flag, want in ((("--sched-batch", "on"), os.SCHED_BATCH), ((), os.SCHED_OTHER),
                        (("--sched-batch=off",), os.SCHED_OTHER)):
-        proc = subprocess.Popen([vineyard.deploy.daemon_path(), f"--socket={sock}", "--size", "64Mi", "--norpc",
-                                 *flag], stderr=subprocess.DEVNULL)
-        try:
-            vineyard.deploy._wait(sock, proc)
+        with vineyard.deploy.launch("64Mi", sock, flag, quiet=True) as d:
+            proc = d.proc
             clients = [vineyard.connect(sock) for _ in range(4)]  # threads for their connections
             for c in clients:
                 assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
             assert _thread_policies(proc.pid) == {want}, (flag, _thread_policies(proc.pid))
             for c in clients:
                 c.close()
-        finally:
-            vineyard.deploy._stop(proc)
 
 
 def test_size_over_memory_is_refused_with_the_figures(tmp_path):
@@ -276,13 +267,33 @@ def test_private_socket_directory_is_checked(tmp_path):
         r = _daemon("--size=16Mi", user=uid, env=env)
         assert r.returncode == 1 and f"chmod 0700 {d}" in r.stderr, r.stderr
         d.rmdir()
-        proc = subprocess.Popen([vineyard.deploy.daemon_path(), "--size=16Mi", "--norpc"], user=uid, env=env,
-                                stderr=subprocess.DEVNULL)
-        try:
-            vineyard.deploy._wait(str(d / "vineyard.sock"), proc)
+        with vineyard.deploy.launch("16Mi", "", user=uid, env=env, quiet=True) as daemon:
+            assert daemon.socket == str(d / "vineyard.sock")
             st = d.stat()
             assert st.st_uid == uid and (st.st_mode & 0o777) == 0o700
-        finally:
-            vineyard.deploy._stop(proc)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_launch_reports_a_daemon_that_cannot_start(tmp_path):
+    """vineyard.deploy.launch waits for the daemon's READY line, not for its
+    socket: a daemon that cannot bind (another one serves the socket) fails
+    at once with its own words, not a timeout."""
+    sock = str(tmp_path / "v.sock")
+    with vineyard.deploy.launch("16Mi", sock, quiet=True) as first:
+        assert first.socket == sock and first.rpc_endpoint is None and first.proc.poll() is None
+        with pytest.raises(vineyard.deploy.DaemonError) as err:
+            vineyard.deploy.launch("16Mi", sock, quiet=True, timeout=600)
+        assert err.value.returncode == 1 and "another daemon is serving" in err.value.output, err.value
+        with vineyard.connect(sock) as c:  # the first one is untouched
+            assert (c.get(c.put(np.arange(3))) == np.arange(3)).all()
+    assert first.proc.returncode == 0 and not os.path.exists(sock)
+
+
+def test_launch_learns_the_rpc_port(tmp_path):
+    """With --rpc-socket-port 0 the READY line names the port it bound."""
+    with vineyard.deploy.launch("16Mi", str(tmp_path / "v.sock"), ["--rpc-socket-port=0"], quiet=True) as d:
+        host, port = d.rpc_endpoint.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        with vineyard.connect(d.socket) as c:
+            assert c.instance_id == d.instance_id
