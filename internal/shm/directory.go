@@ -251,6 +251,11 @@ func (d *Directory) entry(i uint64) []uint64 {
 	return d.w[at : at+4 : at+4]
 }
 
+// View returns a reader's view of the directory's own mapping, for the
+// daemon to check what it published against what it would publish now
+// (store.CheckInvariants).
+func (d *Directory) View() (*DirectoryView, error) { return NewDirectoryView(d.data) }
+
 // Publish makes an entry for id naming the record [off, off+size) and
 // returns its slot, or false when no slot within DirMaxProbe is free. id
 // must have no live entry.

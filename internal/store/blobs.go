@@ -72,7 +72,7 @@ func (ss *Session) Close() {
 		ss.releaseLocked(id)
 	}
 	ss.closePinsLocked()
-	s.notifyLocked() // AwaitPipelined stops waiting for this session
+	s.waiters.broadcast() // AwaitPipelined stops waiting for this session
 }
 
 // addRefLocked gives the session a reference to b (at most one).
@@ -112,11 +112,12 @@ func (s *Store) freeLocked(b *blob) {
 	}
 	if !b.trim {
 		_ = s.alloc.Free(b.offset)
-		return
+	} else {
+		size, _ := s.alloc.SizeOf(b.offset)
+		_ = s.alloc.Free(b.offset)
+		_, _ = s.arena.Trim(b.offset, size)
 	}
-	size, _ := s.alloc.SizeOf(b.offset)
-	_ = s.alloc.Free(b.offset)
-	_, _ = s.arena.Trim(b.offset, size)
+	s.emitLocked(Event{Kind: EventFreed, ID: b.id, Size: b.size})
 }
 
 // retireLocked removes b from view; its memory goes when no session holds it.
@@ -139,6 +140,7 @@ func (s *Store) retireLocked(b *blob, trim bool) {
 func (s *Store) dropUnsealedLocked(b *blob) {
 	owner := b.owner
 	s.retireLocked(b, false)
+	s.emitIDLocked(EventDeleted, b.id, FlagUnsealed)
 	if owner != nil {
 		owner.releaseLocked(b.id)
 	}
@@ -169,6 +171,7 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	s.blobs[b.id] = b
 	ss.created[b.id] = b
 	ss.addRefLocked(b)
+	s.emitLocked(Event{Kind: EventCreated, ID: b.id, Size: size})
 	return b, nil
 }
 
@@ -226,22 +229,22 @@ func (ss *Session) ownedLocked(id ids.ObjectID) (*blob, error) {
 	return b, nil
 }
 
-// sealLocked seals an unsealed blob this session created and publishes it
-// in the directory.
+// sealLocked seals an unsealed blob this session created (the directory
+// publishes it).
 func (ss *Session) sealLocked(id ids.ObjectID) error {
-	if err := ss.sealMemberLocked(id); err != nil {
-		return err
-	}
-	ss.s.publishLocked(id)
-	return nil
+	return ss.sealFlagsLocked(id, 0)
 }
 
-// sealMemberLocked seals an unsealed blob this session created without
-// publishing it: for the blobs of an object created in the same call, whose
-// record lists them (a get of the object needs no record of its own for
-// them; a get of such a blob's id takes the round trip). Publishing is a
-// tenth of a small put's daemon time.
+// sealMemberLocked seals an unsealed blob this session created as a member
+// of an object created in the same call (FlagInTree): the directory does
+// not publish it, the object's record lists it (a get of such a blob's id
+// takes the round trip). Publishing is a tenth of a small put's daemon
+// time.
 func (ss *Session) sealMemberLocked(id ids.ObjectID) error {
+	return ss.sealFlagsLocked(id, FlagInTree)
+}
+
+func (ss *Session) sealFlagsLocked(id ids.ObjectID, f EventFlags) error {
 	if id == ids.EmptyBlob {
 		return nil
 	}
@@ -253,6 +256,7 @@ func (ss *Session) sealMemberLocked(id ids.ObjectID) error {
 	b.owner = nil
 	delete(ss.created, id)
 	ss.addRefLocked(b)
+	ss.s.emitIDLocked(EventSealed, id, f)
 	return nil
 }
 
@@ -261,11 +265,7 @@ func (ss *Session) sealMemberLocked(id ids.ObjectID) error {
 func (ss *Session) Seal(id ids.ObjectID) error {
 	ss.s.mu.Lock()
 	defer ss.s.mu.Unlock()
-	if err := ss.sealLocked(id); err != nil {
-		return err
-	}
-	ss.s.notifyLocked()
-	return nil
+	return ss.sealLocked(id)
 }
 
 // DropBuffer frees an unsealed blob this session created.

@@ -241,7 +241,10 @@ func distinctMembers(members []member) iter.Seq[member] {
 // at its last release) is marked for trimming.
 func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 	s := d.s
-	s.retirePinnedLocked(d.order) // before anything is freed
+	for _, id := range d.order {
+		s.emitIDLocked(EventDeleted, id, 0) // the directory retires the entries first
+	}
+	s.holdPinnedLocked(d.order) // before anything is freed
 	var deleted, persisted []ids.ObjectID
 	for _, id := range d.order {
 		if id.IsBlob() {
@@ -261,9 +264,6 @@ func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 		// or queues it until it can (meta.Backend); it fails only once
 		// closed, when the store is closing and its lease goes anyway.
 		_ = s.meta.Delete(persisted)
-	}
-	if len(d.order) > 0 {
-		s.bumpEpochLocked()
 	}
 	sort.Slice(deleted, func(i, j int) bool { return deleted[i] < deleted[j] })
 	return deleted
@@ -285,6 +285,9 @@ func (s *Store) removeObjectLocked(id ids.ObjectID) {
 		_ = s.meta.DropNameOf(name, id)
 	}
 	delete(s.objects, id)
+	for name := range o.names {
+		s.emitLocked(Event{Kind: EventUnnamed, ID: id, Name: name})
+	}
 }
 
 // clearBatch is how many ids Clear deletes per hold of the store lock.

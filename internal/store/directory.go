@@ -119,6 +119,29 @@ func (ss *Session) AttachPins() (int, error) {
 	return fd, nil
 }
 
+// apply is the directory's subscription to the store's events (events.go):
+// a sealed blob and the root of a created tree are published, an entry
+// whose tree changed (or any tree containing it) or that is deleted is
+// retired. s.mu is held.
+func (dir *directory) apply(s *Store, e Event) {
+	switch e.Kind {
+	case EventCreated:
+		if !e.ID.IsBlob() && e.Flags&FlagInTree == 0 {
+			s.publishLocked(e.ID)
+		}
+	case EventSealed:
+		if e.Flags&FlagInTree == 0 {
+			s.publishLocked(e.ID)
+		}
+	case EventTreeChanged:
+		if e.Flags&FlagRemote == 0 {
+			s.treeChangedLocked(e.ID)
+		}
+	case EventDeleted:
+		s.unpublishLocked(e.ID)
+	}
+}
+
 // publishLocked publishes id (a sealed blob, or an object whose tree is
 // local), unless it is published already, too large, or the directory full.
 func (s *Store) publishLocked(id ids.ObjectID) {
@@ -129,6 +152,31 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 	if _, ok := dir.entries[id]; ok || !s.localTreeLocked(id, 0) {
 		return
 	}
+	tree, extents := s.recordLocked(id)
+	size := shm.RecordSize(len(tree), len(extents))
+	if size > maxDirRecord {
+		return
+	}
+	off, err := dir.recs.Alloc(size)
+	if err != nil {
+		dir.noteFull()
+		return
+	}
+	dir.d.WriteRecord(dir.recOff+off, uint64(id), tree, extents)
+	slot, ok := dir.d.Publish(uint64(id), dir.recOff+off, size)
+	if !ok {
+		_ = dir.recs.Free(off)
+		dir.noteFull()
+		return
+	}
+	dir.entries[id] = dirEntry{slot: slot, off: off}
+}
+
+// recordLocked returns what the record of id holds when published now: its
+// tree as get_data returns it and the extents of its blobs. Both are the
+// directory's scratch, valid until the next call.
+func (s *Store) recordLocked(id ids.ObjectID) ([]byte, []shm.DirBlob) {
+	dir := s.dir
 	if dir.seen == nil {
 		dir.seen = map[ids.ObjectID]bool{}
 	}
@@ -151,23 +199,7 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 	if cap(dir.tree) > 2*maxDirRecord { // one huge tree: do not keep its buffer
 		dir.tree = nil
 	}
-	size := shm.RecordSize(len(tree), len(extents))
-	if size > maxDirRecord {
-		return
-	}
-	off, err := dir.recs.Alloc(size)
-	if err != nil {
-		dir.noteFull()
-		return
-	}
-	dir.d.WriteRecord(dir.recOff+off, uint64(id), tree, extents)
-	slot, ok := dir.d.Publish(uint64(id), dir.recOff+off, size)
-	if !ok {
-		_ = dir.recs.Free(off)
-		dir.noteFull()
-		return
-	}
-	dir.entries[id] = dirEntry{slot: slot, off: off}
+	return tree, extents
 }
 
 // noteFull tells Config.DirectoryFull, once, that an object found no room:
@@ -242,17 +274,15 @@ func (s *Store) treeChangedLocked(id ids.ObjectID) {
 	walk(id)
 }
 
-// retirePinnedLocked is the first step of a delete of the ids of order:
-// it retires their entries, then turns every pin of one of them into a hold
-// (holdLocked), before anything is freed. The order matters: a client that
-// pins after the entry is retired sees the retirement when it validates its
-// pin, and a pin stored before it is seen here.
-func (s *Store) retirePinnedLocked(order []ids.ObjectID) {
+// holdPinnedLocked is the second step of a delete of the ids of order,
+// after their EventDeleted retired their entries: it turns every pin of
+// one of them into a hold (holdLocked), before anything is freed. The order
+// matters: a client that pins after the entry is retired sees the
+// retirement when it validates its pin, and a pin stored before it is seen
+// here.
+func (s *Store) holdPinnedLocked(order []ids.ObjectID) {
 	if s.dir == nil {
 		return
-	}
-	for _, id := range order {
-		s.unpublishLocked(id)
 	}
 	gone := make([]uint64, len(order))
 	for i, id := range order {

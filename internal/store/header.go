@@ -43,9 +43,23 @@ func (s *Store) epochWord() *uint64 {
 	return (*uint64)(unsafe.Pointer(&b[EpochOffset]))
 }
 
-// bumpEpochLocked publishes that existing metadata changed. Callers hold
-// s.mu and call it before replying, so a client that sees the reply and then
-// reads the epoch sees the new value.
+// epochApply is the meta epoch's subscription to the store's events
+// (events.go): the epoch moves when a tree a client may have cached
+// changes or goes (a delete of what was never sealed changes no tree).
+func (s *Store) epochApply(e Event) {
+	switch e.Kind {
+	case EventTreeChanged:
+		s.bumpEpochLocked()
+	case EventDeleted:
+		if e.Flags&FlagUnsealed == 0 {
+			s.bumpEpochLocked()
+		}
+	}
+}
+
+// bumpEpochLocked publishes that existing metadata changed, under s.mu and
+// before the reply, so a client that sees the reply and then reads the
+// epoch sees the new value.
 func (s *Store) bumpEpochLocked() {
 	if w := s.epochWord(); w != nil && !s.closed {
 		atomic.AddUint64(w, 1)

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -24,7 +26,9 @@ import (
 //   - the reverse index: users of every live object and blob are exactly the
 //     live objects that have it as a member (counting links), and every
 //     member of a live object is live;
-//   - directory entries name live objects and sealed blobs, and holds
+//   - directory entries name live objects and sealed blobs, a reader finds
+//     each, and each record equals what publishing it now would write (the
+//     tree and the blob extents: no published tree is stale); holds
 //     are counted: holdCount is the number of holds of open sessions;
 //   - allocator usage equals the header plus the extents of live blobs,
 //     zombies and the sessions' leases, each blob and lease its own
@@ -270,12 +274,28 @@ func (s *Store) checkDirectoryLocked(fail func(string, ...any)) {
 	if holds != s.holdCount {
 		fail("sessions have %d holds, the store counts %d", holds, s.holdCount)
 	}
-	if s.dir == nil {
+	if s.dir == nil || s.closed { // a closed directory is unmapped
 		return
 	}
-	for id := range s.dir.entries {
+	view, err := s.dir.d.View()
+	if err != nil {
+		fail("directory: %v", err)
+		return
+	}
+	for id, e := range s.dir.entries {
 		if !s.localTreeLocked(id, 0) {
 			fail("directory entry %v names no live local object or sealed blob", id)
+			continue
+		}
+		rec, slot, _, ok := view.Lookup(uint64(id), maxDirRecord)
+		if !ok || slot != e.slot {
+			fail("directory entry %v (slot %d) is not found by a reader (%v, slot %d)", id, e.slot, ok, slot)
+			continue
+		}
+		tree, extents := s.recordLocked(id)
+		if !bytes.Equal(rec.Tree, tree) || !slices.Equal(rec.Blobs, extents) {
+			fail("the directory's record of %v is stale: it holds %s %v, the tree is now %s %v",
+				id, rec.Tree, rec.Blobs, tree, extents)
 		}
 	}
 }

@@ -186,6 +186,7 @@ func (ss *Session) adoptLeaseBlobsLocked(bs []LeaseBlob) {
 		s.blobs[b.id] = b
 		ss.created[b.id] = b
 		ss.addRefLocked(b)
+		s.emitLocked(Event{Kind: EventCreated, ID: b.id, Size: b.size})
 	}
 	s.leased -= cur - l.off
 	l.off = cur

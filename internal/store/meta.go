@@ -317,11 +317,14 @@ func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, 
 // insertAllLocked inserts objects built by buildTreeLocked and returns the
 // root.
 func (s *Store) insertAllLocked(objs []*object) *object {
-	for _, o := range objs {
-		s.insertLocked(o)
-	}
 	root := objs[len(objs)-1]
-	s.publishLocked(root.id)
+	for _, o := range objs {
+		f := FlagInTree
+		if o == root {
+			f = 0 // the directory publishes the root, its record lists the rest
+		}
+		s.insertLocked(o, f)
+	}
 	return root
 }
 
@@ -520,12 +523,13 @@ func parseTreeID(raw json.RawMessage) (ids.ObjectID, error) {
 	return ids.ObjectID(n), nil
 }
 
-func (s *Store) insertLocked(o *object) {
+// insertLocked inserts o and emits its EventCreated with flags f.
+func (s *Store) insertLocked(o *object, f EventFlags) {
 	for _, m := range o.members {
 		s.linkLocked(o.id, m.id)
 	}
 	s.objects[o.id] = o
-	s.notifyLocked()
+	s.emitIDLocked(EventCreated, o.id, f)
 }
 
 func (s *Store) existsLocked(id ids.ObjectID) bool {
@@ -697,16 +701,15 @@ func (s *Store) Persist(id ids.ObjectID) error {
 		}
 		o.setField("transient", false)
 		o.encodeFields()
-		s.treeChangedLocked(o.id)
 		o.persisted = true
 		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
 			_ = s.persistTreesLocked(o) // changed meanwhile: queued like a label
 		}
+		s.emitIDLocked(EventTreeChanged, o.id, 0)
 	}
 	if len(gone) > 0 {
 		_ = s.meta.Delete(gone) // deleted meanwhile: queued as delete does
 	}
-	s.bumpEpochLocked()
 	return nil
 }
 
@@ -819,8 +822,7 @@ func (s *Store) Label(id ids.ObjectID, keys, values []string) error {
 		o.encodeFields()
 		return backendError(err)
 	}
-	s.treeChangedLocked(o.id)
-	s.bumpEpochLocked()
+	s.emitIDLocked(EventTreeChanged, o.id, 0)
 	return nil
 }
 
@@ -861,6 +863,6 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 	o.setField("signature", s.gen.Signature())
 	o.setField("transient", true)
 	o.encodeFields()
-	s.insertLocked(o)
+	s.insertLocked(o, 0)
 	return o.id, nil
 }

@@ -44,10 +44,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 		return backendError(err)
 	}
 	if prev, ok := s.objects[old]; ok && prev != o {
-		delete(prev.names, name)
-		prev.refreshName()
-		s.treeChangedLocked(prev.id)
-		_ = s.persistTreesLocked(prev) // "__name" changed: written or queued (meta.Backend.Update)
+		s.unnameLocked(prev, name)
 	}
 	if o.names == nil {
 		o.names = map[string]struct{}{}
@@ -55,10 +52,9 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	o.names[name] = struct{}{}
 	o.setField("__name", name)
 	o.encodeFields()
-	s.treeChangedLocked(o.id)
 	_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
-	s.bumpEpochLocked()
-	s.notifyLocked()
+	s.emitIDLocked(EventTreeChanged, o.id, 0)
+	s.emitLocked(Event{Kind: EventNamed, ID: id, Name: name})
 	return nil
 }
 
@@ -73,14 +69,20 @@ func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
 		return backendError(err)
 	}
 	if prev, ok := s.objects[old]; ok {
-		delete(prev.names, name)
-		prev.refreshName()
-		s.treeChangedLocked(prev.id)
-		_ = s.persistTreesLocked(prev) // "__name" changed: written or queued (meta.Backend.Update)
-		s.bumpEpochLocked()
+		s.unnameLocked(prev, name)
 	}
-	s.notifyLocked()
+	s.emitLocked(Event{Kind: EventNamed, ID: id, Name: name})
 	return nil
+}
+
+// unnameLocked takes name off local object o after the backend moved or
+// dropped it: o's "__name" follows, and its persisted tree.
+func (s *Store) unnameLocked(o *object, name string) {
+	delete(o.names, name)
+	o.refreshName()
+	_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
+	s.emitIDLocked(EventTreeChanged, o.id, 0)
+	s.emitLocked(Event{Kind: EventUnnamed, ID: o.id, Name: name})
 }
 
 // refreshName rewrites "__name" after a name left the object.
@@ -126,12 +128,10 @@ func (s *Store) DropName(name string) error {
 		return backendError(err)
 	}
 	if o, ok := s.objects[id]; ok {
-		delete(o.names, name)
-		o.refreshName()
-		s.treeChangedLocked(o.id)
-		_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
-		s.bumpEpochLocked()
+		s.unnameLocked(o, name)
+		return nil
 	}
+	s.emitLocked(Event{Kind: EventUnnamed, ID: id, Name: name})
 	return nil
 }
 

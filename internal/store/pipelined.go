@@ -138,7 +138,7 @@ func (ss *Session) pipelinedDoneLocked() *uint32 {
 	ss.piped++
 	ss.s.pipedAll.Add(1)
 	wake := ss.pins.SetHandled(ss.piped)
-	ss.s.notifyLocked()
+	ss.s.waiters.broadcast()
 	return wake
 }
 
@@ -215,7 +215,7 @@ func (ss *Session) AwaitPipelined(since uint64) bool {
 			s.mu.Unlock()
 			return true
 		}
-		woken := s.changedLocked()
+		woken := s.waiters.channel()
 		s.mu.Unlock()
 		select {
 		case <-woken:

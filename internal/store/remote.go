@@ -52,22 +52,22 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 			break // not a tree: ignore it rather than serve garbage
 		}
 		s.remote[c.ID] = &remoteObject{tree: c.Tree, typename: head.Typename}
-		// Also for a new tree: a remote tree cached before its member
-		// arrived (a full read goes by key, not members first) showed
-		// only the member's link.
-		s.bumpEpochLocked()
+		// Also for a new tree (the epoch moves): a remote tree cached
+		// before its member arrived (a full read goes by key, not members
+		// first) showed only the member's link.
+		s.emitIDLocked(EventTreeChanged, c.ID, FlagRemote)
 	case meta.Deleted:
 		if _, ok := s.remote[c.ID]; ok {
 			delete(s.remote, c.ID)
-			s.bumpEpochLocked()
+			s.emitIDLocked(EventDeleted, c.ID, FlagRemote)
 		}
 	case meta.NamePut, meta.NameDropped:
 		s.applyNameLocked(c)
 	}
 	if c.Revision > s.metaRev {
 		s.metaRev = c.Revision
+		s.waiters.broadcast() // Sync
 	}
-	s.notifyLocked()
 }
 
 // applyNameLocked makes the "__name" of this daemon's objects follow a name
@@ -75,7 +75,6 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 // the watch reports them in etcd's order, so the last one wins here as it
 // does in etcd). It scans the objects: names change rarely.
 func (s *Store) applyNameLocked(c meta.Change) {
-	changed := false
 	for id, o := range s.objects {
 		_, listed := o.names[c.Name]
 		switch {
@@ -90,11 +89,12 @@ func (s *Store) applyNameLocked(c meta.Change) {
 			continue
 		}
 		o.refreshName()
-		s.treeChangedLocked(o.id)
-		changed = true
+		s.emitIDLocked(EventTreeChanged, o.id, 0)
 	}
-	if changed {
-		s.bumpEpochLocked()
+	if c.Kind == meta.NamePut {
+		s.emitLocked(Event{Kind: EventNamed, ID: c.ID, Name: c.Name, Flags: FlagRemote})
+	} else {
+		s.emitLocked(Event{Kind: EventUnnamed, ID: c.ID, Name: c.Name, Flags: FlagRemote})
 	}
 }
 
@@ -170,7 +170,7 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 	for {
 		s.mu.Lock()
-		done, changed := s.metaRev >= rev, s.changedLocked()
+		done, changed := s.metaRev >= rev, s.waiters.channel()
 		s.mu.Unlock()
 		if done {
 			return nil

@@ -65,6 +65,9 @@ type Config struct {
 	// name at once (it rounds up to a power of two); DirectoryEntriesFor(Size)
 	// when zero. Past that, gets of the rest take a round trip.
 	DirectoryEntries uint64
+	// Observer, when set, receives every event of the store (events.go),
+	// under its lock: a metrics sink.
+	Observer Observer
 	// DirectoryFull, when set, is called the first time an object finds no
 	// room in the directory, with how many entries it holds; under the
 	// store's lock, so it must not call the store.
@@ -103,7 +106,8 @@ type Store struct {
 	objects  map[ids.ObjectID]*object       // live non-blob objects
 	remote   map[ids.ObjectID]*remoteObject // persisted objects of other instances
 	metaRev  int64                          // the backend's revision applied (Sync)
-	changed  chan struct{}                  // closed when objects or names appear; nil: nobody waits (Changed)
+	waiters  waiters                        // who waits for a change (waiters.go)
+	observer Observer                       // Config.Observer; nil: none
 	sessions map[*Session]struct{}          // open sessions
 	closed   bool
 
@@ -170,6 +174,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		objects:  make(map[ids.ObjectID]*object),
 		remote:   make(map[ids.ObjectID]*remoteObject),
 		sessions: make(map[*Session]struct{}),
+		observer: cfg.Observer,
 	}
 	if s.maxReply == 0 {
 		s.maxReply = DefaultMaxReplyBytes
@@ -231,31 +236,14 @@ func (s *Store) usageLocked() (used, limit uint64) {
 	return s.alloc.Used() - HeaderSize - s.leased, s.alloc.Capacity() - HeaderSize
 }
 
-// Changed returns a channel closed at the next creation of an object or name
-// (or handled pipelined put, or closed session: AwaitPipelined waits on it
-// too). Waiters check their condition, take Changed, check again, and wait
-// on it.
+// Changed returns a channel closed at the next creation or seal of an
+// object or blob, name, or change of another instance's objects (or handled
+// pipelined put, or closed session: AwaitPipelined waits on it too).
+// Waiters check their condition, take Changed, check again, and wait on it.
 func (s *Store) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.changedLocked()
-}
-
-// changedLocked is Changed with s.mu held. The channel is made only when
-// somebody waits, so a put with no waiter allocates none.
-func (s *Store) changedLocked() <-chan struct{} {
-	if s.changed == nil {
-		s.changed = make(chan struct{})
-	}
-	return s.changed
-}
-
-// notifyLocked wakes every waiter of Changed. Callers hold s.mu.
-func (s *Store) notifyLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	return s.waiters.channel()
 }
 
 // MemoryTrim returns the pages of every free extent to the kernel and reports
