@@ -15,19 +15,18 @@ import (
 type blob struct {
 	id     ids.ObjectID
 	offset uint64
-	size   uint64 // bytes the client asked for (the allocation may be larger)
-	sealed bool
+	size   uint64               // bytes the client asked for (the allocation may be larger)
+	state  blobState            // where it is in its life (states.go); changed by setStateLocked only
+	prev   blobState            // the state before, for CheckInvariants
 	owner  *Session             // the creator, while unsealed
 	refs   int                  // sessions holding a reference
 	users  map[ids.ObjectID]int // objects that have this blob as a member (nil: none)
-	// deleted blobs live in Store.zombies until refs drops to 0.
-	deleted bool
-	trim    bool // return the pages to the kernel when finally freed
-	hollow  bool // shrunk to 0 bytes: owns no arena memory any more
+	trim   bool                 // return the pages to the kernel when finally freed
+	hollow bool                 // shrunk to 0 bytes: owns no arena memory any more
 }
 
 // emptyBlob is the zero-length blob: it always exists and owns no memory.
-var emptyBlob = &blob{id: ids.EmptyBlob, sealed: true}
+var emptyBlob = &blob{id: ids.EmptyBlob, state: stateSealed, prev: stateUnsealed}
 
 // Session is one connection's view of the store: the references it holds and
 // the unsealed blobs it created. A Session is used by one goroutine at a time.
@@ -96,17 +95,19 @@ func (ss *Session) releaseLocked(id ids.ObjectID) bool {
 	}
 	delete(ss.refs, id)
 	b.refs--
-	if b.refs == 0 && b.deleted {
+	if b.refs == 0 && b.state == stateZombie {
 		ss.s.freeLocked(b)
 	}
 	return true
 }
 
-// freeLocked returns b's memory to the allocator.
+// freeLocked returns b's memory (a blob deleted and no longer referenced)
+// to the allocator.
 func (s *Store) freeLocked(b *blob) {
-	if len(s.zombies) > 0 {
+	if b.state == stateZombie {
 		delete(s.zombies, b.id)
 	}
+	s.setStateLocked(b, stateFreed)
 	if b.id == ids.EmptyBlob || b.hollow || s.closed {
 		return
 	}
@@ -127,12 +128,12 @@ func (s *Store) retireLocked(b *blob, trim bool) {
 		delete(b.owner.created, b.id)
 		b.owner = nil
 	}
-	b.deleted = true
 	b.trim = trim
 	if b.refs == 0 {
 		s.freeLocked(b)
 		return
 	}
+	s.setStateLocked(b, stateZombie)
 	s.zombies[b.id] = b
 }
 
@@ -168,6 +169,7 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	}
 	s.noteAllocLocked(off, size)
 	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
+	s.setStateLocked(b, stateUnsealed)
 	s.blobs[b.id] = b
 	ss.created[b.id] = b
 	ss.addRefLocked(b)
@@ -220,7 +222,7 @@ func (ss *Session) ownedLocked(id ids.ObjectID) (*blob, error) {
 	if !ok {
 		return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
 	}
-	if b.sealed {
+	if b.state != stateUnsealed {
 		return nil, status.Errorf(status.ObjectSealed, "blob %v is already sealed", id)
 	}
 	if b.owner != ss {
@@ -252,7 +254,8 @@ func (ss *Session) sealFlagsLocked(id ids.ObjectID, f EventFlags) error {
 	if err != nil {
 		return err
 	}
-	b.sealed = true
+	s := ss.s
+	s.setStateLocked(b, stateSealed)
 	b.owner = nil
 	delete(ss.created, id)
 	ss.addRefLocked(b)
@@ -342,7 +345,7 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]Extent, error)
 		if !ok {
 			return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
 		}
-		if !b.sealed && !unsafe {
+		if b.state == stateUnsealed && !unsafe {
 			return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed", id)
 		}
 		got = append(got, b)

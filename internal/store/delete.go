@@ -124,7 +124,7 @@ func (d *deletion) add(id ids.ObjectID) {
 	if id == ids.EmptyBlob || d.set[id] || !d.s.existsLocked(id) {
 		return
 	}
-	if b, ok := d.s.blobs[id]; ok && !b.sealed {
+	if b, ok := d.s.blobs[id]; ok && b.state == stateUnsealed {
 		return // unsealed blobs belong to their creator (drop_buffer)
 	}
 	d.set[id] = true
@@ -304,7 +304,7 @@ func (s *Store) Clear() {
 		all = append(all, id)
 	}
 	for id, b := range s.blobs {
-		if b.sealed {
+		if b.state != stateUnsealed {
 			all = append(all, id)
 		}
 	}

@@ -220,7 +220,7 @@ func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
 	}
 	if id.IsBlob() {
 		b, ok := s.lookupBlobLocked(id)
-		return ok && b.sealed && !b.hollow
+		return ok && b.state.readable() && !b.hollow
 	}
 	o, ok := s.objects[id]
 	if !ok || o.isGlobal() {
@@ -341,7 +341,7 @@ func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, h *hold) {
 func (s *Store) dropHoldLocked(ss *Session, id ids.ObjectID) {
 	for _, b := range ss.holds[id].blobs {
 		b.refs--
-		if b.refs == 0 && b.deleted {
+		if b.refs == 0 && b.state == stateZombie {
 			s.freeLocked(b)
 		}
 	}

@@ -80,13 +80,13 @@ func (k EventKind) String() string {
 type EventFlags uint8
 
 const (
-	// FlagInTree: a blob sealed or an object inserted as a part of a tree
+	// FlagInTree marks a blob sealed or an object inserted as a part of a tree
 	// created by the same call, whose root's directory record lists it;
 	// it is not published on its own (a get of it takes the round trip).
 	FlagInTree EventFlags = 1 << iota
-	// FlagRemote: the persisted object of another instance.
+	// FlagRemote marks the persisted object of another instance.
 	FlagRemote
-	// FlagUnsealed: EventDeleted of a blob that was never sealed (dropped
+	// FlagUnsealed marks the EventDeleted of a blob that was never sealed (dropped
 	// by its creator, or its session closed): nobody else could see it.
 	FlagUnsealed
 )

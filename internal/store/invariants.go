@@ -18,8 +18,10 @@ import (
 // What it checks:
 //   - references: each blob's refs equals the number of open sessions that
 //     hold it, and sessions hold only live blobs or zombies;
-//   - zombies (deleted, still referenced) are referenced, marked deleted and
-//     not live; live blobs are not marked deleted;
+//   - every blob's state is one of the table's, reached by an edge of the
+//     table (states.go), and matches the map that holds it: live blobs are
+//     unsealed, sealed, spilled or loading, zombies (deleted, still
+//     referenced) are zombies and referenced; no illegal change was tried;
 //   - unsealed blobs are owned by an open session that lists them, sealed
 //     ones by none;
 //   - names point at live, persisted objects that list them, and back;
@@ -46,6 +48,7 @@ func (s *Store) CheckInvariants() error {
 	s.checkIndexLocked(fail)
 	s.checkAllocLocked(fail)
 	s.checkDirectoryLocked(fail)
+	s.checkStatesLocked(fail)
 	return errors.Join(errs...)
 }
 
@@ -74,8 +77,8 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 			}
 		}
 		for id, b := range ss.created {
-			if s.blobs[id] != b || b.sealed || b.owner != ss {
-				fail("%v lists %v as its unsealed blob, but it is not (sealed %v)", ss, id, b.sealed)
+			if s.blobs[id] != b || b.state != stateUnsealed || b.owner != ss {
+				fail("%v lists %v as its unsealed blob, but it is not (%v)", ss, id, b.state)
 			}
 		}
 	}
@@ -83,13 +86,10 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 		if b.refs != held[b] {
 			fail("blob %v counts %d references, sessions hold %d", id, b.refs, held[b])
 		}
-		if b.deleted {
-			fail("live blob %v is marked deleted", id)
-		}
 		if _, ok := s.zombies[id]; ok {
 			fail("blob %v is both live and a zombie", id)
 		}
-		if !b.sealed {
+		if b.state == stateUnsealed {
 			if b.owner == nil || b.owner.created[id] != b {
 				fail("unsealed blob %v has no owner that lists it", id)
 			} else if _, open := s.sessions[b.owner]; !open {
@@ -102,9 +102,6 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 	for id, b := range s.zombies {
 		if b.refs != held[b] || b.refs <= 0 {
 			fail("zombie %v counts %d references, sessions hold %d", id, b.refs, held[b])
-		}
-		if !b.deleted {
-			fail("zombie %v is not marked deleted", id)
 		}
 	}
 	if _, ok := s.blobs[ids.EmptyBlob]; ok {

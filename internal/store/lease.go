@@ -183,6 +183,7 @@ func (ss *Session) adoptLeaseBlobsLocked(bs []LeaseBlob) {
 		cur = end
 		s.noteAllocLocked(lb.Offset, lb.Size)
 		b := &blob{id: lb.ID, offset: lb.Offset, size: lb.Size, owner: ss}
+		s.setStateLocked(b, stateUnsealed)
 		s.blobs[b.id] = b
 		ss.created[b.id] = b
 		ss.addRefLocked(b)

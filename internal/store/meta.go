@@ -503,7 +503,7 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 		return mid, nil
 	}
 	if mid.IsBlob() {
-		if b, _ := s.lookupBlobLocked(mid); !b.sealed {
+		if b, _ := s.lookupBlobLocked(mid); b.state == stateUnsealed {
 			return 0, status.Errorf(status.ObjectNotSealed, "member %q (%v) is not sealed", key, mid)
 		}
 	}
@@ -606,7 +606,7 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uin
 	}
 	extents := make([]Extent, 0, len(bl))
 	for _, b := range bl {
-		if !b.sealed {
+		if b.state == stateUnsealed {
 			continue
 		}
 		ss.addRefLocked(b)
@@ -637,7 +637,7 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 	}
 	if match(BlobTypename) {
 		for id, b := range s.blobs {
-			if b.sealed {
+			if b.state != stateUnsealed {
 				found = append(found, id)
 			}
 		}

@@ -110,6 +110,7 @@ type Store struct {
 	observer Observer                       // Config.Observer; nil: none
 	sessions map[*Session]struct{}          // open sessions
 	closed   bool
+	badEdges []string // illegal blob state changes refused (states.go), for CheckInvariants
 
 	leased      uint64 // bytes the sessions' leases hold (lease.go)
 	hwm         uint64 // the highest end of any allocation so far (prefault.go)
@@ -289,7 +290,7 @@ func (s *Store) extent(b *blob) Extent {
 		Size:    b.size,
 		MapSize: s.arena.Size(),
 		Pointer: s.base + b.offset,
-		Sealed:  b.sealed,
+		Sealed:  b.state != stateUnsealed,
 		Owner:   true,
 	}
 }

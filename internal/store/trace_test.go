@@ -37,6 +37,7 @@ import (
 //	expect refs B N          references to B (live or zombie; 0 if freed)
 //	expect exists X yes|no   X is visible
 //	expect zombie B yes|no   B is deleted but still referenced
+//	expect state B STATE     B's state: unsealed, sealed, zombie, freed (states.go)
 //	expect used N            bytes allocated to blobs
 //	expect leased N          bytes the sessions lease
 //	expect objects N | expect blobs N   live objects / live blobs
@@ -67,7 +68,8 @@ type traceRun struct {
 	closed   map[string]bool
 	ids      map[string]ids.ObjectID
 	leases   map[string]traceLease
-	where    string // file:line of the step running
+	blobs    map[ids.ObjectID]*blob // every blob the trace made, freed ones too
+	where    string                 // file:line of the step running
 }
 
 // traceLease is a session's last lease grant and the next id index to use.
@@ -84,7 +86,7 @@ func (r *traceRun) fatalf(format string, args ...any) {
 func runTrace(t *testing.T, file string) {
 	s := newStore(t)
 	r := &traceRun{t: t, s: s, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{},
-		leases: map[string]traceLease{}}
+		leases: map[string]traceLease{}, blobs: map[ids.ObjectID]*blob{}}
 	defer func() {
 		for _, ss := range r.sessions {
 			ss.Close()
@@ -114,12 +116,23 @@ func runTrace(t *testing.T, file string) {
 		case want != "" && got.String() != want:
 			t.Fatalf("%s:%d: %s: got %v (%v), want %s", file, n, line, got, err, want)
 		}
+		r.noteBlobs()
 		if err := s.CheckInvariants(); err != nil {
 			t.Fatalf("%s:%d: after %s: %v", file, n, line, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// noteBlobs remembers the blobs the store holds, so that their states can
+// be expected after they are freed.
+func (r *traceRun) noteBlobs() {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for id, b := range r.s.blobs {
+		r.blobs[id] = b
 	}
 }
 
@@ -293,6 +306,15 @@ func (r *traceRun) expect(f []string) {
 		got, want = strconv.Itoa(n), f[2]
 	case "exists":
 		got, want = strconv.FormatBool(s.existsLocked(r.id(f[1]))), strconv.FormatBool(yes(f[2]))
+	case "state":
+		b, ok := r.blobs[r.id(f[1])]
+		if r.id(f[1]) == ids.EmptyBlob {
+			b, ok = emptyBlob, true
+		}
+		got, want = "unknown", f[2]
+		if ok {
+			got = b.state.String()
+		}
 	case "zombie":
 		_, ok := s.zombies[r.id(f[1])]
 		got, want = strconv.FormatBool(ok), strconv.FormatBool(yes(f[2]))
