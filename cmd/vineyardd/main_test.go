@@ -35,7 +35,7 @@ func TestParseArgsSpellings(t *testing.T) {
 	}
 	o, err := parseArgs(nil)
 	if err != nil || o.Size != memsize.DefaultSize() || o.SocketMode != 0o600 || o.ReserveMemory || o.Socket != server.DefaultSocket() ||
-		o.PrefaultAhead != server.DefaultPrefaultAhead || o.MaxConnections != server.DefaultMaxConnections || o.PeerEndpoint != "" {
+		o.PrefaultAhead != server.DefaultPrefaultAhead || o.MaxConnections != min(server.DefaultMaxConnections, server.MappingBudget()) || o.PeerEndpoint != "" {
 		t.Fatalf("defaults: %+v, %v", o, err)
 	}
 	if o, err := parseArgs([]string{"--reserve_memory=false", "--allow-overcommit"}); err != nil || o.ReserveMemory || !o.AllowOvercommit {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/memsize"
@@ -84,9 +85,16 @@ type Config struct {
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// MaxConnections bounds open client connections; DefaultMaxConnections
-	// when zero. A client beyond it gets an error frame and is disconnected.
+	// MaxConnections bounds open client connections; when zero,
+	// DefaultMaxConnections or less: within the kernel's mapping limit
+	// (MappingBudget), since each UNIX connection maps a pin page. A client
+	// beyond it gets an error frame and is disconnected.
 	MaxConnections int
+	// MaxPinPages bounds the connections given a pin page (gets from the
+	// directory without a round trip), one mapping each; MappingBudget()
+	// when zero. A connection beyond it gets objects by round trip, and
+	// the daemon logs that once.
+	MaxPinPages int
 	// MaxInflightBytes bounds the bytes of request frames being received by
 	// all connections together; DefaultMaxInflightBytes when zero. A frame
 	// that would go over it is drained and answered with NotEnoughMemory.
@@ -190,6 +198,7 @@ func (c *Config) storeConfig() store.Config {
 		MaxReplyBytes:    uint64(c.MaxReplyBytes),
 		PrefaultAhead:    uint64(max(c.PrefaultAhead, 0)),
 		DirectoryEntries: c.DirectoryEntries,
+		MaxPinPages:      c.MaxPinPages,
 		DirectoryFull: func(entries int) {
 			// Called under the store's lock: the log's writer may block.
 			go logger.Warn("the directory is full: gets of objects that find no room take a round trip; "+
@@ -216,6 +225,25 @@ const (
 	DefaultFrameTimeout     = 30 * time.Second
 	DefaultParkAfter        = time.Second
 )
+
+// maxMapCountFile holds the kernel's limit of mappings per process.
+const maxMapCountFile = "/proc/sys/vm/max_map_count"
+
+// MappingBudget returns how many pin pages (one mapping each) the daemon
+// may map: the kernel's vm.max_map_count (65,530 by default; read from
+// /proc, that default when unreadable) less a headroom of a sixteenth, at
+// least 4,096, for the arena, the directory, the Go runtime, libraries and
+// the mappings of large replies. Upstream's default of 65,536 connections
+// is above the kernel's default limit.
+func MappingBudget() int {
+	limit := 65530
+	if b, err := os.ReadFile(maxMapCountFile); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			limit = n
+		}
+	}
+	return max(limit-max(limit/16, 4096), 64)
+}
 
 // ErrBadConfig is returned (wrapped) by Validate for an unusable config.
 var ErrBadConfig = errors.New("server: bad config")
@@ -246,8 +274,11 @@ func (c *Config) fillDefaults() {
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead
 	}
+	if c.MaxPinPages == 0 {
+		c.MaxPinPages = MappingBudget()
+	}
 	if c.MaxConnections == 0 {
-		c.MaxConnections = DefaultMaxConnections
+		c.MaxConnections = min(DefaultMaxConnections, MappingBudget())
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = DefaultMaxInflightBytes
@@ -269,7 +300,7 @@ func (c *Config) fillDefaults() {
 // Validate fills in the defaults and checks the config: every field, and
 // Size against the memory this process may use (memsize.CheckSize).
 func (c *Config) Validate() error {
-	if c.MaxConnections < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
+	if c.MaxConnections < 0 || c.MaxPinPages < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
 	}
 	c.fillDefaults()

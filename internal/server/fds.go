@@ -77,6 +77,13 @@ func (c *conn) directoryFds() (*protocol.DirectoryFds, []int) {
 	}
 	pins, err := c.sess.AttachPins()
 	if err != nil {
+		// Config.MaxPinPages, or the kernel's mapping limit: this client
+		// gets by round trip, as with no directory. Said once.
+		if c.s.pinsFull.CompareAndSwap(false, true) {
+			c.s.log.Warn("no pin page for a new connection: it and the next ones past the limit get objects by round trip "+
+				"(each directory connection maps a page; see --max-connections and vm.max_map_count)",
+				"max_pin_pages", c.s.cfg.MaxPinPages, "error", err)
+		}
 		return nil, nil
 	}
 	ro := c.s.store.ArenaReadOnlyFd()

@@ -48,6 +48,7 @@ type Server struct {
 
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
+	pinsFull atomic.Bool  // the warning that pin pages ran out was logged (fds.go)
 	poller   *poller      // the epoll set of parked connections (park.go)
 	sched    *schedPolicy // Config.SchedBatch (sched.go)
 	migr     *migrator    // the peer service and migrations (migrate.go)

@@ -103,7 +103,9 @@ func (s *Store) DirectoryFd() int {
 
 // AttachPins gives the session a pin page and returns its read-write fd,
 // which the caller sends to the client and then closes. It fails when the
-// store has no directory or the page cannot be made.
+// store has no directory, when Config.MaxPinPages sessions have one
+// (ErrPinPagesFull), or the page cannot be made (the kernel's mapping
+// limit).
 func (ss *Session) AttachPins() (int, error) {
 	s := ss.s
 	s.mu.Lock()
@@ -111,11 +113,15 @@ func (ss *Session) AttachPins() (int, error) {
 	if s.dir == nil || ss.closed || ss.pins != nil {
 		return -1, errNoDirectory
 	}
+	if s.maxPinPages > 0 && s.pinPages >= s.maxPinPages {
+		return -1, ErrPinPagesFull
+	}
 	p, fd, err := shm.CreatePinPage()
 	if err != nil {
 		return -1, err
 	}
 	ss.pins = p
+	s.pinPages++
 	return fd, nil
 }
 
@@ -433,6 +439,9 @@ func (ss *Session) closePinsLocked() {
 	ss.pins.Revoke() // first: the client stops pinning before any hold goes
 	for id := range ss.holds {
 		ss.s.dropHoldLocked(ss, id)
+	}
+	if ss.pins != nil {
+		ss.s.pinPages--
 	}
 	ss.pins.Close()
 	ss.pins = nil

@@ -8,6 +8,9 @@ var (
 	// errNoDirectory is returned by AttachPins when the store publishes no
 	// directory (Config.NoDirectory) or the session has pins already.
 	errNoDirectory = &status.Error{Code: status.Invalid, Message: "the daemon publishes no directory"}
+	// ErrPinPagesFull is returned by AttachPins when Config.MaxPinPages
+	// sessions have a pin page already.
+	ErrPinPagesFull = &status.Error{Code: status.Invalid, Message: "the daemon maps as many pin pages as it may"}
 	// ErrObjectNotExists is returned when an id or name is unknown.
 	ErrObjectNotExists = &status.Error{Code: status.ObjectNotExists}
 	// ErrObjectSealed is returned when an operation needs an unsealed blob.

@@ -72,6 +72,11 @@ type Config struct {
 	// room in the directory, with how many entries it holds; under the
 	// store's lock, so it must not call the store.
 	DirectoryFull func(entries int)
+	// MaxPinPages bounds the sessions given a pin page (AttachPins) at
+	// once: each page is one mapping of the daemon, and the kernel caps
+	// those (vm.max_map_count); 0 means no bound. Past it AttachPins fails
+	// with ErrPinPagesFull and the session's client gets by round trip.
+	MaxPinPages int
 }
 
 // DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
@@ -130,6 +135,8 @@ type Store struct {
 
 	dir         *directory // gets without a round trip; nil: none (directory.go)
 	holdCount   int        // holds of all sessions (directory.go)
+	pinPages    int        // sessions with a pin page (directory.go)
+	maxPinPages int        // Config.MaxPinPages
 	rescanArmed bool       // the pin rescan timer runs
 }
 
@@ -196,6 +203,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		if s.dir != nil {
 			s.dir.full = cfg.DirectoryFull
 		}
+		s.maxPinPages = cfg.MaxPinPages
 	}
 	go s.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
