@@ -47,6 +47,12 @@ def test_a_get_needs_no_daemon_when_the_directory_has_the_object(tmp_path):
     try:
         with vineyard.connect(sock) as producer:
             oid = producer.put(_value(1, 4096))
+            # The put is pipelined: it may still be unread when put returns
+            # (on a loaded machine, still unread when the daemon is
+            # stopped). The daemon handles a connection's requests in order,
+            # so the reply to a later one says it has handled the put, and
+            # so published the object.
+            assert producer.status.instance_id == producer.instance_id
             reader = vineyard.connect(sock, timeout=1.0)
             _stop(proc)
             try:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 import time
 import venv
@@ -171,9 +172,9 @@ def test_editable_install(tmp_path):
     assert os.path.isfile(lib) and os.access(daemon, os.X_OK)
 
 
-def _daemon(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([vineyard.deploy.daemon_path(), *args], capture_output=True, text=True, timeout=60,
-                          check=False, **kw)
+def _daemon(*args: str, binary: str | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([binary or vineyard.deploy.daemon_path(), *args], capture_output=True, text=True,
+                          timeout=60, check=False, **kw)
 
 
 def test_version_comes_from_the_version_file():
@@ -257,22 +258,31 @@ def test_private_socket_directory_is_checked(tmp_path):
     uid = 65534  # nobody
     d = Path(f"/tmp/vineyard-{uid}")
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "TMPDIR", "VINEYARD_IPC_SOCKET")}
+    # The checkout may lie under a directory that user cannot traverse (a
+    # 0700 home or temp dir): the user runs a copy of the daemon from a
+    # directory everyone can read.
+    bindir = Path(tempfile.mkdtemp(prefix="v6d-bin-", dir="/tmp"))
+    bindir.chmod(0o755)
+    daemon_bin = bindir / "vineyardd"
+    shutil.copy(vineyard.deploy.daemon_path(), daemon_bin)
+    daemon_bin.chmod(0o755)
     shutil.rmtree(d, ignore_errors=True)
     try:
         d.mkdir()
         d.chmod(0o777)  # made by root, before the user's daemon
-        r = _daemon("--size=16Mi", user=uid, env=env)
+        r = _daemon("--size=16Mi", user=uid, env=env, binary=str(daemon_bin))
         assert r.returncode == 1 and "owned by uid 0" in r.stderr and f"rm -rf {d}" in r.stderr, r.stderr
         os.chown(d, uid, -1)  # the user's own, but world-writable
-        r = _daemon("--size=16Mi", user=uid, env=env)
+        r = _daemon("--size=16Mi", user=uid, env=env, binary=str(daemon_bin))
         assert r.returncode == 1 and f"chmod 0700 {d}" in r.stderr, r.stderr
         d.rmdir()
-        with vineyard.deploy.launch("16Mi", "", user=uid, env=env, quiet=True) as daemon:
+        with vineyard.deploy.launch("16Mi", "", user=uid, env=env, quiet=True, binary=str(daemon_bin)) as daemon:
             assert daemon.socket == str(d / "vineyard.sock")
             st = d.stat()
             assert st.st_uid == uid and (st.st_mode & 0o777) == 0o700
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(bindir, ignore_errors=True)
 
 
 def test_launch_reports_a_daemon_that_cannot_start(tmp_path):
