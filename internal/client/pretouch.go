@@ -1,6 +1,7 @@
 package client
 
 import (
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -28,11 +29,26 @@ import (
 // much it maps is what the daemon's --prefault-ahead sizes (not memory other
 // processes' objects hold below the mark), up to pretouchMost past the mark
 // or its blobs: the page tables cost a process 2 MiB per GiB it maps. It
-// runs off the request path, at nice 19 (nice.Background), in chunks of
+// runs off the request path (at nice 19 only when NiceEnv asks), in chunks of
 // pretouchChunk, holding a.unmap (which keeps the mapping alive), and stops
 // when it reaches its end; a create (a put above the inline size) starts it
 // again. At the default 64 MiB of pre-fault it costs ~1000 faults, a few
 // milliseconds of one CPU per process.
+
+// NiceEnv names the variable that, set to "1", runs the pre-touch on a
+// thread lowered to nice 19 (nice.Background), so that it takes only CPU
+// time nobody else wants. Off by default: the library lives in its user's
+// process and changes the scheduling of none of that process's threads
+// unless asked (read at each start of the pre-touch).
+const NiceEnv = "VINEYARD_CLIENT_NICE"
+
+// pretouchThread prepares the pre-touch goroutine's thread: nice 19 when
+// NiceEnv asks, else nothing.
+func pretouchThread() {
+	if os.Getenv(NiceEnv) == "1" {
+		nice.Background()
+	}
+}
 
 const (
 	pretouchChunk = 256 << 10
@@ -88,7 +104,7 @@ func (a *arena) headerWordLocked(off int) uint64 {
 // When it catches up with the daemon's pre-fault, it waits for more, backing
 // off, up to pretouchPatience without progress.
 func (a *arena) pretouchLoop() {
-	nice.Background()
+	pretouchThread()
 	var waited, nap time.Duration
 	for {
 		switch a.pretouchChunk(waited >= pretouchPatience) {

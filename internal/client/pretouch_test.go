@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -395,5 +396,48 @@ func TestPretouchMapsABlobBeforeItsCopy(t *testing.T) {
 	}
 	if err := Pretouch(uintptr(unsafe.Pointer(&heap[0])), 0); err != nil {
 		t.Errorf("empty range: %v", err)
+	}
+}
+
+// threadNice returns the nice value of the calling thread (-100 when it
+// cannot be read).
+func threadNice() int {
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	if err != nil {
+		return -100
+	}
+	return 20 - prio // the system call's value, not glibc's
+}
+
+// The pre-touch lowers its thread's priority only when NiceEnv asks: the
+// library must not renice threads of its host process by default.
+func TestPretouchThreadKeepsItsPriorityUnlessAsked(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want func(before int) int
+	}{
+		{"", func(before int) int { return before }},
+		{"0", func(before int) int { return before }},
+		{"1", func(int) int { return 19 }},
+	} {
+		t.Run("env="+tc.env, func(t *testing.T) {
+			t.Setenv(NiceEnv, tc.env)
+			done := make(chan [2]int)
+			go func() {
+				// The thread ends with this goroutine (locked, never
+				// unlocked), so a lowered priority is never reused.
+				runtime.LockOSThread()
+				before := threadNice()
+				pretouchThread()
+				done <- [2]int{before, threadNice()}
+			}()
+			got := <-done
+			if got[0] == -100 || got[1] == -100 {
+				t.Fatal("getpriority failed")
+			}
+			if want := tc.want(got[0]); got[1] != want {
+				t.Fatalf("%s=%q: the thread's nice went from %d to %d, want %d", NiceEnv, tc.env, got[0], got[1], want)
+			}
+		})
 	}
 }
