@@ -40,6 +40,9 @@ LIB       := $(BUILD)/libv6d.so
 DAEMON    := $(BUILD)/vineyardd
 ETCD      := $(BUILD)/v6d-etcd
 HEADER    := include/v6d.h
+# The Python package's fast path: exported by the library, never installed,
+# no stability promise (its comment; v6d.h, "ABI versioning").
+INTERNAL_HEADER := include/v6d_internal.h
 
 # Only v6d_* is exported (libv6d/v6d.map); the soname lets `-lv6d` users find
 # the library by name. The quotes matter: -extldflags takes one word.
@@ -193,11 +196,12 @@ test-cgocheck2: lib-cgocheck2 $(BUILD_DEP) $(VENV_DEP) ## pytest against the cgo
 test-arrow-cgocheck2: lib-cgocheck2 $(BUILD_DEP) $(VENV_DEP) ## The Arrow tests (Python and C) against the cgocheck2 build
 	$(PY_ENV) V6D_LIBRARY=$(CURDIR)/$(BUILD)/cgocheck2/libv6d.so $(VENV_PY) -m pytest tests/python/test_arrow.py tests/c/test_arrow_c.py -q $(PYTEST_ARGS)
 
-check-header: ## Compile include/v6d.h as C11 -pedantic and C++17, -Wall -Wextra -Werror
+check-header: ## Compile include/v6d.h (and v6d_internal.h) as C11 -pedantic and C++17, -Wall -Wextra -Werror
 	scripts/check-header.sh $(HEADER)
+	scripts/check-header.sh $(INTERNAL_HEADER)
 
-check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* of v6d.h, and that a wrong export signature fails to build
-	scripts/check-symbols.sh $(LIB) $(HEADER)
+check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* of v6d.h and v6d_internal.h, and that a wrong export signature fails to build
+	scripts/check-symbols.sh $(LIB) $(HEADER) $(INTERNAL_HEADER)
 	GO="$(GO)" scripts/check-abi-shim.sh libv6d
 
 test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
@@ -276,6 +280,7 @@ demo: build ## Start a daemon on a temp socket, put bytes from one process, get 
 cluster-demo: build $(VENV_DEP) ## Start etcd and three daemons (--meta etcd), persist an object on one, find it from another
 	$(PY_ENV) scripts/cluster-demo.sh
 
+# Only the public header: $(INTERNAL_HEADER) stays in the tree (test-install checks).
 install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PREFIX
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libv6d.so

@@ -29,8 +29,45 @@
  *    refused with V6D_INTERNAL, doing nothing. Only v6d_disconnect still
  *    closes its handle, so a process can tidy up; the functions that cannot
  *    fail still answer. tests/c (mode "poison") checks this.
- *  - The Go runtime inside libv6d does not survive fork(): a forked child must
- *    not call any function of this library (exec, or use a fresh process).
+ *  - fork(): the Go runtime inside libv6d does not survive fork(). In a child
+ *    forked from a process that loaded the library (connected or not), every
+ *    fallible call, v6d_connect included, fails at once with V6D_FORKED and a
+ *    message naming the fix, without entering Go (it would hang). There,
+ *    v6d_connected and v6d_is_rpc return 0, the counters (v6d_open_handles,
+ *    v6d_private_views, v6d_arrow_exports) return -1, and v6d_abi_version,
+ *    v6d_version, v6d_status_name, v6d_error_release and v6d_free work. Load
+ *    the library in a process that does not fork afterwards, or fork (or exec)
+ *    before loading it; Python: the 'spawn' or 'forkserver' start method.
+ *    tests/c (test_fork_c.py) checks this.
+ *
+ * ABI versioning (the policy; docs/c-api.md, "Versions"):
+ *
+ *  - V6D_ABI_VERSION numbers this header's contract; v6d_abi_version() is the
+ *    loaded library's. It is raised by 1 for each release that adds to the
+ *    contract: a function, a status code, a flag bit, a struct, a guarantee.
+ *    Each addition carries `\since N`. A program built against version N runs
+ *    with any library whose v6d_abi_version() is N or more; one that uses a
+ *    function of version N against a library that may be older checks
+ *    v6d_abi_version() >= N first.
+ *  - Never changed once published: a function's name, parameters, return
+ *    type or documented behaviour; the value of a status code or flag; the
+ *    layout of a struct. Nothing is removed. Changing any of these would be
+ *    a new library (a new soname and header name), not a new version.
+ *  - A caller may rely on what is documented here, and on nothing else: not
+ *    on error message texts, timings or which calls make a round trip
+ *    (these are described to explain costs, and may improve), nor on codes
+ *    staying absent: a newer library may return a status code added later
+ *    (treat any nonzero status as failure; v6d_status_name names it, or
+ *    says "Code(N)").
+ *  - The library exports more v6d_* functions than this header declares:
+ *    those of include/v6d_internal.h, the Python package's fast path. That
+ *    header is not installed and has no stability promise: its functions may
+ *    change or go in any release, whatever V6D_ABI_VERSION says.
+ *  - ABI 7 moved six functions of ABI 4 to 6 that served only the Python
+ *    package (v6d_get_object_into, v6d_get_object_shaped,
+ *    v6d_get_object_args, v6d_release_queue, v6d_release_queue_flush,
+ *    v6d_pretouch) to include/v6d_internal.h; the library still exports them
+ *    with the same behaviour, so programs built against ABI 4 to 6 still run.
  *
  * \since 1
  */
@@ -45,9 +82,9 @@ extern "C" {
 #endif
 
 /** The version of this ABI; v6d_abi_version() returns the library's. Each
- *  version only adds functions to the one before; `\since N` on a function
- *  names the version that added it. */
-#define V6D_ABI_VERSION 6
+ *  version only adds to the one before (see the policy above); `\since N`
+ *  names the version that added what it marks. */
+#define V6D_ABI_VERSION 7
 
 /** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
  *  above are this library's own (they never appear on the wire). */
@@ -95,7 +132,10 @@ typedef enum v6d_status {
   /** A blocking call gave up after its timeout; nothing changed. */
   V6D_TIMEOUT = 1001,
   /** The library caught an internal fault; every later call fails too. */
-  V6D_INTERNAL = 1002
+  V6D_INTERNAL = 1002,
+  /** Called in a child forked from a process that loaded the library: no
+   *  call works there (see "fork()" above). \since 7 */
+  V6D_FORKED = 1003
 } v6d_status;
 
 /** A per-call error. The caller owns the struct (zero-initialise it); the
@@ -129,8 +169,9 @@ int32_t v6d_abi_version(void);
 /** Returns the library version as a static string, e.g. "0.1.0". \since 1 */
 const char *v6d_version(void);
 
-/** Returns a static, NUL-terminated name for a status, e.g. "ObjectNotExists".
- *  \since 1 */
+/** Returns a static, NUL-terminated name for a status, e.g. "ObjectNotExists";
+ *  "Code(N)" for a code this library does not know ("Unknown" in a forked
+ *  child). \since 1 */
 const char *v6d_status_name(int32_t status);
 
 /** Frees the message of err (if any) and sets it to NULL. err may be NULL.
@@ -226,18 +267,6 @@ v6d_status v6d_create_buffers(v6d_client client, size_t n,
                               const uint64_t *sizes, uint64_t *ids,
                               uint8_t **datas, v6d_error *err);
 
-/** Maps [data, data + size), bytes of blobs this process created (a writable
- *  pointer from v6d_create_buffer or v6d_create_buffers), into the process's
- *  page tables before a large copy writes them. Optional, and only about
- *  speed: a copy into pages the process never mapped takes a page fault per
- *  4 KiB page; this reads one word every 64 KiB, and Linux maps the pages
- *  around each read fault (up to 16) at once, about 4x cheaper. Pages already
- *  mapped cost one load per 64 KiB. Call it from the thread that copies,
- *  on each piece it is about to copy. A range not inside a writable arena
- *  mapping of this process fails with V6D_INVALID and reads nothing. It
- *  takes no client handle. Thread-safe. \since 5 */
-v6d_status v6d_pretouch(void *data, uint64_t size, v6d_error *err);
-
 /** Seals a blob this client created: it becomes immutable and readable by
  *  others. The writable pointer must no longer be written. The client keeps a
  *  reference to the blob until v6d_release(). \since 1 */
@@ -281,33 +310,6 @@ v6d_status v6d_get_buffers(v6d_client client, size_t n, const uint64_t *ids,
  *  deleted blob may then be reused: the pointer must not be read after this
  *  call. \since 1 */
 v6d_status v6d_release(v6d_client client, uint64_t id, v6d_error *err);
-
-/** Makes words[0..n_words) the client's release queue: releases written to
- *  memory, with no call, for callers to whom a call costs more than the
- *  release (Python's ctypes: about 0.6 us a call). n_words is 5 to 2^20 + 4;
- *  the words must be zero, 8-byte aligned, and stay valid until
- *  v6d_disconnect returns or another queue replaces this one (whose ids are
- *  released first). Layout: words[0] the ids written (the caller's count),
- *  words[1] the ids taken (the library's), words[2] nonzero while the
- *  library looks at the queue on its own, words[3] reserved, then a ring
- *  of R = n_words - 4 ids.
- *
- *  To release id (never 0) as v6d_release would: when words[0] - words[1]
- *  < R, store id at words[4 + words[0] % R], then words[0] + 1 at
- *  words[0], then read words[2]: if it is 0, call
- *  v6d_release_queue_flush(). When the ring is full, call v6d_release
- *  instead. One writer at a time (the caller serialises its threads). The
- *  library takes the written ids at the start of the client's next call,
- *  before it does anything else, and within a few milliseconds without
- *  one; an id the client does not hold is ignored. \since 6 */
-v6d_status v6d_release_queue(v6d_client client, uint64_t *words,
-                             size_t n_words, v6d_error *err);
-
-/** Takes the ids written to the client's release queue now, and has the
- *  library look at the queue on its own from then on, while it is in use
- *  (words[2] becomes nonzero). V6D_INVALID when the client has no queue.
- *  \since 6 */
-v6d_status v6d_release_queue_flush(v6d_client client, v6d_error *err);
 
 /* ---- private copy-on-write views --------------------------------------- */
 
@@ -413,73 +415,6 @@ v6d_status v6d_get_object(v6d_client client, uint64_t id, uint32_t flags,
 v6d_status v6d_blob_pointer(v6d_client client, uint64_t id,
                             const uint8_t **data, uint64_t *size,
                             int32_t *writable, v6d_error *err);
-
-/** Gets an object as v6d_get_object does (the same tree, the same references,
- *  released with v6d_release(id) once), into memory the caller provides, and
- *  with the blobs it pinned: for callers that make many gets, it allocates
- *  nothing and saves a v6d_blob_pointer call per blob.
- *
- *  The tree's JSON (not NUL-terminated) is copied into json (cap bytes) and
- *  *len receives its length. For each blob the get pinned (each once, in no
- *  particular order; never the empty blob) blob_ids, datas and sizes receive
- *  its id, and its bytes as v6d_blob_pointer gives them, up to max_blobs of
- *  them; *n_blobs receives their count. When the tree is longer than cap or
- *  there are more than max_blobs blobs, the get is done all the same (release
- *  it as always) and *len and *n_blobs hold what it needs, but nothing is
- *  written to blob_ids, datas or sizes, nor to json unless the tree fits
- *  (since 6: the tree is copied before the blobs are counted): the caller
- *  may release and get again with more room. len and n_blobs must not be NULL; json, blob_ids,
- *  datas and sizes may be NULL when cap, resp. max_blobs, is 0. `flags` is
- *  v6d_get_object's (none defined: 0). On failure nothing is written and
- *  nothing is held. \since 4 */
-v6d_status v6d_get_object_into(v6d_client client, uint64_t id, uint32_t flags,
-                               char *json, size_t cap, size_t *len,
-                               size_t max_blobs, uint64_t *blob_ids,
-                               const uint8_t **datas, uint64_t *sizes,
-                               size_t *n_blobs, v6d_error *err);
-
-/** v6d_get_object_into, and *shape receives the tree's shape number: two
- *  trees with the same number differ only in the member values that are
- *  object ids (JSON strings "o" and 16 lowercase hex digits) and the integers
- *  of their "signature" members, so a caller that makes many gets of values of one kind may keep
- *  what it made of the first tree (dtype, shape, which blob holds the data)
- *  by shape number and skip parsing the next. Numbers are interned, not
- *  hashed: equal numbers mean equal shapes, compared byte for byte. They are
- *  1 or more, valid within this process, and never reused for another shape;
- *  a tree longer than 4 KiB gets 0 (no shape). shape must not be NULL; it is
- *  set whenever *len is. \since 5 */
-v6d_status v6d_get_object_shaped(v6d_client client, uint64_t id,
-                                 uint32_t flags, char *json, size_t cap,
-                                 size_t *len, size_t max_blobs,
-                                 uint64_t *blob_ids, const uint8_t **datas,
-                                 uint64_t *sizes, size_t *n_blobs,
-                                 uint64_t *shape, v6d_error *err);
-
-/** The arguments of v6d_get_object_shaped in one struct, for callers to
- *  whom each argument of a call costs (Python's ctypes: about 0.04 us an
- *  argument, 0.5 us of that call's 13): fill it once, then change `id` per
- *  get. Fields marked out are written as v6d_get_object_shaped writes
- *  them; err as an error out-parameter (release its message with
- *  v6d_error_release). \since 6 */
-typedef struct v6d_get_args {
-  uint64_t id;           /**< in: the object */
-  uint32_t flags;        /**< in: v6d_get_object's (none defined: 0) */
-  uint32_t reserved;     /**< in: 0 */
-  char *json;            /**< in: room for the tree's JSON */
-  size_t cap;            /**< in: its bytes */
-  size_t len;            /**< out: the tree's length */
-  size_t max_blobs;      /**< in: room in blob_ids, datas and sizes */
-  uint64_t *blob_ids;    /**< in: room for the blobs' ids */
-  const uint8_t **datas; /**< in: room for their addresses */
-  uint64_t *sizes;       /**< in: room for their sizes */
-  size_t n_blobs;        /**< out: the blobs the get pinned */
-  uint64_t shape;        /**< out: the tree's shape number */
-  v6d_error err;         /**< out: on failure */
-} v6d_get_args;
-
-/** v6d_get_object_shaped with its arguments in *args (see v6d_get_args).
- *  args must not be NULL. \since 6 */
-v6d_status v6d_get_object_args(v6d_client client, v6d_get_args *args);
 
 /** Lists objects whose typename matches `pattern` (a glob, or an ECMAScript
  *  style full-match regex when regex != 0), at most `limit` of them (0 means

@@ -90,17 +90,6 @@ func v6dgo_status_name(code C.int32_t) *C.char {
 	return p
 }
 
-//export v6dgo_error_release
-func v6dgo_error_release(err *C.v6d_error) {
-	if err != nil && err.message != nil {
-		C.free(unsafe.Pointer(err.message))
-		err.message = nil
-	}
-}
-
-//export v6dgo_free
-func v6dgo_free(p unsafe.Pointer) { C.free(p) }
-
 //export v6dgo_open_handles
 func v6dgo_open_handles() C.int64_t {
 	handlesMu.Lock()

@@ -8,7 +8,9 @@
 #   2. make install PREFIX=<custom> (no DESTDIR): pkg-config through
 #      PKG_CONFIG_PATH, the rpath from `pkg-config --variable=libdir v6d`;
 #   3. make install DESTDIR=<stage> PREFIX=/usr/local: the layout, v6d.pc, and a
-#      program built with pkg-config and run with LD_LIBRARY_PATH.
+#      program built with pkg-config and run with LD_LIBRARY_PATH; the internal
+#      header (include/v6d_internal.h) is not installed nor named by v6d.pc, and
+#      a program including only v6d.h links every function it declares.
 #
 # Run from the repository root after `make build` (make test does both).
 set -euo pipefail
@@ -115,4 +117,29 @@ flags=$(PKG_CONFIG_LIBDIR=$root/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage pkg-
 "$CC" -std=c11 -Wall -Wextra -Werror "$tmp/app.c" -o "$tmp/app-usr-local" $flags ||
 	fail "compiling against the staged /usr/local failed (flags: $flags)"
 expect_hello env LD_LIBRARY_PATH="$root/lib" "$tmp/app-usr-local"
+# The internal header stays in the tree: not installed, not on v6d.pc's paths.
+leaked=$(find "$stage" -name 'v6d_internal*' -print)
+[[ -z $leaked ]] || fail "the internal header was installed: $leaked"
+if grep -q 'internal' "$root/lib/pkgconfig/v6d.pc"; then fail "v6d.pc names the internal header"; fi
+printf '#include "v6d_internal.h"\nint main(void) { return v6d_internal_version(); }\n' >"$tmp/internal.c"
+# shellcheck disable=SC2086 # $flags is a list of compiler flags
+if "$CC" "$tmp/internal.c" -o "$tmp/internal" $flags 2>/dev/null; then
+	fail "a program including v6d_internal.h builds against the installed copy"
+fi
+# Every function of the installed v6d.h, and nothing else, links and loads.
+funcs=$("$CC" -fpreprocessed -dD -E -P -x c "$root/include/v6d.h" |
+	grep -oE '(^|[^A-Za-z0-9_])v6d_[a-z_0-9]+[[:space:]]*\(' | grep -oE 'v6d_[a-z_0-9]+' | sort -u)
+{
+	printf '#include <stdio.h>\n#include <v6d.h>\ntypedef void (*fn)(void);\nstatic const fn all[] = {\n'
+	for f in $funcs; do printf '  (fn)&%s,\n' "$f"; done
+	printf '};\nint main(void) {\n  printf("%%zu %%d\\n", sizeof all / sizeof all[0], v6d_abi_version());\n'
+	printf '  return v6d_abi_version() == V6D_ABI_VERSION ? 0 : 1;\n}\n'
+} >"$tmp/every.c"
+# shellcheck disable=SC2086 # $flags is a list of compiler flags
+"$CC" -std=c11 -Wall -Wextra -Werror "$tmp/every.c" -o "$tmp/every" $flags ||
+	fail "a program taking every function of the installed v6d.h does not build against it"
+out=$(env LD_LIBRARY_PATH="$root/lib" "$tmp/every") || fail "the program of every v6d.h function: $out"
+[[ $out == "$(wc -w <<<"$funcs") $(sed -n 's/^#define V6D_ABI_VERSION \([0-9]*\)$/\1/p' include/v6d.h)" ]] ||
+	fail "the program of every v6d.h function printed '$out'"
+echo "test-install: DESTDIR/usr/local: v6d_internal.h not installed; $(wc -w <<<"$funcs") functions of v6d.h link against the installed library"
 echo "test-install: OK: README example and examples/c from the tree, PREFIX=<custom> and DESTDIR/usr/local ($flags)"

@@ -17,7 +17,7 @@ var ErrClosed = &status.Error{Code: status.ConnectionError, Message: "client is 
 // ErrForked is returned by every method of a Client used in a process other
 // than the one that connected it: the connection belongs to the parent.
 var ErrForked = &status.Error{
-	Code: status.ConnectionError,
+	Code: status.Forked,
 	Message: "client used after fork(); use the spawn or forkserver start method, " +
 		"or connect in the child",
 }

@@ -64,6 +64,9 @@ const (
 	Timeout Code = 1001
 	// Internal: the library caught an internal fault.
 	Internal Code = 1002
+	// Forked: a C-ABI call in a child forked from a process that loaded
+	// libv6d (the C shim answers it; the Go runtime does not survive fork).
+	Forked Code = 1003
 )
 
 var codeNames = map[Code]string{
@@ -85,7 +88,7 @@ var codeNames = map[Code]string{
 	StreamFailed: "StreamFailed", InvalidStreamState: "InvalidStreamState",
 	StreamOpened: "StreamOpened", GlobalObjectInvalid: "GlobalObjectInvalid",
 	UnknownError: "UnknownError", InvalidHandle: "InvalidHandle", Timeout: "Timeout",
-	Internal: "Internal",
+	Internal: "Internal", Forked: "Forked",
 }
 
 // String returns the upstream name of the code, e.g. "ObjectNotExists".

@@ -1,13 +1,18 @@
-"""ctypes declarations (argtypes/restype) for every function of include/v6d.h,
-and its flag bits. tests/python/test_abi_contract.py checks both against the
-header."""
+"""ctypes declarations (argtypes/restype) for every function of include/v6d.h
+and include/v6d_internal.h (the uninstalled header of this package's fast
+path), and the flag bits. tests/python/test_abi_contract.py checks them
+against the headers."""
 
 from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 
-ABI_VERSION = 6
+# The public ABI this package needs at least (V6D_ABI_VERSION of v6d.h), and
+# the internal header's version it was written for, which the library must
+# match exactly (V6D_INTERNAL_VERSION of v6d_internal.h: no stability promise).
+ABI_VERSION = 7
+INTERNAL_VERSION = 1
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
 # Flags of v6d_get_buffers:
@@ -28,7 +33,7 @@ class V6DError(ctypes.Structure):
 
 
 class V6DGetArgs(ctypes.Structure):
-    """``v6d_get_args``: v6d_get_object_args's arguments, every field a word
+    """``v6d_get_args`` (v6d_internal.h): v6d_get_object_args's arguments, every field a word
     of 8 bytes (``_session._Room`` reads and writes them by index)."""
 
     _fields_ = [
@@ -57,6 +62,7 @@ _sizep = POINTER(c_size_t)
 # name: (restype, argtypes)
 SIGNATURES = {
     "v6d_abi_version": (c_int32, []),
+    "v6d_internal_version": (c_int32, []),
     "v6d_version": (c_char_p, []),
     "v6d_status_name": (c_char_p, [c_int32]),
     "v6d_error_release": (None, [_err]),
@@ -133,6 +139,14 @@ SIGNATURES = {
     "v6d_is_shared_memory": (c_int32, [_client, c_void_p, POINTER(c_int32), _err]),
     "v6d_arrow_exports": (c_int64, []),
 }
+
+
+# The functions of SIGNATURES that include/v6d_internal.h declares (the rest
+# are v6d.h's).
+INTERNAL = frozenset({
+    "v6d_internal_version", "v6d_pretouch", "v6d_get_object_into", "v6d_get_object_shaped", "v6d_get_object_args",
+    "v6d_release_queue", "v6d_release_queue_flush",
+})
 
 
 def declare(lib: ctypes.CDLL) -> None:

@@ -150,12 +150,17 @@ def _load() -> ctypes.CDLL:
             handle = ctypes.CDLL(path)
         except OSError as e:
             raise VineyardException(f"vineyard: cannot load {path}: {e}") from e
-        _bindings.declare(handle)
+        # The public ABI may be newer (it only adds); the internal header's
+        # functions must be exactly those this package was written for.
         version = handle.v6d_abi_version()
-        if version != _bindings.ABI_VERSION:
+        internal = handle.v6d_internal_version() if hasattr(handle, "v6d_internal_version") else 0
+        if version < _bindings.ABI_VERSION or internal != _bindings.INTERNAL_VERSION:
             raise VineyardException(
-                f"vineyard: {path} implements C ABI version {version}, this package needs {_bindings.ABI_VERSION}"
+                f"vineyard: {path} implements C ABI version {version} (internal {internal}), this package needs "
+                f"{_bindings.ABI_VERSION} or later (internal exactly {_bindings.INTERNAL_VERSION}): a libv6d.so "
+                "built from another release; set V6D_LIBRARY to the one built with this package"
             )
+        _bindings.declare(handle)
         _pid = os.getpid()
         _sentinel = _fork_sentinel()
         _lib = handle
@@ -216,7 +221,9 @@ def call(name: str, *args: Any) -> None:
     """Calls the fallible v6d function ``name`` with ``args`` and a fresh
     ``v6d_error`` out-parameter, and raises its status as the exception
     :func:`vineyard.errors.exception_for` maps it to. The fork guard is the
-    caller's: handles come from ``Session.handle()``, which checks first."""
+    caller's: handles come from ``Session.handle()``, which checks first (and
+    in a forked child libv6d itself answers V6D_FORKED, i.e. ForkError,
+    without entering Go)."""
     err = V6DError()
     status = (_fns.get(name) or function(name))(*args, _byref(err))
     if status != 0:

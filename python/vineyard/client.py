@@ -24,7 +24,7 @@ from .data.arrow import arrow_plan
 from .data.dataframe import dataframe_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
-from .errors import TimeoutException
+from .errors import ForkError, TimeoutException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
 
@@ -107,6 +107,10 @@ class Client:
         if not rpc and not path:
             raise ConnectionError("vineyard: no socket given and neither VINEYARD_IPC_SOCKET nor "
                                   "VINEYARD_RPC_ENDPOINT is set")
+        # In a child forked after libv6d was loaded, raise ForkError before
+        # anything calls into the library (whose connect would fail the same
+        # way, V6D_FORKED, and must not be read as a connection failure).
+        _ffi.check_process()
         out = ctypes.c_uint64()
         try:
             if rpc:
@@ -117,7 +121,7 @@ class Client:
             else:
                 _ffi.call("v6d_connect", path.encode(), ctypes.byref(out))
         except Exception as e:
-            if isinstance(e, ConnectionError):
+            if isinstance(e, (ConnectionError, ForkError)):
                 raise
             raise ConnectionError(f"vineyard: cannot connect to {rpc or path}: {e}") from e
         self._session = Session(Conn(out.value, remote=bool(rpc)), self)
@@ -199,6 +203,7 @@ class Client:
 
     def create_empty_blob(self) -> Blob:
         """The empty blob (size 0, id ``o8000000000000000``), sealed by nature."""
+        self._session.handle()  # closed / forked checks, as every method
         return Blob(1 << 63, 0, 0, None)
 
     def get_blob(self, object_id: IdLike, unsafe: bool = False) -> Blob:

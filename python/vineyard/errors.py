@@ -112,6 +112,7 @@ class Status(enum.IntEnum):
     INVALID_HANDLE = 1000
     TIMEOUT = 1001
     INTERNAL = 1002
+    FORKED = 1003
 
 
 class VineyardException(RuntimeError):
@@ -422,14 +423,19 @@ class InternalException(VineyardException):
     code = Status.INTERNAL
 
 
+@_register
 class ForkError(InvalidHandleException):
-    """libv6d was loaded before ``fork()``; this child cannot call into it.
+    """libv6d was loaded before ``fork()``; this child cannot call into it
+    (status ``FORKED``, ours).
 
     The Go runtime inside libv6d does not survive ``fork()``: a forked child
-    that called into it would hang. Start workers with the ``'spawn'`` or
+    that called into it would hang. ``vineyard.connect()`` and every client
+    method raise this instead, at once. Start workers with the ``'spawn'`` or
     ``'forkserver'`` multiprocessing start method (or only connect in the
     child, never in the parent before forking), and pass objects by id.
     """
+
+    code = Status.FORKED
 
 
 def exception_for(code: int, message: str = "") -> VineyardException:

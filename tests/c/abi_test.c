@@ -1,4 +1,5 @@
-/* abi_test: drives include/v6d.h from separate processes for tests/c/test_c_abi.py.
+/* abi_test: drives include/v6d.h (and, for the Python package's fast path,
+ * include/v6d_internal.h) from separate processes for tests/c/test_c_abi.py.
  * Usage: abi_test MODE SOCKET [ARGS]; prints results on stdout, exits non-zero on failure. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "v6d.h"
+#include "v6d_internal.h" /* the getinto and pretouch modes */
 
 #define SIZE (1u << 20)
 

@@ -1,11 +1,14 @@
-"""The Python mirrors of the C contract agree with include/v6d.h.
+"""The Python mirrors of the C contract agree with include/v6d.h and
+include/v6d_internal.h.
 
-Parses the header (prototypes, the v6d_status enum, the flag enums, the ABI
-version, struct v6d_error) and internal/status/status.go, and compares them
-with vineyard._bindings (restype/argtypes of every function, flag constants,
-ABI_VERSION, V6DError) and vineyard.errors (Status). Needs neither the
-library nor a daemon: the modules are loaded from their files, so this test
-does not depend on the rest of the package.
+Parses the headers (prototypes, the v6d_status enum, the flag enums, the ABI
+and internal versions, struct v6d_error and v6d_get_args) and
+internal/status/status.go, and compares them with vineyard._bindings
+(restype/argtypes of every function, which are internal, flag constants,
+ABI_VERSION, INTERNAL_VERSION, V6DError) and vineyard.errors (Status); and
+the status names libv6d/v6d.c answers without Go with Go's. Needs neither
+the library nor a daemon: the modules are loaded from their files, so this
+test does not depend on the rest of the package.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = ROOT / "include" / "v6d.h"
+INTERNAL_HEADER = ROOT / "include" / "v6d_internal.h"
 STATUS_GO = ROOT / "internal" / "status" / "status.go"
+SHIM_C = ROOT / "libv6d" / "v6d.c"
 
 
 def _load(name: str) -> ModuleType:
@@ -39,17 +44,17 @@ bindings = _load("_bindings")
 errors = _load("errors")
 
 
-def _header_code() -> str:
-    """The header without comments, whitespace collapsed."""
-    text = HEADER.read_text()
+def _header_code(header: Path | None = None) -> str:
+    """The header (default: both) without comments."""
+    text = header.read_text() if header else HEADER.read_text() + INTERNAL_HEADER.read_text()
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
     text = re.sub(r"//[^\n]*", " ", text)
     return text
 
 
-def _prototypes() -> dict[str, tuple[str, list[str]]]:
+def _prototypes(header: Path | None = None) -> dict[str, tuple[str, list[str]]]:
     """name -> (return type, [parameter types]) of every v6d_* declaration."""
-    code = re.sub(r"#[^\n]*", " ", _header_code())  # directives
+    code = re.sub(r"#[^\n]*", " ", _header_code(header))  # directives
     protos: dict[str, tuple[str, list[str]]] = {}
     for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(v6d_\w+)\s*\(([^()]*)\)\s*;", code):
         ret, name, params = m.group(1), m.group(2), m.group(3)
@@ -150,6 +155,16 @@ def test_every_function_is_declared_once():
     assert sorted(bindings.SIGNATURES) == sorted(PROTOS)
 
 
+def test_internal_functions_are_those_of_the_internal_header():
+    internal = _prototypes(INTERNAL_HEADER)
+    public = _prototypes(HEADER)
+    assert len(internal) >= 7
+    assert not set(internal) & set(public), "a function declared in both headers"
+    assert sorted(bindings.INTERNAL) == sorted(internal)
+    # The fast path's functions are not in the public header.
+    assert {"v6d_get_object_args", "v6d_release_queue", "v6d_pretouch"} <= set(internal)
+
+
 @pytest.mark.parametrize("name", sorted(PROTOS))
 def test_signature(name: str):
     ret, params = PROTOS[name]
@@ -246,6 +261,24 @@ def test_abi_version_matches_the_header():
     m = re.search(r"#define\s+V6D_ABI_VERSION\s+(\d+)", HEADER.read_text())
     assert m
     assert bindings.ABI_VERSION == int(m.group(1))
+
+
+def test_internal_version_matches_the_header():
+    m = re.search(r"#define\s+V6D_INTERNAL_VERSION\s+(\d+)", INTERNAL_HEADER.read_text())
+    assert m
+    assert bindings.INTERNAL_VERSION == int(m.group(1))
+
+
+def test_status_names_of_the_c_shim_match_go():
+    # v6d_status_name answers known codes from a C table (it must work in a
+    # forked child, without Go); Go's codeNames is the source.
+    shim = dict(re.findall(r'case\s+(V6D_\w+):\s*return\s+"(\w+)";', SHIM_C.read_text()))
+    header = _enum_block("v6d_status")
+    go_names = dict(re.findall(r"(\w+):\s*\"(\w+)\"", STATUS_GO.read_text().split("var codeNames", 1)[1]))
+    go_codes = _go_codes()
+    assert set(shim) == set(header), "the C table must name every v6d_status"
+    by_code = {go_codes[k]: v for k, v in go_names.items()}
+    assert {header[k]: v for k, v in shim.items()} == by_code
 
 
 def test_error_struct_matches_the_header():

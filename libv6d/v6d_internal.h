@@ -1,0 +1,1 @@
+../include/v6d_internal.h
