@@ -305,7 +305,11 @@ func (c *conn) alive() bool {
 
 // wait blocks until check succeeds, the timeout passes (negative: never), the
 // client disconnects or the server stops. It returns check's last result.
-func (c *conn) wait(timeout time.Duration, check func() (bool, error)) (bool, error) {
+// check reports, when its condition does not hold, the key whose event may
+// change that (store.Store.Watch): the wait wakes for that key only. That
+// the client went away is learnt from the poller (a hang-up of the socket,
+// poller.watchHangup), not by polling.
+func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, error)) (bool, error) {
 	var deadline <-chan time.Time
 	if timeout >= 0 {
 		t := time.NewTimer(timeout)
@@ -315,23 +319,42 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, error)) (bool, er
 	c.flush(nil) // replies held back for pipelined requests go out before waiting
 	c.s.addWaiting(1)
 	defer c.s.addWaiting(-1)
-	poll := time.NewTicker(250 * time.Millisecond)
-	defer poll.Stop()
+	select {
+	case <-c.wake: // a stale wake-up of an earlier park
+	default:
+	}
+	if err := c.s.poller.watchHangup(c); err != nil {
+		return false, err
+	}
 	for {
-		changed := c.s.store.Changed()
-		done, err := check()
+		done, key, err := check()
 		if done || err != nil {
 			return done, err
 		}
+		woken, stop := c.s.store.Watch(key)
+		// Checked again once watched: an event between the first check
+		// and Watch would otherwise be missed.
+		if done, _, err := check(); done || err != nil {
+			stop()
+			return done, err
+		}
 		select {
-		case <-changed:
+		case <-woken:
+			stop()
 		case <-deadline:
-			return check()
-		case <-poll.C:
+			stop()
+			done, _, err := check()
+			return done, err
+		case <-c.wake:
+			stop()
 			if !c.alive() {
 				return false, status.Errorf(status.ConnectionError, "client went away")
 			}
+			// It sent bytes and shut down its side: watching again would
+			// wake at once, forever. The wait goes on without the watch;
+			// the reply's write finds out.
 		case <-c.s.ctx.Done():
+			stop()
 			return false, status.Errorf(status.AlreadyStopped, "the daemon is shutting down")
 		}
 	}

@@ -294,13 +294,13 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 	c.awaitIfMissing(r.ID)
 	serr := c.syncIfMissing(r.SyncRemote, r.ID)
 	if r.Wait {
-		if _, err := c.wait(-1, func() (bool, error) {
+		if _, err := c.wait(-1, func() (bool, store.WaitKey, error) {
 			for _, id := range r.ID {
 				if !st.Exists(id) {
-					return false, nil
+					return false, store.WaitKey{ID: id}, nil
 				}
 			}
-			return true, nil
+			return true, store.WaitKey{}, nil
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -333,10 +333,10 @@ func (c *conn) getName(r *protocol.GetNameRequest) (protocol.Reply, []int, error
 		timeout = time.Duration(*r.TimeoutMs) * time.Millisecond
 	}
 	var id ids.ObjectID
-	found, err := c.wait(timeout, func() (bool, error) {
+	found, err := c.wait(timeout, func() (bool, store.WaitKey, error) {
 		var err error
 		id, err = st.GetName(r.Name)
-		return err == nil, nil
+		return err == nil, store.WaitKey{Name: r.Name}, nil
 	})
 	if err != nil {
 		return nil, nil, err

@@ -88,8 +88,23 @@ func (p *poller) run() {
 
 // arm puts c's socket into the set (again), for one readiness event.
 func (p *poller) arm(c *conn) error {
+	return p.armFor(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+}
+
+// watchHangup puts c's socket into the set (again) for one event of its
+// client going away (a hang-up or an error), not for bytes to read: for a
+// connection waiting in a blocking request (conn.wait), whose client
+// sends nothing meanwhile. The event, if any comes, is a wake-up of c;
+// a later park re-arms the socket for reading.
+func (p *poller) watchHangup(c *conn) error {
+	return p.armFor(c, unix.EPOLLRDHUP)
+}
+
+// armFor puts c's socket into the set (again) for one event of events
+// (EPOLLHUP and EPOLLERR are always reported).
+func (p *poller) armFor(c *conn, events uint32) error {
 	fd := c.sock.Fd()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(fd)}
+	ev := unix.EpollEvent{Events: events | unix.EPOLLONESHOT, Fd: int32(fd)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	op := unix.EPOLL_CTL_MOD

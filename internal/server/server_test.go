@@ -273,3 +273,18 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("a zero Config resolves to %+v", zero)
 	}
 }
+
+// TestBlockingWaitEndsWhenTheClientGoesAway checks that a get_name that
+// waits for ever ends when its client disconnects, learnt from the socket
+// (no polling), and that its wait is unregistered in the store.
+func TestBlockingWaitEndsWhenTheClientGoesAway(t *testing.T) {
+	s := start(t)
+	r := dial(t, s)
+	if m := r.rpc(`{"type":"register_request"}`); m["type"] != "register_reply" {
+		t.Fatalf("register: %v", m)
+	}
+	r.send(`{"type":"get_name_request","name":"never","wait":true}`)
+	eventually(t, "the get_name to wait", func() bool { return s.waitingCount() == 1 && s.store.Waits() == 1 })
+	_ = r.c.Close()
+	eventually(t, "the wait to end", func() bool { return s.waitingCount() == 0 && s.store.Waits() == 0 })
+}

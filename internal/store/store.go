@@ -245,16 +245,6 @@ func (s *Store) usageLocked() (used, limit uint64) {
 	return s.alloc.Used() - HeaderSize - s.leased, s.alloc.Capacity() - HeaderSize
 }
 
-// Changed returns a channel closed at the next creation or seal of an
-// object or blob, name, or change of another instance's objects (or handled
-// pipelined put, or closed session: AwaitPipelined waits on it too).
-// Waiters check their condition, take Changed, check again, and wait on it.
-func (s *Store) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.waiters.channel()
-}
-
 // MemoryTrim returns the pages of every free extent to the kernel and reports
 // whether anything was released.
 func (s *Store) MemoryTrim() (bool, error) {
