@@ -65,7 +65,7 @@ func Create(size uint64) (*Arena, error) {
 	}
 	size = (size + pageSize - 1) &^ (pageSize - 1)
 
-	fd, data, err := sealedMemfd(arenaName, size)
+	fd, data, err := sealedMemfd(arenaName, size, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w (a %d-byte arena)", err, size)
 	}

@@ -20,8 +20,12 @@ import (
 //
 // The directory is its own memfd ("vineyard-directory"), sealed against
 // shrinking and growing, mode 0400, sent to clients through a second fd
-// opened O_RDONLY: no client can write it, not even one holding the arena's
-// read-write fd.
+// opened O_RDONLY. A read-only fd alone would not keep a client of the
+// daemon's user out: it owns the inode, so fchmod and an open of
+// /proc/self/fd/N O_RDWR give it a writable fd. So once the daemon has
+// mapped it, the memfd is also sealed F_SEAL_FUTURE_WRITE: no process (the
+// daemon included) can map it writable or write(2) it any more; only the
+// daemon's mapping made before the seal writes it (docs/security.md).
 //
 //	word 0  magic "v6ddir\x00\x01"
 //	word 1  entries: number of entry slots, a power of two
@@ -140,7 +144,7 @@ func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
 	recOff := (DirHeaderSize + n*DirEntrySize + pageSize - 1) &^ (pageSize - 1)
 	recordBytes = (recordBytes + pageSize - 1) &^ (pageSize - 1)
 	size := recOff + recordBytes
-	fd, data, err := sealedMemfd(directoryName, size)
+	fd, data, err := sealedMemfd(directoryName, size, unix.F_SEAL_FUTURE_WRITE)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +167,12 @@ func CreateDirectory(entries, recordBytes uint64) (*Directory, error) {
 	return d, nil
 }
 
-// sealedMemfd creates a memfd of size bytes sealed against shrinking and
-// growing, mode 0400, mapped read-write: the arena, the directory and the
-// pin pages are all made by it.
-func sealedMemfd(name string, size uint64) (int, []byte, error) {
+// sealedMemfd creates a memfd of size bytes, mode 0400, mapped read-write,
+// then sealed against shrinking and growing, with extra seals too (once
+// mapped, so that F_SEAL_FUTURE_WRITE spares this mapping), and against
+// further seals: the arena, the directory and the pin pages are all made by
+// it. F_SEAL_FUTURE_WRITE needs Linux 5.1.
+func sealedMemfd(name string, size uint64, extra int) (int, []byte, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
 	if errors.Is(err, unix.EINVAL) {
 		// Kernels before 6.3 do not know MFD_NOEXEC_SEAL.
@@ -182,15 +188,16 @@ func sealedMemfd(name string, size uint64) (int, []byte, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail("ftruncate", err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, arenaSeals); err != nil {
-		return fail("F_ADD_SEALS", err)
-	}
 	if err := unix.Fchmod(fd, 0o400); err != nil {
 		return fail("fchmod", err)
 	}
 	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, arenaSeals|extra); err != nil {
+		_ = unix.Munmap(data)
+		return fail("F_ADD_SEALS", err)
 	}
 	return fd, data, nil
 }
@@ -464,7 +471,7 @@ type PinPage struct {
 // CreatePinPage makes a pin page and returns it and its read-write fd,
 // which the caller sends to the client and then closes.
 func CreatePinPage() (*PinPage, int, error) {
-	fd, data, err := sealedMemfd(pinsName, PinPageSize)
+	fd, data, err := sealedMemfd(pinsName, PinPageSize, 0)
 	if err != nil {
 		return nil, -1, err
 	}

@@ -2,6 +2,8 @@ package shm
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -326,5 +328,56 @@ func BenchmarkPinPageFind(b *testing.B) {
 	}
 	for b.Loop() {
 		p.Find(NewPinIDs([]uint64{5}), func(uint64, uint64) { b.Fatal("found") })
+	}
+}
+
+// TestDirectoryCannotBeMadeWritable: a process holding the read-only fd
+// clients get owns the memfd's inode (same user), so it can fchmod it and
+// reopen it read-write through /proc; the F_SEAL_FUTURE_WRITE seal still
+// refuses it a writable shared mapping and write(2), while the daemon's
+// mapping made before the seal keeps writing.
+func TestDirectoryCannotBeMadeWritable(t *testing.T) {
+	d, err := CreateDirectory(64, 1<<12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ro := d.ReadOnlyFd()
+	if err := unix.Fchmod(ro, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", ro), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("reopen read-write: %v (the seal is what this test checks; the open itself works)", err)
+	}
+	defer unix.Close(rw)
+	size := int(d.recOff + d.recSize)
+	if m, err := unix.Mmap(rw, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		m[0] = 'X'
+		_ = unix.Munmap(m)
+		t.Fatal("a writable shared mapping of the directory was made")
+	} else if !errors.Is(err, unix.EPERM) {
+		t.Fatalf("mmap: %v, want EPERM", err)
+	}
+	if _, err := unix.Pwrite(rw, []byte("X"), 0); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("pwrite: %v, want EPERM", err)
+	}
+	// A read-only shared mapping of the read-write fd cannot be made
+	// writable either.
+	m, err := unix.Mmap(rw, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := unix.Mprotect(m, unix.PROT_READ|unix.PROT_WRITE); err == nil {
+		t.Fatal("mprotect made a read-only mapping of the directory writable")
+	}
+	if string(m[:len(DirMagic)]) != DirMagic {
+		t.Fatalf("magic %q", m[:len(DirMagic)])
+	}
+	// The daemon's mapping still writes, and readers see it.
+	d.data[pageSize] = 7
+	if m[pageSize] != 7 {
+		t.Fatal("the daemon's write is not seen")
 	}
 }
