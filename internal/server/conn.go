@@ -44,6 +44,8 @@ type conn struct {
 	pipeWindow int64
 	pipePuts   int
 
+	rs responder // answers the current request (responder.go)
+
 	// upstream is set for a client that registered without naming our
 	// extensions: upstream's client, which never sends release_request. The
 	// references its seals and gets took are released when it deletes the
@@ -130,12 +132,12 @@ func (c *conn) handleFrame(body []byte) bool {
 			c.sess.RescanPins() // pins cleared since count as released by this request
 		}
 		seen := c.s.store.PipelinedHandled()
-		reply, fds, err = handlers[f.Kind](c, f.Req)
+		reply, fds, err = c.answer(f.Kind, f.Req)
 		if status.CodeOf(err) == status.ObjectNotExists && f.Trailing == 0 && pipelined(f.Req) == nil &&
 			c.sess.AwaitPipelined(seen) {
 			// The id may be one another connection's pipelined put
 			// carries, unread when the handler looked: look again.
-			reply, fds, err = handlers[f.Kind](c, f.Req)
+			reply, fds, err = c.answer(f.Kind, f.Req)
 		}
 	}
 	if c.trailing > 0 {
@@ -168,11 +170,19 @@ func (c *conn) handleFrame(body []byte) bool {
 		return false
 	case err != nil:
 		return c.writeError(err)
-	case reply == nil:
+	case reply == nil: // the handler answered None
 		return true
 	}
 	reply.ReplyHeader().Type = f.Kind.Reply()
 	return c.write(reply, fds)
+}
+
+// answer runs the handler of kind for req through the connection's
+// responder and returns its answer: the reply (nil for none), its fds, or
+// the error to send.
+func (c *conn) answer(kind protocol.Kind, req protocol.Request) (protocol.Reply, []int, error) {
+	c.rs.c = c
+	return c.rs.answer(kind, req)
 }
 
 // readTrailing reads the next len(dst) of the current request's trailing

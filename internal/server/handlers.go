@@ -17,36 +17,55 @@ import (
 // their own and warn on a mismatch).
 const Version = "0.24.2"
 
-// handler answers one decoded request of a connection: it returns the reply
-// (nil for none; handleFrame sets its type) and the fds to send after it.
+// handler answers one decoded request of a connection through rs
+// (responder.go: a reply with the fds sent after it, none, or a deferred
+// answer; frames pushed ahead of it), or returns the error to answer with.
 // Handlers run only for registered connections, except register's own, and
 // never see a request that failed to decode. A handler of a request with
 // trailing bytes may consume them (conn.readTrailing); handleFrame discards
 // whatever it leaves.
-type handler func(c *conn, req protocol.Request) (protocol.Reply, []int, error)
+type handler func(c *conn, req protocol.Request, rs *responder) error
 
-// on adapts a handler of one request type to the table's signature.
-func on[R protocol.Request](f func(c *conn, r R) (protocol.Reply, []int, error)) handler {
-	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
+// answers adapts a handler of one request type to the table's signature.
+func answers[R protocol.Request](f func(c *conn, r R, rs *responder) error) handler {
+	return func(c *conn, req protocol.Request, rs *responder) error {
 		r, ok := req.(R)
 		if !ok {
-			return nil, nil, errMisrouted(req)
+			return errMisrouted(req)
 		}
-		return f(c, r)
+		return f(c, r, rs)
+	}
+}
+
+// on adapts a handler of one request type that answers with a reply (and
+// the fds after it) or an error.
+func on[R protocol.Request](f func(c *conn, r R) (protocol.Reply, []int, error)) handler {
+	return func(c *conn, req protocol.Request, rs *responder) error {
+		r, ok := req.(R)
+		if !ok {
+			return errMisrouted(req)
+		}
+		reply, fds, err := f(c, r)
+		if err != nil {
+			return err
+		}
+		rs.Reply(reply, fds)
+		return nil
 	}
 }
 
 // acked adapts a handler whose reply is a plain acknowledgement.
 func acked[R protocol.Request](f func(c *conn, r R) error) handler {
-	return func(c *conn, req protocol.Request) (protocol.Reply, []int, error) {
+	return func(c *conn, req protocol.Request, rs *responder) error {
 		r, ok := req.(R)
 		if !ok {
-			return nil, nil, errMisrouted(req)
+			return errMisrouted(req)
 		}
 		if err := f(c, r); err != nil {
-			return nil, nil, err
+			return err
 		}
-		return &protocol.AckReply{}, nil, nil
+		rs.Reply(&protocol.AckReply{}, nil)
+		return nil
 	}
 }
 
@@ -84,7 +103,7 @@ var handlers = [protocol.NumKinds]handler{
 		}
 		return reply, fds, nil
 	}),
-	protocol.KindExit: func(*conn, protocol.Request) (protocol.Reply, []int, error) { return nil, nil, errExit },
+	protocol.KindExit: func(*conn, protocol.Request, *responder) error { return errExit },
 
 	protocol.KindCreateBuffer: on(func(c *conn, r *protocol.CreateBufferRequest) (protocol.Reply, []int, error) {
 		e, err := c.sess.CreateBuffer(r.Size)
@@ -158,7 +177,7 @@ var handlers = [protocol.NumKinds]handler{
 		}
 		return out, nil, nil
 	}),
-	protocol.KindGetData: on((*conn).getData),
+	protocol.KindGetData: answers((*conn).getData),
 	protocol.KindListData: on(func(c *conn, r *protocol.ListDataRequest) (protocol.Reply, []int, error) {
 		_ = c.s.syncRemote() // best effort: with etcd away, list what this daemon has
 		content, err := c.s.store.List(r.Pattern, r.Regex, r.Limit)
@@ -231,7 +250,7 @@ var handlers = [protocol.NumKinds]handler{
 
 	protocol.KindCreateRemoteBuffer:  on(createRemoteBuffer),
 	protocol.KindCreateRemoteBuffers: on(createRemoteBuffersMany),
-	protocol.KindGetRemoteBuffers:    on(getRemoteBuffers),
+	protocol.KindGetRemoteBuffers:    answers(getRemoteBuffers),
 	protocol.KindFillBuffers:         acked(fillBuffers),
 }
 
@@ -289,7 +308,7 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 	return out, nil, nil
 }
 
-func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error) {
+func (c *conn) getData(r *protocol.GetDataRequest, rs *responder) error {
 	st := c.s.store
 	c.awaitIfMissing(r.ID)
 	serr := c.syncIfMissing(r.SyncRemote, r.ID)
@@ -302,24 +321,29 @@ func (c *conn) getData(r *protocol.GetDataRequest) (protocol.Reply, []int, error
 			}
 			return true, store.WaitKey{}, nil
 		}); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	if !r.WithBuffers {
 		content, _, err := st.GetData(r.ID)
-		return &protocol.GetDataReply{Content: content, SyncError: errText(serr)}, nil, err
+		if err != nil {
+			return err
+		}
+		rs.Reply(&protocol.GetDataReply{Content: content, SyncError: errText(serr)}, nil)
+		return nil
 	}
 	content, extents, epoch, err := c.sess.GetDataWithBuffers(r.ID)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	payloads := payloadsOf(extents)
 	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch, SyncError: errText(serr)}
 	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
-		return c.replyThenBytes(protocol.KindGetData, out, extents)
+		return rs.replyThenBytes(protocol.KindGetData, out, extents)
 	}
 	out.Fds = c.arenaFds(payloads...)
-	return out, out.Fds, nil
+	rs.Reply(out, out.Fds)
+	return nil
 }
 
 func (c *conn) getName(r *protocol.GetNameRequest) (protocol.Reply, []int, error) {

@@ -92,13 +92,13 @@ func createRemoteBuffersMany(c *conn, r *protocol.CreateRemoteBuffersRequest) (p
 // getRemoteBuffers answers get_remote_buffers_request: get_buffers' reply
 // (the connection takes a reference to each blob, as a get does), then the
 // bytes of each blob.
-func getRemoteBuffers(c *conn, r *protocol.GetRemoteBuffersRequest) (protocol.Reply, []int, error) {
+func getRemoteBuffers(c *conn, r *protocol.GetRemoteBuffersRequest, rs *responder) error {
 	es, err := c.sess.GetBuffers(r.IDs, r.Unsafe)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	ps := payloadsOf(es)
-	return c.replyThenBytes(protocol.KindGetRemoteBuffers, &protocol.BuffersReply{Payloads: ps, Num: len(ps), Fds: []int{}}, es)
+	return rs.replyThenBytes(protocol.KindGetRemoteBuffers, &protocol.BuffersReply{Payloads: ps, Num: len(ps), Fds: []int{}}, es)
 }
 
 // fillBuffers answers fill_buffers_request: it copies the bytes that follow
@@ -123,35 +123,37 @@ func fillBuffers(c *conn, r *protocol.FillBuffersRequest) error {
 // in order, from the arena. The connection holds a reference to each blob,
 // so their memory stays theirs while it is written. A reply that cannot be
 // encoded or is too large is an error reply, and no bytes follow it. It
-// returns no reply, having sent it; errExit when the client went away.
-func (c *conn) replyThenBytes(kind protocol.Kind, reply protocol.Reply, es []store.Extent) (protocol.Reply, []int, error) {
+// answers None, having sent the answer; errExit when the client went away.
+func (rs *responder) replyThenBytes(kind protocol.Kind, reply protocol.Reply, es []store.Extent) error {
+	c := rs.c
 	reply.ReplyHeader().Type = kind.Reply()
 	start := len(c.out)
 	frame, at := protocol.BeginFrame(c.out)
 	frame, err := protocol.AppendReply(frame, reply)
 	if err != nil {
 		c.out = frame[:start]
-		return nil, nil, status.Errorf(status.UnknownError, "encode reply: %v", err)
+		return status.Errorf(status.UnknownError, "encode reply: %v", err)
 	}
 	if n := len(frame) - at - 8; n > c.s.cfg.MaxReplyBytes {
 		c.out = frame[:start]
-		return nil, nil, status.Errorf(status.Invalid,
+		return status.Errorf(status.Invalid,
 			"the reply would be %d bytes, over the daemon's limit of %d: ask for less at a time", n, c.s.cfg.MaxReplyBytes)
 	}
 	protocol.EndFrame(frame, at)
 	c.out = frame
 	if !c.flush(nil) {
-		return nil, nil, errExit
+		return errExit
 	}
 	for _, e := range es {
 		data := c.sess.Bytes(e)
 		for len(data) > 0 {
 			n := min(len(data), bulkChunk)
 			if _, err := c.sock.Write(data[:n]); err != nil {
-				return nil, nil, errExit
+				return errExit
 			}
 			data = data[n:]
 		}
 	}
-	return nil, nil, nil
+	rs.None()
+	return nil
 }
