@@ -19,6 +19,12 @@ import (
 // so a client is used in its own process exactly when the page still holds
 // its token. Where the kernel lacks MADV_WIPEONFORK (before 4.14), clients
 // compare getpid.
+//
+// Through libv6d no forked child gets this far: the C shim (libv6d/v6d.c)
+// refuses every call in a child forked from the process that loaded the
+// library with V6D_FORKED before entering Go, since the Go runtime does not
+// survive fork() and entering it there can hang. This check is for Go callers
+// of the package and stays as a second line.
 
 var forkMark struct {
 	once sync.Once
