@@ -21,6 +21,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // schemaField reads the caller's ArrowSchema at p into a field, without
@@ -432,7 +433,7 @@ func extraFields(extra []byte) ([]byte, error) {
 		if len(body) > 0 {
 			body = append(body, ',')
 		}
-		body = appendString(body, k)
+		body = tree.AppendString(body, k)
 		body = append(body, ':')
 		body = append(body, v...)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // The stored layout (docs/protocol.md, "Arrow objects"): one object per array
@@ -82,13 +83,13 @@ func (e *encoder) key(k string) {
 	if e.buf[len(e.buf)-1] != '{' {
 		e.buf = append(e.buf, ',')
 	}
-	e.buf = appendString(e.buf, k)
+	e.buf = tree.AppendString(e.buf, k)
 	e.buf = append(e.buf, ':')
 }
 
 func (e *encoder) str(k, v string) {
 	e.key(k)
-	e.buf = appendString(e.buf, v)
+	e.buf = tree.AppendString(e.buf, v)
 }
 
 func (e *encoder) int(k string, v int64) {
@@ -125,9 +126,9 @@ func (e *encoder) metadata(k, k64 string, kvs []kv) {
 			e.buf = append(e.buf, ',')
 		}
 		e.buf = append(e.buf, '[')
-		e.buf = appendString(e.buf, enc(p.key))
+		e.buf = tree.AppendString(e.buf, enc(p.key))
 		e.buf = append(e.buf, ',')
-		e.buf = appendString(e.buf, enc(p.value))
+		e.buf = tree.AppendString(e.buf, enc(p.value))
 		e.buf = append(e.buf, ']')
 	}
 	e.buf = append(e.buf, ']')
@@ -311,23 +312,4 @@ func (e *encoder) object(o *object, empty *node, extra []byte) []byte {
 		e.buf = append(e.buf, extra...)
 	}
 	return append(e.buf, '}')
-}
-
-// appendString appends s as a JSON string. s must be valid UTF-8 (invalid
-// bytes would be replaced).
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

@@ -3,12 +3,11 @@ package client
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
-	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // Gets of one's own pipelined puts (docs/design.md, "Pipelined puts"). A
@@ -34,8 +33,9 @@ import (
 //
 // Only trees whose tree the client can rebuild byte for byte are answered
 // this way (ownTemplate): one object whose members are all blobs of the put,
-// keys of plain ASCII. TestOwnTreeIsTheDaemons checks the rebuild against
-// the daemon's for trees of every shape the rules touch.
+// written by internal/tree as the daemon writes it. TestOwnTreeIsTheDaemons
+// checks the rebuild against the daemon's for trees of every shape the
+// rules touch.
 
 // ownPut is a pipelined put of this client, perhaps not yet handled.
 type ownPut struct {
@@ -134,17 +134,17 @@ func (o *ownPuts) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) 
 }
 
 // ownTreeable reports whether newOwnTemplate can rebuild the tree of a put of n
-// blobs: an object of plain keys whose members are all {"inline": i}.
-func ownTreeable(tree []byte, n int) bool {
+// blobs: an object, text the daemon takes (tree.CheckText), whose members
+// are all {"inline": i}.
+func ownTreeable(text []byte, n int) bool {
 	ok := true
-	err := jsonscan.ObjectFieldBytes(tree, func(key, raw []byte) error {
-		ok = ok && plainKey(key)
+	err := jsonscan.ObjectFieldBytes(text, func(key, raw []byte) error {
 		if ok && len(raw) > 0 && raw[0] == '{' {
 			_, ok = inlineIndex(raw, n)
 		}
 		return nil
 	})
-	return err == nil && ok
+	return err == nil && ok && tree.CheckText(text) == nil
 }
 
 // inlineIndex returns i of the member {"inline": i} (that key alone, plain
@@ -163,16 +163,6 @@ func inlineIndex(raw []byte, n int) (int, bool) {
 	return i, err == nil && keys == 1 && i >= 0 && i < n
 }
 
-// plainKey: printable ASCII that JSON and Go quote alike, unescaped.
-func plainKey(key []byte) bool {
-	for _, c := range key {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
 // ownTemplate is the tree the daemon makes of a leased put of one tree
 // text (store.Session.CreateLeased), for one instance and blob count: its
 // scalar fields sorted by key (of a repeated key the last one), with id,
@@ -183,13 +173,14 @@ func plainKey(key []byte) bool {
 // and the last of lits ends the tree. Rendering one is a few appends;
 // making it sorts and scans the tree (3-4 µs of a get of one's own put).
 type ownTemplate struct {
-	lits  [][]byte
-	holes []ownHole
-	size  int // bytes of lits, and room for the holes
+	lits     [][]byte
+	holes    []ownHole
+	size     int    // bytes of lits, and room for the holes
+	instance uint64 // the daemon's, in the blobs' trees
 }
 
 // ownHole is what a hole of an ownTemplate takes: the object's id (quoted)
-// or signature, or a blob's id or size.
+// or signature, or a blob's tree.
 type ownHole struct {
 	kind int
 	blob int
@@ -198,89 +189,68 @@ type ownHole struct {
 const (
 	holeID = iota
 	holeSignature
-	holeBlobID
-	holeBlobSize
+	holeBlob
 )
 
-// newOwnTemplate makes the template of tree for puts of n blobs; false for
-// a tree ownTreeable refuses.
-func newOwnTemplate(tree []byte, instance uint64, n int) (*ownTemplate, bool) {
-	type field struct {
-		key  string
-		raw  []byte
-		hole int // with raw nil: the hole of the value
-	}
-	var all []field
-	ok := true
-	if jsonscan.ObjectFieldBytes(tree, func(key, raw []byte) error {
-		ok = ok && plainKey(key)
-		all = append(all, field{key: string(key), raw: raw})
+// newOwnTemplate makes the template of text for puts of n blobs; false for
+// a text ownTreeable refuses. Its fields are split, ordered and quoted by
+// internal/tree, as the store's are.
+func newOwnTemplate(text []byte, instance uint64, n int) (*ownTemplate, bool) {
+	var all []tree.Field
+	if jsonscan.ObjectFieldBytes(text, func(key, raw []byte) error {
+		all = append(all, tree.Field{Key: string(key), Raw: raw})
 		return nil
-	}) != nil || !ok {
+	}) != nil || tree.CheckText(text) != nil {
 		return nil, false
 	}
-	slices.SortStableFunc(all, func(a, b field) int { return strings.Compare(a.key, b.key) })
-	var fields, members []field
-	for i, f := range all {
-		switch {
-		case i+1 < len(all) && all[i+1].key == f.key: // a later value counts
-		case len(f.raw) > 0 && f.raw[0] == '{':
-			members = append(members, f)
-		default:
-			fields = append(fields, f)
-		}
-	}
-	set := func(f field, keep bool) {
-		i, found := slices.BinarySearchFunc(fields, f.key, func(g field, k string) int { return strings.Compare(g.key, k) })
+	fields, members := tree.Split(all)
+	tree.Canon(fields)
+	// The fields the daemon sets; a nil value is a hole: id's or
+	// signature's.
+	set := func(key string, raw []byte, keep bool) {
+		i, found := tree.Find(fields, key)
 		switch {
 		case found && keep:
 		case found:
-			fields[i] = f
+			fields[i].Raw = raw
 		default:
-			fields = slices.Insert(fields, i, f)
+			fields = slices.Insert(fields, i, tree.Field{Key: key, Raw: raw})
 		}
 	}
-	set(field{key: "id", hole: holeID}, false)
-	set(field{key: "signature", hole: holeSignature}, true)
-	set(field{key: "instance_id", raw: strconv.AppendUint(nil, instance, 10)}, false)
-	set(field{key: "transient", raw: []byte("true")}, false)
-	set(field{key: "nbytes", raw: []byte("0")}, true)
+	set("id", nil, false)
+	set("signature", nil, true)
+	set("instance_id", strconv.AppendUint(nil, instance, 10), false)
+	set("transient", []byte("true"), false)
+	set("nbytes", []byte("0"), true)
 	t := &ownTemplate{}
 	var lit []byte
 	hole := func(h ownHole) {
-		t.lits, t.holes, t.size = append(t.lits, lit), append(t.holes, h), t.size+len(lit)+24
+		t.lits, t.holes, t.size = append(t.lits, lit), append(t.holes, h), t.size+len(lit)+160
 		lit = nil
 	}
 	lit = append(lit, '{')
 	for i, f := range fields {
-		if i > 0 {
-			lit = append(lit, ',')
-		}
-		lit = append(jsontext.AppendString(lit, f.key), ':')
-		if f.raw == nil {
-			hole(ownHole{kind: f.hole})
-		} else {
-			lit = append(lit, f.raw...)
+		lit = tree.AppendFieldKey(lit, i, f.Key)
+		switch {
+		case f.Raw != nil:
+			lit = append(lit, f.Raw...)
+		case f.Key == "id":
+			hole(ownHole{kind: holeID})
+		default:
+			hole(ownHole{kind: holeSignature})
 		}
 	}
-	for _, m := range members {
-		i, ok := inlineIndex(m.raw, n)
-		if !ok {
+	for i, m := range members {
+		b, ok := inlineIndex(m.Raw, n)
+		if !ok || tree.IsDaemonField(m.Key) { // the daemon refuses it
 			return nil, false
 		}
-		lit = append(strconv.AppendQuote(append(lit, ','), m.key), ':')
-		lit = append(lit, `{"id":"`...)
-		hole(ownHole{kind: holeBlobID, blob: i})
-		lit = append(lit, `","typename":"vineyard::Blob","length":`...)
-		hole(ownHole{kind: holeBlobSize, blob: i})
-		lit = append(lit, `,"nbytes":`...)
-		hole(ownHole{kind: holeBlobSize, blob: i})
-		lit = append(lit, `,"instance_id":`...)
-		lit = strconv.AppendUint(lit, instance, 10)
-		lit = append(lit, `,"transient":true}`...)
+		lit = tree.AppendFieldKey(lit, len(fields)+i, m.Key)
+		hole(ownHole{kind: holeBlob, blob: b})
 	}
 	lit = append(lit, '}')
 	t.lits, t.size = append(t.lits, lit), t.size+len(lit)
+	t.instance = instance
 	return t, true
 }
 
@@ -295,10 +265,9 @@ func (t *ownTemplate) render(id ids.ObjectID, blobs []shm.DirBlob) []byte {
 			out = append(id.AppendText(append(out, '"')), '"')
 		case holeSignature:
 			out = strconv.AppendUint(out, uint64(id), 10)
-		case holeBlobID:
-			out = ids.ObjectID(blobs[h.blob].ID).AppendText(out)
-		case holeBlobSize:
-			out = strconv.AppendUint(out, blobs[h.blob].Size, 10)
+		case holeBlob:
+			b := blobs[h.blob]
+			out = tree.AppendBlob(out, ids.ObjectID(b.ID), b.Size, t.instance)
 		}
 	}
 	return append(out, t.lits[len(t.holes)]...)

@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
-	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // Fast paths for the messages of every put and get. encoding/json costs
@@ -40,12 +40,12 @@ func AppendReply(dst []byte, reply Reply) ([]byte, error) {
 }
 
 // Marshal is json.Marshal without HTML escaping: "<" stays "<" (typenames
-// are full of them), as upstream writes it. See jsontext.Marshal.
-func Marshal(v any) ([]byte, error) { return jsontext.Marshal(v) }
+// are full of them), as upstream writes it. See tree.Marshal.
+func Marshal(v any) ([]byte, error) { return tree.Marshal(v) }
 
 // AppendString appends s as a JSON string, as Marshal writes it. See
-// jsontext.AppendString.
-func AppendString(dst []byte, s string) []byte { return jsontext.AppendString(dst, s) }
+// tree.AppendString.
+func AppendString(dst []byte, s string) []byte { return tree.AppendString(dst, s) }
 
 // appendHead appends `{"type":"<t>"`; t is one of our reply types, plain
 // ASCII with nothing to escape.

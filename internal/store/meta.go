@@ -5,18 +5,17 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
-	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // BlobTypename is the typename of blobs in metadata trees.
-const BlobTypename = "vineyard::Blob"
+const BlobTypename = tree.BlobTypename
 
 // member is one member link of an object.
 type member struct {
@@ -24,13 +23,11 @@ type member struct {
 	id  ids.ObjectID
 }
 
-// field is one scalar field of an object: its key and its raw JSON value.
-// Neither is ever written after it is made (values are replaced, not
-// changed), so both may share memory with the tree they came from.
-type field struct {
-	key string
-	raw []byte
-}
+// field is one scalar field of an object: its key and its raw JSON value,
+// canonical (internal/tree). Neither is ever written after it is made
+// (values are replaced, not changed), so both may share memory with the
+// tree they came from.
+type field = tree.Field
 
 // fieldList is an object's scalar fields, sorted by key, each key once. An
 // object has a dozen of them: a sorted slice costs one allocation where a
@@ -40,13 +37,13 @@ type fieldList []field
 
 // find returns where key is or would be, and whether it is there.
 func (l fieldList) find(key string) (int, bool) {
-	return slices.BinarySearchFunc(l, key, func(f field, k string) int { return strings.Compare(f.key, k) })
+	return tree.Find(l, key)
 }
 
 // get returns the raw value of key.
 func (l fieldList) get(key string) ([]byte, bool) {
 	if i, ok := l.find(key); ok {
-		return l[i].raw, true
+		return l[i].Raw, true
 	}
 	return nil, false
 }
@@ -55,10 +52,10 @@ func (l fieldList) get(key string) ([]byte, bool) {
 func (l *fieldList) set(key string, raw []byte) {
 	i, ok := l.find(key)
 	if ok {
-		(*l)[i].raw = raw
+		(*l)[i].Raw = raw
 		return
 	}
-	*l = slices.Insert(*l, i, field{key: key, raw: raw})
+	*l = slices.Insert(*l, i, field{Key: key, Raw: raw})
 }
 
 // del removes key.
@@ -86,22 +83,9 @@ type object struct {
 func (o *object) encodeFields() {
 	size := 0
 	for _, f := range o.fields {
-		size += len(f.key) + len(f.raw) + 4
+		size += len(f.Key) + len(f.Raw) + 4
 	}
-	buf := make([]byte, 0, size)
-	for i, f := range o.fields {
-		buf = append(appendFieldKey(buf, i, f.key), f.raw...)
-	}
-	o.encoded = buf
-}
-
-// appendFieldKey appends what precedes the value of the i-th field, key,
-// in an object's encoded fields.
-func appendFieldKey(buf []byte, i int, key string) []byte {
-	if i > 0 {
-		buf = append(buf, ',')
-	}
-	return append(jsontext.AppendString(buf, key), ':')
+	o.encoded = tree.AppendFields(make([]byte, 0, size), o.fields)
 }
 
 // isGlobal reports whether o is a global object (the field "global" is
@@ -115,7 +99,7 @@ func (o *object) setField(key string, value any) {
 	var raw []byte
 	switch v := value.(type) { // the fields the daemon sets on every object, without reflection
 	case string:
-		raw = jsontext.AppendString(nil, v)
+		raw = tree.AppendString(nil, v)
 	case uint64:
 		raw = strconv.AppendUint(nil, v, 10)
 	case int:
@@ -123,23 +107,14 @@ func (o *object) setField(key string, value any) {
 	case bool:
 		raw = strconv.AppendBool(nil, v)
 	default:
-		raw, _ = jsontext.Marshal(value)
+		raw, _ = tree.Marshal(value)
 	}
 	o.fields.set(key, raw)
 }
 
 // appendBlobTree appends the metadata tree of blob b.
 func (s *Store) appendBlobTree(dst []byte, b *blob) []byte {
-	dst = append(dst, `{"id":"`...)
-	dst = b.id.AppendText(dst)
-	dst = append(dst, `","typename":"vineyard::Blob","length":`...)
-	dst = strconv.AppendUint(dst, b.size, 10)
-	dst = append(dst, `,"nbytes":`...)
-	dst = strconv.AppendUint(dst, b.size, 10)
-	dst = append(dst, `,"instance_id":`...)
-	dst = strconv.AppendUint(dst, s.instance, 10)
-	dst = append(dst, `,"transient":true}`...)
-	return dst
+	return tree.AppendBlob(dst, b.id, b.size, s.instance)
 }
 
 // appendTreeLocked appends the full tree of id (object or blob). Missing
@@ -161,10 +136,8 @@ func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
 	}
 	dst = append(dst, '{')
 	dst = append(dst, o.encoded...)
-	for _, m := range o.members {
-		dst = append(dst, ',')
-		dst = strconv.AppendQuote(dst, m.key)
-		dst = append(dst, ':')
+	for i, m := range o.members {
+		dst = tree.AppendFieldKey(dst, len(o.encoded)+i, m.key)
 		dst = s.appendTreeLocked(dst, m.id)
 	}
 	return append(dst, '}')
@@ -301,6 +274,9 @@ func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, 
 	if !jsonscan.Valid(content) {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
+	if err := tree.CheckText(content); err != nil {
+		return nil, status.Errorf(status.MetaTreeInvalid, "metadata: %v", err)
+	}
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
 	content = append(json.RawMessage(nil), content...)
@@ -345,27 +321,14 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 	// the object keeps and nobody writes (buildTreeLocked copied it).
 	all := make(fieldList, 0, 16)
 	if err := jsonscan.ObjectFieldBytes(content, func(key, raw []byte) error {
-		all = append(all, field{key: unsafe.String(unsafe.SliceData(key), len(key)), raw: raw})
+		all = append(all, field{Key: unsafe.String(unsafe.SliceData(key), len(key)), Raw: raw})
 		return nil
 	}); err != nil {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata must be a JSON object")
 	}
-	slices.SortStableFunc(all, func(a, b field) int { return strings.Compare(a.key, b.key) })
 	var memberTrees []field
-	n := 0
-	for i, f := range all {
-		if i+1 < len(all) && all[i+1].key == f.key {
-			continue // a later value of the same key counts
-		}
-		if len(f.raw) > 0 && f.raw[0] == '{' {
-			memberTrees = append(memberTrees, f)
-			continue
-		}
-		all[n] = f
-		n++
-	}
-	clear(all[n:])
-	o.fields = all[:n]
+	o.fields, memberTrees = tree.Split(all)
+	tree.Canon(o.fields)
 	if raw, ok := o.fields.get("typename"); !ok || !readString(raw, &o.typename) || o.typename == "" {
 		return nil, status.Errorf(status.MetaTreeInvalid, "no 'typename' field in the metadata")
 	}
@@ -384,11 +347,14 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		o.members = make([]member, 0, len(memberTrees))
 	}
 	for _, m := range memberTrees {
-		mid, err := s.memberLocked(m.key, m.raw, depth, tb, global)
+		if tree.IsDaemonField(m.Key) {
+			return nil, status.Errorf(status.MetaTreeInvalid, "member %q: the daemon sets the field %q, it cannot be a member", m.Key, m.Key)
+		}
+		mid, err := s.memberLocked(m.Key, m.Raw, depth, tb, global)
 		if err != nil {
 			return nil, err
 		}
-		o.members = append(o.members, member{key: m.key, id: mid})
+		o.members = append(o.members, member{key: m.Key, id: mid})
 	}
 	s.finishObjectLocked(o, depth, tb)
 	return o, nil
@@ -734,15 +700,13 @@ func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]
 // know their size and where they live.
 func (s *Store) persistedTreeLocked(o *object) []byte {
 	dst := append([]byte{'{'}, o.encoded...)
-	for _, m := range o.members {
-		dst = append(dst, ',')
-		dst = jsontext.AppendString(dst, m.key)
+	for i, m := range o.members {
+		dst = tree.AppendFieldKey(dst, len(o.encoded)+i, m.key)
 		if b, ok := s.lookupBlobLocked(m.id); m.id.IsBlob() && ok {
-			dst = append(dst, ':')
 			dst = s.appendBlobTree(dst, b)
 			continue
 		}
-		dst = append(dst, `:{"id":"`...)
+		dst = append(dst, `{"id":"`...)
 		dst = m.id.AppendText(dst)
 		dst = append(dst, `"}`...)
 	}
@@ -835,6 +799,9 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 			return 0, status.Errorf(status.Invalid, "shallow_copy: extra must be a JSON object: %v", err)
 		}
 	}
+	if err := tree.CheckText(extra); err != nil {
+		return 0, status.Errorf(status.Invalid, "shallow_copy: extra: %v", err)
+	}
 	for k, v := range add {
 		if t := bytes.TrimSpace(v); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 			return 0, status.Errorf(status.Invalid, "shallow_copy: extra value %q is not a scalar", k)
@@ -856,7 +823,12 @@ func (s *Store) ShallowCopy(id ids.ObjectID, extra json.RawMessage) (ids.ObjectI
 		members:  append([]member(nil), src.members...),
 	}
 	for k, v := range add {
-		o.fields.set(k, v)
+		for _, m := range src.members {
+			if m.key == k {
+				return 0, status.Errorf(status.Invalid, "shallow_copy: extra field %q names a member", k)
+			}
+		}
+		o.fields.set(k, tree.AppendValue(nil, v))
 	}
 	o.fields.del("__name")
 	o.setField("id", o.id.String())

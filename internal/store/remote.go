@@ -8,9 +8,9 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/jsonscan"
-	"github.com/v6d-io/v6d-go/internal/jsontext"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/status"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // remoteObject is the persisted tree of an object of another instance, as
@@ -119,7 +119,7 @@ func (s *Store) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) [
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = jsontext.AppendString(dst, key)
+		dst = tree.AppendString(dst, key)
 		dst = append(dst, ':')
 		if len(raw) == 0 || raw[0] != '{' {
 			dst = append(dst, raw...)

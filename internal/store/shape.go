@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // Tree shapes. A client putting arrays of one dtype and shape sends the same
@@ -65,14 +66,14 @@ func (sh *shape) finishShape(o *object) {
 	var buf []byte
 	part := 0
 	for i, f := range sh.done {
-		buf = appendFieldKey(buf, i, f.key)
+		buf = tree.AppendFieldKey(buf, i, f.Key)
 		if i == sh.idAt || i == sh.sigAt {
 			sh.encodedParts[part] = buf
 			part++
 			buf = nil
 			continue
 		}
-		buf = append(buf, f.raw...)
+		buf = append(buf, f.Raw...)
 	}
 	sh.encodedParts[part] = buf
 }
@@ -128,9 +129,9 @@ func (s *Store) objectOfShapeLocked(sh *shape, tb *treeBuild) {
 	o.encoded = enc
 	// Room for fields set later, as the list buildObjectLocked makes has.
 	o.fields = append(make(fieldList, 0, len(sh.done)+2), sh.done...)
-	o.fields[sh.idAt].raw = id
+	o.fields[sh.idAt].Raw = id
 	if sh.sigAt >= 0 {
-		o.fields[sh.sigAt].raw = sig
+		o.fields[sh.sigAt].Raw = sig
 	}
 	tb.objs = append(tb.objs, o)
 }
