@@ -236,8 +236,31 @@ var flags = []flagDef{
 			o.InstanceID = n
 			return nil
 		}},
+	{"rpc-max-connections", "N", func(d *settings) string { return strconv.Itoa(d.MaxRPCConnections) },
+		"most TCP connections open at once, registered or not (the UNIX socket has\n" +
+			"--max-connections of its own); one more gets a ConnectionError and is closed",
+		func(o *settings, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--rpc-max-connections %q is not a positive integer", v)
+			}
+			o.MaxRPCConnections = n
+			return nil
+		}},
+	{"register-timeout", "DURATION", func(d *settings) string { return d.RegisterTimeout.String() },
+		"time a TCP client has from its connect to its register_request (e.g. 10s); past it\n" +
+			"the connection is told so and closed",
+		func(o *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--register-timeout %q is not a positive duration such as 10s", v)
+			}
+			o.RegisterTimeout = d
+			return nil
+		}},
 	{"max-connections", "N", func(d *settings) string { return strconv.Itoa(d.MaxConnections) },
-		"most client connections open at once; one more gets a ConnectionError and is closed",
+		"most UNIX-socket client connections open at once; one more gets a ConnectionError and\n" +
+			"is closed",
 		func(o *settings, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {

@@ -85,11 +85,18 @@ type Config struct {
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// MaxConnections bounds open client connections; when zero,
+	// MaxConnections bounds the UNIX socket's open client connections
+	// (TCP clients have MaxRPCConnections of their own); when zero,
 	// DefaultMaxConnections or less: within the kernel's mapping limit
 	// (MappingBudget), since each UNIX connection maps a pin page. A client
 	// beyond it gets an error frame and is disconnected.
 	MaxConnections int
+	// MaxRPCConnections bounds the TCP listener's open connections,
+	// registered or not; DefaultMaxRPCConnections when zero.
+	MaxRPCConnections int
+	// RegisterTimeout is how long a TCP client may take from its connect to
+	// its register_request; DefaultRegisterTimeout when zero.
+	RegisterTimeout time.Duration
 	// MaxPinPages bounds the connections given a pin page (gets from the
 	// directory without a round trip), one mapping each; MappingBudget()
 	// when zero. A connection beyond it gets objects by round trip, and
@@ -220,10 +227,12 @@ const DefaultMaxReply = 256 << 20
 
 // Defaults of the connection limits of Config.
 const (
-	DefaultMaxConnections   = 65536
-	DefaultMaxInflightBytes = 256 << 20
-	DefaultFrameTimeout     = 30 * time.Second
-	DefaultParkAfter        = time.Second
+	DefaultMaxConnections    = 65536
+	DefaultMaxRPCConnections = 1024
+	DefaultRegisterTimeout   = 10 * time.Second
+	DefaultMaxInflightBytes  = 256 << 20
+	DefaultFrameTimeout      = 30 * time.Second
+	DefaultParkAfter         = time.Second
 )
 
 // maxMapCountFile holds the kernel's limit of mappings per process.
@@ -286,6 +295,12 @@ func (c *Config) fillDefaults() {
 	if c.FrameTimeout == 0 {
 		c.FrameTimeout = DefaultFrameTimeout
 	}
+	if c.MaxRPCConnections == 0 {
+		c.MaxRPCConnections = DefaultMaxRPCConnections
+	}
+	if c.RegisterTimeout == 0 {
+		c.RegisterTimeout = DefaultRegisterTimeout
+	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
@@ -300,7 +315,8 @@ func (c *Config) fillDefaults() {
 // Validate fills in the defaults and checks the config: every field, and
 // Size against the memory this process may use (memsize.CheckSize).
 func (c *Config) Validate() error {
-	if c.MaxConnections < 0 || c.MaxPinPages < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 {
+	if c.MaxConnections < 0 || c.MaxPinPages < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 ||
+		c.MaxRPCConnections < 0 || c.RegisterTimeout < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
 	}
 	c.fillDefaults()

@@ -27,6 +27,7 @@ type conn struct {
 	passFds    bool      // the transport passes fds (UNIX sockets); else none is ever sent
 	secret     []byte    // not empty: register must present it (rpc.go)
 	tcp        *tcpPeer  // a TCP client's addresses (rpc.go); nil on the UNIX socket
+	registerBy time.Time // a TCP client must have registered by then (rpc.go)
 	sentArena  arenaSent // which arena fds went to this client already (fds.go)
 	// closeAfterSend are fds the connection owns until they are sent (a
 	// pin page's, fds.go): flush closes them after sending.
@@ -85,6 +86,15 @@ func (c *conn) serve() {
 			continue
 		case errors.Is(err, protocol.ErrFrameTooLarge):
 			c.s.log.Warn("closing connection: frame too large", "err", err)
+			if c.preAuth() {
+				c.closeWithError(status.Errorf(status.Invalid,
+					"%v: a client must register (register_request) before it sends anything larger; closing the connection", err))
+			}
+			return
+		case errors.Is(err, errRegisterTimeout):
+			c.s.log.Warn("closing connection: no registration in time", "timeout", c.s.cfg.RegisterTimeout, "client", c.tcp.remote)
+			c.closeWithError(status.Errorf(status.ConnectionFailed,
+				"no register_request within %v of connecting; closing the connection", c.s.cfg.RegisterTimeout))
 			return
 		case errors.Is(err, errFrameTimeout):
 			c.s.log.Warn("closing connection: frame timeout", "timeout", c.s.cfg.FrameTimeout)
@@ -119,6 +129,10 @@ func (c *conn) handleFrame(body []byte) bool {
 	if limit := c.trailingLimit(f.Kind); f.Trailing > limit {
 		return c.closeWithError(status.Errorf(status.Invalid,
 			"%s announces %d bytes after its frame, limit %d", f.Wire, f.Trailing, limit))
+	}
+	if f.Trailing > 0 && c.preAuth() {
+		return c.closeWithError(status.Errorf(status.Invalid,
+			"%s announces %d bytes after its frame before the client registered; closing the connection", f.Wire, f.Trailing))
 	}
 	c.trailing = f.Trailing
 	var reply protocol.Reply

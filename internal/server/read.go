@@ -230,20 +230,35 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 // readFrame reads the next request frame and returns its body, valid until
 // the next call. The caller must call endFrame once done with the body.
 func (c *conn) readFrame() ([]byte, error) {
+	body, err := c.readFrameIn()
+	if errors.Is(err, errFrameTimeout) && c.preAuth() && !time.Now().Before(c.registerBy) {
+		return nil, errRegisterTimeout
+	}
+	return body, err
+}
+
+func (c *conn) readFrameIn() ([]byte, error) {
 	f := c.r
 	f.deadline = time.Time{}
+	limit := uint64(c.s.cfg.MaxFrame)
+	if c.preAuth() { // rpc.go
+		f.deadline, limit = c.registerBy, preAuthMaxFrame
+	}
 	if f.Buffered() == 0 {
-		if err := f.fill(1); err != nil { // idle: no deadline
+		if err := f.fill(1); err != nil { // idle: no deadline once registered
 			return nil, err
 		}
 	}
 	f.deadline = time.Now().Add(c.s.cfg.FrameTimeout)
+	if c.preAuth() && c.registerBy.Before(f.deadline) {
+		f.deadline = c.registerBy
+	}
 	if err := f.fill(8); err != nil {
 		return nil, midFrame(err)
 	}
 	n := binary.LittleEndian.Uint64((*f.buf)[f.r:])
-	if n > uint64(c.s.cfg.MaxFrame) {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", protocol.ErrFrameTooLarge, n, c.s.cfg.MaxFrame)
+	if n > limit {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", protocol.ErrFrameTooLarge, n, limit)
 	}
 	f.r += 8
 	if n > readBufSize {

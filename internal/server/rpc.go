@@ -94,13 +94,7 @@ func (s *Server) RPCEndpoint() string {
 func (s *Server) rpcConnections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for c := range s.conns {
-		if !c.passFds {
-			n++
-		}
-	}
-	return n
+	return s.rpcConns
 }
 
 // rpcAcceptLoop accepts TCP clients until the listener closes.
@@ -120,8 +114,8 @@ func (s *Server) rpcAcceptLoop() {
 			s.fail(fmt.Errorf("server: accept on %s: %w", s.RPCEndpoint(), err))
 			return
 		}
-		if s.full() {
-			s.refuse(nc)
+		if s.full(true) {
+			s.refuse(nc, "TCP listener", s.cfg.MaxRPCConnections)
 			continue
 		}
 		_ = nc.SetNoDelay(true)
@@ -137,11 +131,31 @@ func (s *Server) rpcAcceptLoop() {
 		c.passFds = false
 		c.secret = s.cfg.RPCSecret
 		c.tcp = peer
+		c.registerBy = time.Now().Add(s.cfg.RegisterTimeout)
 		if !s.serveConn(c) {
 			return
 		}
 	}
 }
+
+// Limits before authentication (docs/security.md): a TCP connection must
+// register within Config.RegisterTimeout of its accept; until it has, no
+// frame above preAuthMaxFrame is read (so it never draws on
+// Config.MaxInflightBytes) and a request with bytes after its frame closes
+// the connection instead of having them read. Each refusal is a reply that
+// says why, then the connection closes.
+
+// preAuthMaxFrame is the largest frame read from a TCP client before it has
+// registered: a register_request with a long secret fits many times over.
+const preAuthMaxFrame = 4 << 10
+
+// preAuth reports whether c is a TCP connection that has not registered
+// yet.
+func (c *conn) preAuth() bool { return c.tcp != nil && !c.registered }
+
+// errRegisterTimeout is returned by readFrame when a TCP client did not
+// register within Config.RegisterTimeout.
+var errRegisterTimeout = errors.New("server: no registration within the register timeout")
 
 // tcpPeer are the addresses of a TCP client's connection.
 type tcpPeer struct{ local, remote *net.TCPAddr }

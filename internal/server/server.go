@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -39,9 +40,11 @@ type Server struct {
 	errMu     sync.Mutex
 	err       error
 
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	rpcConns int // the TCP connections among conns (rpc.go)
+	wg       sync.WaitGroup
+	refusing slots // connections refused and draining (refuse)
 
 	waiting   int
 	waitingMu sync.Mutex
@@ -146,6 +149,7 @@ func Start(cfg Config) (*Server, error) {
 		conns:  make(map[*conn]struct{}),
 	}
 	s.readers.max.Store(maxBlockingReaders)
+	s.refusing.max.Store(maxRefusing)
 	s.sched = newSchedPolicy(cfg.SchedBatch, cfg.Logger.Warn)
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -252,8 +256,8 @@ func (s *Server) acceptLoop() {
 			s.fail(fmt.Errorf("server: accept on %s: %w", s.cfg.Socket, err))
 			return
 		}
-		if s.full() {
-			s.refuse(nc)
+		if s.full(false) {
+			s.refuse(nc, "UNIX socket", s.cfg.MaxConnections)
 			continue
 		}
 		sock, err := protocol.SockOf(nc)
@@ -267,11 +271,17 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-// full reports whether Config.MaxConnections connections are open.
-func (s *Server) full() bool {
+// full reports whether the listener (TCP or UNIX) has its most connections
+// open: Config.MaxRPCConnections or Config.MaxConnections. Each listener has
+// its own, so that clients who have not even authenticated on TCP can
+// never take the UNIX socket's.
+func (s *Server) full(tcp bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns) >= s.cfg.MaxConnections
+	if tcp {
+		return s.rpcConns >= s.cfg.MaxRPCConnections
+	}
+	return len(s.conns)-s.rpcConns >= s.cfg.MaxConnections
 }
 
 // serveConn serves c on a goroutine of its own, from any listener; it
@@ -284,6 +294,9 @@ func (s *Server) serveConn(c *conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	if c.tcp != nil {
+		s.rpcConns++
+	}
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -293,6 +306,9 @@ func (s *Server) serveConn(c *conn) bool {
 		// that was closed and reused.
 		s.mu.Lock()
 		delete(s.conns, c)
+		if c.tcp != nil {
+			s.rpcConns--
+		}
 		s.poller.forget(c)
 		_ = c.sock.Close()
 		s.mu.Unlock()
@@ -328,15 +344,37 @@ func (s *Server) fail(err error) {
 	go func() { _ = s.Close() }() // not here: Close waits for the caller
 }
 
-// refuse answers a connection over Config.MaxConnections with an error
-// frame and closes it. The frame is small and the socket new, so the write
-// does not wait; the deadline is there for safety.
-func (s *Server) refuse(nc net.Conn) {
-	s.log.Warn("refusing connection: too many connections", "max", s.cfg.MaxConnections)
-	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections (limit %d); try again later", s.cfg.MaxConnections)
-	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+// maxRefusing bounds the refused connections that linger (refuse) at once;
+// beyond it a refused connection is closed at once.
+const maxRefusing = 64
+
+// refuseLinger is how long a refused connection may linger.
+const refuseLinger = time.Second
+
+// refuse answers a connection over its listener's limit with an error frame
+// and closes it. The frame is small and the socket new, so the write does
+// not wait; the deadline is there for safety. So that the client reads the
+// reason (and not "broken pipe" or a reset when its register_request arrives
+// at a closed socket), the connection is then shut down for writing only and
+// what the client sends is read and dropped until it closes or
+// refuseLinger passes, on at most maxRefusing goroutines.
+func (s *Server) refuse(nc net.Conn, listener string, limit int) {
+	s.log.Warn("refusing connection: too many connections", "listener", listener, "max", limit)
+	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections on its %s (limit %d); try again later",
+		listener, limit)
+	_ = nc.SetDeadline(time.Now().Add(refuseLinger))
 	_, _ = nc.Write(protocol.AppendFrame(nil, protocol.EncodeError(err)))
-	_ = nc.Close()
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || !s.refusing.TryAcquire() {
+		_ = nc.Close()
+		return
+	}
+	go func() {
+		defer s.refusing.Release()
+		_ = cw.CloseWrite()
+		_, _ = io.CopyN(io.Discard, nc, 1<<20)
+		_ = nc.Close()
+	}()
 }
 
 // connections returns the number of open client connections.

@@ -368,7 +368,7 @@ func TestDirectoryCannotBeMadeWritable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(m)
+	defer func() { _ = unix.Munmap(m) }()
 	if err := unix.Mprotect(m, unix.PROT_READ|unix.PROT_WRITE); err == nil {
 		t.Fatal("mprotect made a read-only mapping of the directory writable")
 	}
