@@ -30,14 +30,14 @@ func (c *Client) alive() bool {
 		return false
 	}
 	if c.mu.TryLock() {
-		ok := !c.closed && c.lost == nil && !hungUp(c.conn.Fd())
+		ok := !c.w.closed && c.w.lost == nil && !hungUp(c.w.conn.Fd())
 		c.mu.Unlock()
 		return ok
 	}
 	// A call is in flight, or Close runs. Close marks isClosed before it
 	// closes the socket, so checking it after the poll makes a poll of a
 	// closed (or reused) descriptor harmless.
-	gone := hungUp(c.conn.Fd())
+	gone := hungUp(c.w.conn.Fd())
 	return !gone && !c.isClosed.Load()
 }
 

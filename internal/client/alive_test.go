@@ -91,7 +91,7 @@ func TestDroppedConnectionAnswersNoDirectoryGet(t *testing.T) {
 	}
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], 1<<62)
-	if _, err := unix.Write(b.conn.Fd(), hdr[:]); err != nil {
+	if _, err := unix.Write(b.w.conn.Fd(), hdr[:]); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {

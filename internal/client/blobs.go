@@ -145,11 +145,11 @@ func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
 		if !p.ObjectID.IsBlob() {
 			return nil, errBadReply("created id %v is not a blob id", p.ObjectID)
 		}
-		rw, err := c.viewLocked(p, true)
+		rw, err := c.w.view(p, true)
 		if err != nil {
 			return nil, err
 		}
-		ro, err := c.viewLocked(p, false)
+		ro, err := c.w.view(p, false)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +163,7 @@ func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
 	c.state.Unlock()
 	for i := range ps {
 		if p := &ps[i]; p.DataSize > 0 {
-			if a, ok := c.regions[p.StoreFd]; ok {
+			if a, ok := c.w.regions[p.StoreFd]; ok {
 				a.pretouch(p.DataOffset + p.DataSize)
 			}
 		}
@@ -292,7 +292,7 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 		var reply protocol.BuffersReply
 		err := c.callLocked(&protocol.GetBuffersRequest{IDs: part, Unsafe: unsafe}, &reply)
 		if err == nil {
-			err = c.addViewsLocked(views, reply.Payloads)
+			err = c.w.addViews(views, reply.Payloads)
 		}
 		if err != nil {
 			// The parts before took a reference to each of their blobs:
@@ -359,28 +359,6 @@ func (c *Client) Get(id ids.ObjectID) ([]byte, error) {
 		return nil, err
 	}
 	return out[0], nil
-}
-
-// viewsLocked maps every payload to its read-only view. c.mu must be held.
-func (c *Client) viewsLocked(ps []protocol.Payload) (map[ids.ObjectID][]byte, error) {
-	views := make(map[ids.ObjectID][]byte, len(ps))
-	return views, c.addViewsLocked(views, ps)
-}
-
-// addViewsLocked adds the views of ps to views, as viewsLocked makes them.
-func (c *Client) addViewsLocked(views map[ids.ObjectID][]byte, ps []protocol.Payload) error {
-	for i := range ps {
-		p := &ps[i]
-		if !p.ObjectID.IsBlob() {
-			return errBadReply("payload id %v is not a blob id", p.ObjectID)
-		}
-		v, err := c.viewLocked(p, false)
-		if err != nil {
-			return err
-		}
-		views[p.ObjectID] = v
-	}
-	return nil
 }
 
 // pinLocked adds one local reference to a blob the daemon just gave this

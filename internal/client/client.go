@@ -51,22 +51,8 @@ type Client struct {
 	isClosed      atomic.Bool  // closed, readable without mu
 	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
 
-	mu        sync.Mutex // serialises exchanges; guards the fields below
-	conn      *protocol.Sock
-	rbuf      []byte
-	ahead     []byte // read-ahead of replies (readahead.go); bytes ahead[apos:aend] unread
-	apos      int
-	aend      int
-	wbuf      []byte
-	regions   map[int]*arena // daemon store_fd → arena
-	closed    bool
-	lost      error  // set once the connection broke
-	exchanges uint64 // exchanges made (each reads every reply due)
-	// Pipelined puts (pipelined.go): the failure read ahead of a reply,
-	// not yet returned, and requests written ahead of them whose
-	// acknowledgements are unread.
-	putErr  *putError
-	unacked []protocol.Request
+	mu sync.Mutex // serialises exchanges; guards w
+	w  wire       // the transport (wire.go)
 
 	// The accelerators in use (accel.go), in the order they are asked;
 	// set by Connect, read without a lock.
@@ -160,6 +146,19 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 		return nil, status.Errorf(status.ConnectionFailed,
 			"cannot register with vineyardd at %s: %v", socket, err)
 	}
+	if reply.Directory != nil { // its fds follow the reply
+		c.mu.Lock()
+		err := c.receiveDirectoryLocked(reply.Directory)
+		if err != nil {
+			err = c.w.lose(err)
+		}
+		c.mu.Unlock()
+		if err != nil {
+			_ = conn.Close()
+			return nil, status.Errorf(status.ConnectionFailed,
+				"cannot register with vineyardd at %s: %v", socket, err)
+		}
+	}
 	c.instanceID = reply.InstanceID
 	c.daemonVersion = reply.Version
 	c.ext = parseExtensions(reply.Extensions)
@@ -171,15 +170,23 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 }
 
 func newClient(conn *protocol.Sock, socket string) *Client {
-	return &Client{
+	c := &Client{
 		socket:  socket,
 		pid:     os.Getpid(),
 		token:   processToken(),
-		conn:    conn,
-		regions: make(map[int]*arena),
+		w:       wire{conn: conn, regions: make(map[int]*arena)},
 		blobs:   make(map[ids.ObjectID]*blob),
 		objects: make(map[ids.ObjectID][][]ids.ObjectID),
 	}
+	c.w.onArena = c.noteArenaLocked
+	c.w.onLost = func() {
+		c.state.Lock()
+		if c.dir != nil {
+			c.dir.lost = true // liveLocal asks Connected, which sees the loss
+		}
+		c.state.Unlock()
+	}
+	return c
 }
 
 // unwrapOp drops the "dial unix /path:" prefix of a net.OpError, since the
@@ -224,10 +231,10 @@ func (c *Client) Close() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.w.closed {
 		return nil
 	}
-	c.closed = true
+	c.w.closed = true
 	c.isClosed.Store(true)
 	c.state.Lock()
 	c.dropQueueLocked() // its memory may go once Close returns
@@ -240,13 +247,13 @@ func (c *Client) Close() error {
 
 // disconnectLocked does the work of Close. c.mu must be held.
 func (c *Client) disconnectLocked() error {
-	if c.lost == nil {
-		c.wbuf = c.wbuf[:0]
-		if err := c.encode(&protocol.ExitRequest{}); err == nil {
-			_, _ = c.conn.Write(c.wbuf)
+	if c.w.lost == nil {
+		c.w.wbuf = c.w.wbuf[:0]
+		if err := c.w.encode(&protocol.ExitRequest{}); err == nil {
+			_, _ = c.w.conn.Write(c.w.wbuf)
 		}
 	}
-	err := c.conn.Close()
+	err := c.w.conn.Close()
 	c.state.Lock()
 	for _, b := range c.blobs {
 		b.drop()
@@ -257,11 +264,11 @@ func (c *Client) disconnectLocked() error {
 	c.cache.entries = nil
 	c.closeDirectoryLocked() // the daemon forgets the pins with the connection
 	c.state.Unlock()
-	for fd, a := range c.regions {
+	for fd, a := range c.w.regions {
 		a.detach()
-		delete(c.regions, fd)
+		delete(c.w.regions, fd)
 	}
-	if err != nil && c.lost == nil {
+	if err != nil && c.w.lost == nil {
 		return status.Errorf(status.IOError, "close connection: %v", err)
 	}
 	return nil
@@ -273,10 +280,10 @@ func (c *Client) usableLocked() error {
 	if c.forked() {
 		return ErrForked
 	}
-	if c.closed {
+	if c.w.closed {
 		return ErrClosed
 	}
-	return c.lost
+	return c.w.lost
 }
 
 // call makes one exchange: it sends req, reads the reply into reply, and
@@ -317,122 +324,7 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 		}
 	}
 	c.roundTrips.Add(1)
-	return c.exchangeLocked(req, reply, ahead, trailing)
-}
-
-// exchangeLocked writes the requests of ahead (releases), req and then the
-// raw bytes of trailing (an inline create's blobs) in one write, reads the
-// acknowledgements of ahead and then req's reply into reply, and receives
-// the fds the reply announces. c.mu must be held.
-// Every caller checked usableLocked (the fork check, a system call) just
-// before; this checks again only what may have changed since.
-func (c *Client) exchangeLocked(req protocol.Request, reply protocol.Reply, ahead []protocol.Request, trailing [][]byte) error {
-	if c.closed {
-		return ErrClosed
-	}
-	if c.lost != nil {
-		return c.lost
-	}
-	if c.apos != c.aend {
-		return c.loseLocked(errBadReply("%d bytes came with no request", c.aend-c.apos))
-	}
-	readAhead := noFdsFollow(reply)
-	c.wbuf = c.wbuf[:0]
-	for _, r := range append(ahead, req) {
-		if r == nil {
-			continue
-		}
-		if err := c.encode(r); err != nil {
-			return status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
-		}
-	}
-	c.exchanges++ // reads what pipelined puts failed with (pipelined.go)
-	if len(trailing) == 0 {
-		if _, err := c.conn.Write(c.wbuf); err != nil {
-			return c.loseLocked(err)
-		}
-	} else if err := c.conn.Writev(append([][]byte{c.wbuf}, trailing...)); err != nil {
-		return c.loseLocked(err)
-	}
-	for _, r := range c.unacked { // sent ahead of pipelined puts (pipelined.go)
-		var ack protocol.AckReply
-		if err := c.readReplyLocked(r, &ack, readAhead); err != nil && c.lost != nil {
-			return err
-		}
-	}
-	c.unacked = c.unacked[:0]
-	for _, r := range ahead {
-		var ack protocol.AckReply
-		if err := c.readReplyLocked(r, &ack, readAhead); err != nil && c.lost != nil {
-			return err
-		} // an error reply to a release (upstream's daemon: a blob gone) leaves the stream in step
-	}
-	if err := c.readReplyLocked(req, reply, readAhead); err != nil {
-		return err
-	}
-	if c.apos != c.aend {
-		return c.loseLocked(errBadReply("%d bytes came after the reply", c.aend-c.apos))
-	}
-	return nil
-}
-
-// readReplyLocked reads the reply to req into reply, and the fds it
-// announces; with readAhead (see noFdsFollow), through the read-ahead
-// buffer. c.mu must be held.
-func (c *Client) readReplyLocked(req protocol.Request, reply protocol.Reply, readAhead bool) error {
-	body, err := c.readFrameLocked(readAhead)
-	for err == nil && protocol.IsPipelinedError(body) {
-		// A pipelined put failed (pipelined.go): the reply comes next.
-		if err = c.notePipelinedErrorLocked(body); err == nil {
-			body, err = c.readFrameLocked(readAhead)
-		}
-	}
-	if err != nil {
-		return c.loseLocked(err)
-	}
-	if fatal, err := decodeReply(body, protocol.ReplyType(req.RequestType()), reply); err != nil {
-		if fatal {
-			return c.loseLocked(err)
-		}
-		return err // an error reply: the connection is fine
-	}
-	if fds := announcedFds(reply); len(fds) > 0 {
-		if err := c.receiveFdsLocked(fds); err != nil {
-			return c.loseLocked(err)
-		}
-	}
-	if r, ok := reply.(*protocol.RegisterReply); ok && r.Directory != nil {
-		if err := c.receiveDirectoryLocked(r.Directory); err != nil {
-			return c.loseLocked(err)
-		}
-	}
-	return nil
-}
-
-// readFrameLocked reads the next frame's body; with readAhead, through the
-// read-ahead buffer (valid until the next read). c.mu must be held.
-func (c *Client) readFrameLocked(readAhead bool) ([]byte, error) {
-	if readAhead {
-		return c.readAheadLocked(protocol.MaxReplyFrame)
-	}
-	body, err := protocol.ReadFrame(c.conn, c.rbuf, protocol.MaxReplyFrame)
-	c.keepReadBufLocked(body)
-	return body, err
-}
-
-// keepReadBufLocked keeps body, a reply read into c.rbuf or a grown
-// replacement, as c.rbuf, unless it is huge.
-func (c *Client) keepReadBufLocked(body []byte) {
-	if cap(body) > cap(c.rbuf) && cap(body) <= 1<<20 {
-		c.rbuf = body[:0]
-	}
-}
-
-// encode appends the frame of req to c.wbuf.
-func (c *Client) encode(req protocol.Request) error {
-	buf, err := protocol.AppendRequest(c.wbuf, req.RequestType(), req)
-	c.wbuf = buf
-	return err
+	return c.w.exchange(req, reply, ahead, trailing)
 }
 
 // decodeReply decodes body into reply. An error reply is returned as its
@@ -466,44 +358,6 @@ func announcedFds(reply protocol.Reply) []int {
 		return r.Fds
 	}
 	return nil
-}
-
-// receiveFdsLocked receives one fd per entry of fds (daemon fd numbers) and
-// maps it. An fd number already known gets its fd again only if the daemon
-// decided to resend it; the new one replaces nothing and is dropped.
-func (c *Client) receiveFdsLocked(fds []int) error {
-	if len(fds) > 1024 {
-		return errBadReply("%d fds announced", len(fds))
-	}
-	for _, key := range fds {
-		fd, err := protocol.RecvFd(c.conn)
-		if err != nil {
-			return err
-		}
-		a, err := attachArena(fd)
-		if err != nil {
-			return err
-		}
-		if old, ok := c.regions[key]; ok {
-			old.detach()
-		}
-		c.regions[key] = a
-		c.noteArenaLocked(a)
-	}
-	return nil
-}
-
-// viewLocked returns the bytes a payload locates, from the read-only mapping
-// or the writable one. c.mu must be held.
-func (c *Client) viewLocked(p *protocol.Payload, writable bool) ([]byte, error) {
-	if p.DataSize == 0 {
-		return nil, nil
-	}
-	a, ok := c.regions[p.StoreFd]
-	if !ok {
-		return nil, errBadReply("blob %v lies in region %d, whose fd was never received", p.ObjectID, p.StoreFd)
-	}
-	return a.view(p.DataOffset, p.DataSize, writable)
 }
 
 // check is usableLocked for methods that make no exchange; it takes no lock,

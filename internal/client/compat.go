@@ -309,7 +309,7 @@ func (c *Client) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, erro
 		if err := c.callLocked(&protocol.GetBuffersRequest{IDs: blobs}, &reply); err != nil {
 			return nil, fmt.Errorf("object %v (%s): get its blobs: %w", id, typenameOf(tree), err)
 		}
-		v, err := c.viewsLocked(reply.Payloads)
+		v, err := c.w.views(reply.Payloads)
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ type slotHold struct {
 func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
 	var fds [3]int
 	for i := range fds {
-		fd, err := protocol.RecvFd(c.conn)
+		fd, err := protocol.RecvFd(c.w.conn)
 		if err != nil {
 			for _, f := range fds[:i] {
 				_ = unix.Close(f)
@@ -85,10 +85,10 @@ func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
 		_ = unix.Close(fds[2])
 		return err
 	}
-	if old, ok := c.regions[d.StoreFd]; ok {
+	if old, ok := c.w.regions[d.StoreFd]; ok {
 		old.detach()
 	}
-	c.regions[d.StoreFd] = a
+	c.w.regions[d.StoreFd] = a
 	c.noteArenaLocked(a)
 	st, err := openDirectory(fds[1], fds[2])
 	_ = unix.Close(fds[1])

@@ -134,13 +134,13 @@ func (l *leaser) ensure(total, n, want uint64, pretouch bool) (a *arena, ok bool
 		if l.end-l.off < total || l.ids < n {
 			return nil, false, nil
 		}
-		if a, ok := c.regions[l.fd]; ok && pretouch {
+		if a, ok := c.w.regions[l.fd]; ok && pretouch {
 			a.pretouch(l.off) // map what the daemon pre-faulted of the lease
 		} else if ok {
 			a.populate(l.off, l.end-l.off)
 		}
 	}
-	a, found := c.regions[l.fd]
+	a, found := c.w.regions[l.fd]
 	if !found {
 		return nil, false, errBadReply("the lease lies in region %d, whose fd was never received", l.fd)
 	}
@@ -188,7 +188,7 @@ func (l *leaser) created(req *protocol.CreateDataRequest, reply *protocol.Create
 		return
 	}
 	l.set(g)
-	if a, ok := l.c.regions[g.StoreFd]; ok {
+	if a, ok := l.c.w.regions[g.StoreFd]; ok {
 		a.pretouch(g.Offset)
 	}
 }

@@ -190,7 +190,7 @@ func (c *Client) getObjectOver(id ids.ObjectID) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	views, err := c.viewsLocked(reply.Payloads)
+	views, err := c.w.views(reply.Payloads)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +402,7 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	if err := c.usableLocked(); err != nil {
 		return 0, nil, err
 	}
-	if err := c.takePutErrorLocked(); err != nil {
+	if err := c.w.takePutError(); err != nil {
 		return 0, nil, err
 	}
 	if len(tree) > 0 {

@@ -57,28 +57,28 @@ type putError struct {
 	count int // failures in all since the last one was returned
 }
 
-// notePipelinedErrorLocked records the PipelinedError frame body. c.mu must
+// notePipelinedError records the PipelinedError frame body. w.mu must
 // be held.
-func (c *Client) notePipelinedErrorLocked(body []byte) error {
+func (w *wire) notePipelinedError(body []byte) error {
 	var pe protocol.PipelinedError
 	if err := json.Unmarshal(body, &pe); err != nil {
 		return errBadReply("malformed pipelined_error frame: %v", err)
 	}
-	if c.putErr == nil {
-		c.putErr = &putError{id: pe.ID, err: status.Errorf(pe.Code, "%s", pe.Message)}
+	if w.putErr == nil {
+		w.putErr = &putError{id: pe.ID, err: status.Errorf(pe.Code, "%s", pe.Message)}
 	}
-	c.putErr.count++
+	w.putErr.count++
 	return nil
 }
 
-// takePutErrorLocked returns (once) the failure of an earlier pipelined
-// put, nil if none. c.mu must be held.
-func (c *Client) takePutErrorLocked() error {
-	pe := c.putErr
+// takePutError returns (once) the failure of an earlier pipelined
+// put, nil if none. w.mu must be held.
+func (w *wire) takePutError() error {
+	pe := w.putErr
 	if pe == nil {
 		return nil
 	}
-	c.putErr = nil
+	w.putErr = nil
 	more := ""
 	if pe.count > 1 {
 		more = fmt.Sprintf(" (and %d more puts failed)", pe.count-1)
@@ -111,8 +111,8 @@ type pipeline struct {
 
 // sinceSync returns how many puts were written since the last exchange.
 func (p *pipeline) sinceSync() int {
-	if p.at != p.c.exchanges {
-		p.since, p.at = 0, p.c.exchanges
+	if p.at != p.c.w.exchanges {
+		p.since, p.at = 0, p.c.w.exchanges
 	}
 	return p.since
 }
@@ -194,19 +194,19 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	rel := c.takeReleasesLocked()
 	c.state.Unlock()
 	ahead := c.releaseRequests(rel)
-	c.wbuf = c.wbuf[:0]
+	c.w.wbuf = c.w.wbuf[:0]
 	for _, r := range append(ahead, req) {
-		if err := c.encode(r); err != nil {
+		if err := c.w.encode(r); err != nil {
 			return 0, nil, true, status.Errorf(status.Invalid, "encode %s: %v", r.RequestType(), err)
 		}
 	}
-	c.unacked = append(c.unacked, ahead...)
+	c.w.unacked = append(c.w.unacked, ahead...)
 	seq := pins.Submit() // before the write: a reader that learns the id waits for it
 	if beforePipelinedWrite != nil {
 		beforePipelinedWrite(id)
 	}
-	if _, err := c.conn.Write(c.wbuf); err != nil {
-		return 0, nil, true, c.loseLocked(err)
+	if _, err := c.w.conn.Write(c.w.wbuf); err != nil {
+		return 0, nil, true, c.w.lose(err)
 	}
 	p.since++
 	if p.own != nil {

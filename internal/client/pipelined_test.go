@@ -385,7 +385,7 @@ func TestSmallPutLeaseIsMapped(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	a := connect(t, srv)
 	putPipelined(t, a, 8, 0) // small puts start no pre-touch
-	waitPrefaulted(t, a.regions[firstRegion(a)], 16<<20)
+	waitPrefaulted(t, a.w.regions[firstRegion(a)], 16<<20)
 	var l leaser
 	for i := 0; l.end-l.off < 2<<20; i++ { // until a lease of 64 puts of 64 KiB
 		if i > 64 {
@@ -396,7 +396,7 @@ func TestSmallPutLeaseIsMapped(t *testing.T) {
 		l = *leaseOf(a)
 		a.mu.Unlock()
 	}
-	rw, err := a.regions[l.fd].view(l.off&^4095, (l.end-l.off&^4095)&^4095, true)
+	rw, err := a.w.regions[l.fd].view(l.off&^4095, (l.end-l.off&^4095)&^4095, true)
 	if err != nil {
 		t.Fatal(err)
 	}

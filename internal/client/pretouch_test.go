@@ -78,7 +78,7 @@ func prefaulting(t *testing.T, size, ahead uint64) (*server.Server, *Client, *ar
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := c.regions[firstRegion(c)]
+	a := c.w.regions[firstRegion(c)]
 	return srv, c, a, first, waitPrefaulted(t, a, ahead)
 }
 
@@ -265,7 +265,7 @@ func waitPrefaulted(t *testing.T, a *arena, want uint64) uint64 {
 
 // firstRegion returns the key of one region the client mapped.
 func firstRegion(c *Client) int {
-	for k := range c.regions {
+	for k := range c.w.regions {
 		return k
 	}
 	return -1

@@ -29,57 +29,57 @@ func noFdsFollow(reply protocol.Reply) bool {
 	return false
 }
 
-// readAheadLocked reads the next reply frame through the read-ahead buffer
-// and returns its body, valid until the next read. c.mu must be held.
-func (c *Client) readAheadLocked(limit int) ([]byte, error) {
-	if c.ahead == nil {
-		c.ahead = make([]byte, readAheadSize)
+// readAhead reads the next reply frame through the read-ahead buffer
+// and returns its body, valid until the next read. w.mu must be held.
+func (w *wire) readAhead(limit int) ([]byte, error) {
+	if w.ahead == nil {
+		w.ahead = make([]byte, readAheadSize)
 	}
-	if err := c.fillAheadLocked(8); err != nil {
+	if err := w.fillAhead(8); err != nil {
 		return nil, err
 	}
-	n := binary.LittleEndian.Uint64(c.ahead[c.apos:])
+	n := binary.LittleEndian.Uint64(w.ahead[w.apos:])
 	if n > uint64(limit) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", protocol.ErrFrameTooLarge, n, limit)
 	}
 	if n <= readAheadSize-8 {
-		if err := c.fillAheadLocked(8 + int(n)); err != nil {
+		if err := w.fillAhead(8 + int(n)); err != nil {
 			return nil, midFrame(err)
 		}
-		body := c.ahead[c.apos+8 : c.apos+8+int(n)]
-		c.apos += 8 + int(n)
+		body := w.ahead[w.apos+8 : w.apos+8+int(n)]
+		w.apos += 8 + int(n)
 		return body, nil
 	}
 	// Larger: what is buffered, then the rest straight from the socket.
-	body := c.rbuf
+	body := w.rbuf
 	if uint64(cap(body)) < n {
 		body = make([]byte, n)
 	}
 	body = body[:n]
-	k := copy(body, c.ahead[c.apos+8:c.aend])
-	c.apos, c.aend = 0, 0
-	if _, err := io.ReadFull(c.conn, body[k:]); err != nil {
+	k := copy(body, w.ahead[w.apos+8:w.aend])
+	w.apos, w.aend = 0, 0
+	if _, err := io.ReadFull(w.conn, body[k:]); err != nil {
 		return nil, midFrame(err)
 	}
-	c.keepReadBufLocked(body)
+	w.keepReadBuf(body)
 	return body, nil
 }
 
-// fillAheadLocked reads until need (≤ readAheadSize) bytes are buffered.
-func (c *Client) fillAheadLocked(need int) error {
-	if c.aend-c.apos >= need {
+// fillAhead reads until need (≤ readAheadSize) bytes are buffered.
+func (w *wire) fillAhead(need int) error {
+	if w.aend-w.apos >= need {
 		return nil
 	}
-	if c.apos > 0 {
-		c.aend = copy(c.ahead, c.ahead[c.apos:c.aend])
-		c.apos = 0
+	if w.apos > 0 {
+		w.aend = copy(w.ahead, w.ahead[w.apos:w.aend])
+		w.apos = 0
 	}
-	for c.aend < need {
-		m, err := c.conn.Read(c.ahead[c.aend:])
+	for w.aend < need {
+		m, err := w.conn.Read(w.ahead[w.aend:])
 		if err != nil {
 			return err
 		}
-		c.aend += m
+		w.aend += m
 	}
 	return nil
 }

@@ -108,11 +108,11 @@ func TestReaderMapsArenaReadOnly(t *testing.T) {
 	if err != nil || string(view) != writerData {
 		t.Fatalf("Get = %q, %v", view, err)
 	}
-	if len(c.regions) != 1 {
-		t.Fatalf("%d arena fds received, want 1", len(c.regions))
+	if len(c.w.regions) != 1 {
+		t.Fatalf("%d arena fds received, want 1", len(c.w.regions))
 	}
 	var a *arena
-	for _, r := range c.regions {
+	for _, r := range c.w.regions {
 		a = r
 	}
 	arenas.mu.Lock()
@@ -156,8 +156,8 @@ func TestReaderMapsArenaReadOnly(t *testing.T) {
 		t.Fatalf("CreateBuffer after reading: %v", err)
 	}
 	copy(buf, "the reader's own blob")
-	if len(c.regions) != 2 || mappedArenas() != 1 {
-		t.Fatalf("after a create: %d fds received, %d arenas mapped; want 2 and 1", len(c.regions), mappedArenas())
+	if len(c.w.regions) != 2 || mappedArenas() != 1 {
+		t.Fatalf("after a create: %d fds received, %d arenas mapped; want 2 and 1", len(c.w.regions), mappedArenas())
 	}
 	arenas.mu.Lock()
 	fd, writable = a.fd, a.writable

@@ -109,7 +109,7 @@ func (c *Client) flushReleases() {
 	}
 	reqs := c.releaseRequests(rel)
 	var reply protocol.AckReply
-	_ = c.exchangeLocked(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
+	_ = c.w.exchange(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }
 
 // FlushReleases sends the queued releases now, if any, so the daemon frees
@@ -134,5 +134,5 @@ func (c *Client) FlushReleases() error {
 	reqs := c.releaseRequests(rel)
 	var reply protocol.AckReply
 	c.roundTrips.Add(1)
-	return c.exchangeLocked(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
+	return c.w.exchange(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }

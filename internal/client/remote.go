@@ -289,16 +289,16 @@ func (c *Client) fillLocked(idl []ids.ObjectID) error {
 	return c.callTrailingLocked(req, &reply, data)
 }
 
-// readBytesLocked reads the bytes of ps, which follow a reply, into local
+// readBytes reads the bytes of ps, which follow a reply, into local
 // memory: one copy per payload, nil for an empty one. On error the
-// connection is lost (the stream is out of step). c.mu must be held.
-func (c *Client) readBytesLocked(ps []protocol.Payload) ([]*localMem, error) {
+// connection is lost (the stream is out of step). w.mu must be held.
+func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
 	out := make([]*localMem, len(ps))
 	fail := func(err error) ([]*localMem, error) {
 		for _, m := range out {
 			m.free()
 		}
-		return nil, c.loseLocked(err)
+		return nil, w.lose(err)
 	}
 	for i := range ps {
 		if ps[i].DataSize == 0 {
@@ -311,7 +311,7 @@ func (c *Client) readBytesLocked(ps []protocol.Payload) ([]*localMem, error) {
 		out[i] = m
 		for dst := m.b; len(dst) > 0; {
 			n := min(len(dst), bulkChunk)
-			if _, err := io.ReadFull(c.conn, dst[:n]); err != nil {
+			if _, err := io.ReadFull(w.conn, dst[:n]); err != nil {
 				return fail(err)
 			}
 			dst = dst[n:]
@@ -347,7 +347,7 @@ func (c *Client) getRemote(idl, want []ids.ObjectID, unsafe bool, out [][]byte) 
 	if err := c.callLocked(req, &reply); err != nil {
 		return err
 	}
-	mems, err := c.readBytesLocked(reply.Payloads)
+	mems, err := c.w.readBytes(reply.Payloads)
 	if err != nil {
 		return err
 	}
@@ -406,7 +406,7 @@ func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
 	if err := c.callLocked(req, &reply); err != nil {
 		return nil, err
 	}
-	mems, err := c.readBytesLocked(reply.Payloads)
+	mems, err := c.w.readBytes(reply.Payloads)
 	if err != nil {
 		return nil, err
 	}

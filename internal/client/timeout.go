@@ -1,7 +1,6 @@
 package client
 
 import (
-	"errors"
 	"math"
 	"time"
 
@@ -97,8 +96,8 @@ func (c *Client) SetTimeout(d time.Duration) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
-	if err := c.conn.SetTimeout(d); err != nil {
-		return c.loseLocked(err)
+	if err := c.w.conn.SetTimeout(d); err != nil {
+		return c.w.lose(err)
 	}
 	c.timeout.Store(int64(d))
 	return nil
@@ -127,36 +126,12 @@ func (c *Client) callWaiting(wait time.Duration, req protocol.Request, reply pro
 	if wait > 0 {
 		stretched = base + wait // both at most MaxTimeout: no overflow
 	}
-	if err := c.conn.SetTimeout(stretched); err != nil {
-		return c.loseLocked(err)
+	if err := c.w.conn.SetTimeout(stretched); err != nil {
+		return c.w.lose(err)
 	}
 	err := c.callLocked(req, reply)
-	if e := c.conn.SetTimeout(base); e != nil {
-		return c.loseLocked(e)
+	if e := c.w.conn.SetTimeout(base); e != nil {
+		return c.w.lose(e)
 	}
 	return err
-}
-
-// loseLocked marks the connection broken and returns the error for the call
-// that found out: Timeout when the daemon did not answer in time, otherwise
-// the ConnectionError every later call gets too. c.mu must be held.
-func (c *Client) loseLocked(cause error) error {
-	if c.lost != nil {
-		return c.lost
-	}
-	c.state.Lock()
-	if c.dir != nil {
-		c.dir.lost = true // liveLocal asks Connected, which sees c.lost
-	}
-	c.state.Unlock()
-	if errors.Is(cause, protocol.ErrTimeout) {
-		d := c.conn.Timeout()
-		c.lost = status.Errorf(status.ConnectionError,
-			"connection to vineyardd lost: an earlier call got no reply within %v; reconnect", d)
-		return status.Errorf(status.Timeout,
-			"vineyardd did not reply within %v (is it stopped or overloaded?); "+
-				"the connection cannot be used any more", d)
-	}
-	c.lost = errLost(cause)
-	return c.lost
 }

@@ -298,7 +298,7 @@ func TestGetNameWaitToStoppedDaemonTimesOut(t *testing.T) {
 	if code(err) != status.Timeout || !strings.Contains(err.Error(), "500ms") {
 		t.Fatalf("GetName(wait) to a stopped daemon = %v, want Timeout after 500ms", err)
 	}
-	if !errors.Is(c.lost, &status.Error{Code: status.ConnectionError}) {
-		t.Fatalf("connection not marked lost: %v", c.lost)
+	if !errors.Is(c.w.lost, &status.Error{Code: status.ConnectionError}) {
+		t.Fatalf("connection not marked lost: %v", c.w.lost)
 	}
 }
