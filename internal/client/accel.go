@@ -156,7 +156,7 @@ func accelOptions(o *options) (Accel, error) {
 func (c *Client) startAccels(want Accel) {
 	var dir *directory
 	var lease *leaser
-	if want&AccelDirectory != 0 && c.dir != nil {
+	if want&AccelDirectory != 0 && c.state.dir != nil {
 		dir = &directory{c: c}
 		c.accels = append(c.accels, dir)
 		c.accelOn |= AccelDirectory

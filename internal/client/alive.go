@@ -19,7 +19,7 @@ import (
 // after the daemon died when nobody asked.
 func (c *Client) Connected() bool {
 	if !c.alive() {
-		c.cache.dead.Store(true) // the tree cache answers no more (cache.go)
+		c.state.cache.dead.Store(true) // the tree cache answers no more (cache.go)
 		return false
 	}
 	return true

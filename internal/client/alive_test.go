@@ -97,10 +97,10 @@ func TestDroppedConnectionAnswersNoDirectoryGet(t *testing.T) {
 	waitFor(t, func() bool {
 		b.state.Lock()
 		defer b.state.Unlock()
-		return b.dir.pins.Revoked()
+		return b.state.dir.pins.Revoked()
 	})
 	b.state.Lock()
-	life := b.dir.view.Life()
+	life := b.state.dir.view.Life()
 	b.state.Unlock()
 	if life != shm.LifeAlive {
 		t.Fatalf("the daemon's life word says %v, want alive", life)

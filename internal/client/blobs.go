@@ -158,7 +158,7 @@ func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
 	}
 	c.state.Lock()
 	for i, b := range entries {
-		c.blobs[out[i].ID] = b
+		c.state.blobs[out[i].ID] = b
 	}
 	c.state.Unlock()
 	for i := range ps {
@@ -190,20 +190,20 @@ func (c *Client) Seal(id ids.ObjectID) error {
 		return err
 	}
 	c.state.Lock()
-	c.sealedLocked(id)
+	c.state.sealedLocked(id)
 	c.state.Unlock()
 	return nil
 }
 
 // sealedLocked records that id was sealed by this client, which gives it a
 // reference. c.state must be held.
-func (c *Client) sealedLocked(id ids.ObjectID) {
-	b, ok := c.blobs[id]
+func (r *refs) sealedLocked(id ids.ObjectID) {
+	b, ok := r.blobs[id]
 	if !ok {
 		// Sealed by us but unknown locally (cannot happen with a correct
 		// daemon): hold it without a view so that Release balances.
 		b = &blob{}
-		c.blobs[id] = b
+		r.blobs[id] = b
 	}
 	b.owned, b.rw = false, nil
 	b.pins++
@@ -224,10 +224,10 @@ func (c *Client) Abort(id ids.ObjectID) error {
 		return err
 	}
 	c.state.Lock()
-	if b, ok := c.blobs[id]; ok {
+	if b, ok := c.state.blobs[id]; ok {
 		b.drop()
 	}
-	delete(c.blobs, id)
+	delete(c.state.blobs, id)
 	c.state.Unlock()
 	return nil
 }
@@ -243,7 +243,7 @@ func (c *Client) Shrink(id ids.ObjectID, size uint64) error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	if b, ok := c.blobs[id]; ok {
+	if b, ok := c.state.blobs[id]; ok {
 		if size < uint64(len(b.ro)) {
 			b.ro = b.ro[:size:size]
 		}
@@ -301,10 +301,10 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 			c.state.Lock()
 			got := make([]ids.ObjectID, 0, len(views))
 			for id, v := range views {
-				c.pinLocked(id, v)
+				c.state.pinLocked(id, v)
 				got = append(got, id)
 			}
-			c.undoGetLocked(got)
+			c.state.undoGetLocked(got)
 			c.state.Unlock()
 			return nil, err
 		}
@@ -321,7 +321,7 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 			continue
 		}
 		out[i] = views[id]
-		c.pinLocked(id, views[id])
+		c.state.pinLocked(id, views[id])
 	}
 	return out, nil
 }
@@ -336,15 +336,15 @@ func (c *Client) getHeld(idl []ids.ObjectID, out [][]byte) (bool, error) {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	c.validateCacheLocked() // references the cache holds for deleted blobs go first
+	c.state.validateCacheLocked() // references the cache holds for deleted blobs go first
 	for _, id := range idl {
-		if b, ok := c.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
+		if b, ok := c.state.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
 			return false, nil
 		}
 	}
 	for i, id := range idl {
 		if id != ids.EmptyBlob {
-			b := c.blobs[id]
+			b := c.state.blobs[id]
 			b.pins++
 			out[i] = b.ro
 		}
@@ -363,14 +363,14 @@ func (c *Client) Get(id ids.ObjectID) ([]byte, error) {
 
 // pinLocked adds one local reference to a blob the daemon just gave this
 // connection a reference to. c.state must be held.
-func (c *Client) pinLocked(id ids.ObjectID, ro []byte) {
+func (r *refs) pinLocked(id ids.ObjectID, ro []byte) {
 	if id == ids.EmptyBlob {
 		return
 	}
-	b, ok := c.blobs[id]
+	b, ok := r.blobs[id]
 	if !ok {
 		b = &blob{}
-		c.blobs[id] = b
+		r.blobs[id] = b
 	}
 	if b.ro == nil {
 		b.ro = ro
@@ -393,7 +393,7 @@ func (c *Client) BlobPointer(id ids.ObjectID) (data []byte, writable bool, err e
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	b, ok := c.blobs[id]
+	b, ok := c.state.blobs[id]
 	if !ok || (!b.owned && b.pins == 0) {
 		return nil, false, errNotHeld(id)
 	}
@@ -418,31 +418,31 @@ func (c *Client) Release(id ids.ObjectID) error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	return c.releaseLocked(id)
+	return c.state.releaseLocked(id)
 }
 
 // releaseLocked is Release. c.state must be held.
-func (c *Client) releaseLocked(id ids.ObjectID) error {
-	blobs, err := c.toReleaseLocked(id)
+func (r *refs) releaseLocked(id ids.ObjectID) error {
+	blobs, err := r.toReleaseLocked(id)
 	if err != nil {
 		return err
 	}
-	if zero := c.unpinLocked(id, blobs); len(zero) > 0 {
-		c.deferReleaseLocked(zero)
+	if zero := r.unpinLocked(id, blobs); len(zero) > 0 {
+		r.deferReleaseLocked(zero)
 	}
 	return nil
 }
 
 // toReleaseLocked returns the blobs one Release of id drops a reference to.
 // c.state must be held.
-func (c *Client) toReleaseLocked(id ids.ObjectID) ([]ids.ObjectID, error) {
+func (r *refs) toReleaseLocked(id ids.ObjectID) ([]ids.ObjectID, error) {
 	if id.IsBlob() {
-		if b, ok := c.blobs[id]; ok && b.pins > 0 {
+		if b, ok := r.blobs[id]; ok && b.pins > 0 {
 			return []ids.ObjectID{id}, nil
 		}
 		return nil, errNotHeld(id)
 	}
-	stack := c.objects[id]
+	stack := r.objects[id]
 	if len(stack) == 0 {
 		return nil, errNotHeld(id)
 	}
@@ -453,17 +453,17 @@ func (c *Client) toReleaseLocked(id ids.ObjectID) ([]ids.ObjectID, error) {
 // blobs whose count reached zero; their entries stay until the deferred
 // release is sent, so that a get in between can take them again. c.state
 // must be held.
-func (c *Client) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.ObjectID) {
+func (r *refs) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.ObjectID) {
 	if !id.IsBlob() {
-		stack := c.objects[id]
+		stack := r.objects[id]
 		if len(stack) <= 1 {
-			delete(c.objects, id)
+			delete(r.objects, id)
 		} else {
-			c.objects[id] = stack[:len(stack)-1]
+			r.objects[id] = stack[:len(stack)-1]
 		}
 	}
 	for _, bid := range blobs {
-		b, ok := c.blobs[bid]
+		b, ok := r.blobs[bid]
 		if !ok || b.pins == 0 {
 			continue // already released through its own id
 		}
@@ -491,24 +491,24 @@ func (c *Client) dirGetBuffers(idl []ids.ObjectID, out [][]byte) bool {
 		_, bids, ok := c.accelGetLocked(id, true)
 		if !ok || len(bids) != 1 || bids[0] != id {
 			if ok { // not a blob's record: give back what it took
-				c.undoGetLocked(bids)
+				c.state.undoGetLocked(bids)
 			}
 			for _, got := range idl[:i] {
 				if got != ids.EmptyBlob {
-					c.undoGetLocked([]ids.ObjectID{got})
+					c.state.undoGetLocked([]ids.ObjectID{got})
 				}
 			}
 			clear(out)
 			return false
 		}
-		out[i] = c.blobs[id].ro
+		out[i] = c.state.blobs[id].ro
 	}
 	return true
 }
 
 // undoGetLocked drops one count of each blob. c.state must be held.
-func (c *Client) undoGetLocked(bids []ids.ObjectID) {
-	if zero := c.unpinLocked(ids.EmptyBlob, bids); len(zero) > 0 {
-		c.deferReleaseLocked(zero)
+func (r *refs) undoGetLocked(bids []ids.ObjectID) {
+	if zero := r.unpinLocked(ids.EmptyBlob, bids); len(zero) > 0 {
+		r.deferReleaseLocked(zero)
 	}
 }

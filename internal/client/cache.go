@@ -47,19 +47,19 @@ type cachedTree struct {
 
 // noteArenaLocked finds the meta epoch in a newly mapped arena, if the daemon
 // advertised one and the header is there. c.mu must be held.
-func (c *Client) noteArenaLocked(a *arena) {
-	off := c.epochOffset
-	if off == 0 || c.epoch.Load() != nil || off%8 != 0 || off+8 > uint64(len(a.roB)) ||
+func (r *refs) noteArenaLocked(a *arena) {
+	off := r.epochOffset
+	if off == 0 || r.epoch.Load() != nil || off%8 != 0 || off+8 > uint64(len(a.roB)) ||
 		string(a.roB[:len(shm.HeaderMagic)]) != shm.HeaderMagic {
 		return
 	}
-	c.epoch.Store((*uint64)(unsafe.Pointer(&a.roB[off])))
+	r.epoch.Store((*uint64)(unsafe.Pointer(&a.roB[off])))
 }
 
 // readEpoch returns the daemon's meta epoch, and false when it has none (or
 // the arena is not mapped yet): then nothing is cached.
-func (c *Client) readEpoch() (uint64, bool) {
-	w := c.epoch.Load()
+func (r *refs) readEpoch() (uint64, bool) {
+	w := r.epoch.Load()
 	if w == nil {
 		return 0, false
 	}
@@ -68,31 +68,31 @@ func (c *Client) readEpoch() (uint64, bool) {
 
 // validateCacheLocked drops the cache if the epoch moved. c.state must be
 // held.
-func (c *Client) validateCacheLocked() {
-	if len(c.cache.entries) == 0 {
+func (r *refs) validateCacheLocked() {
+	if len(r.cache.entries) == 0 {
 		return
 	}
-	if e, ok := c.readEpoch(); !ok || e != c.cache.epoch {
-		c.dropCacheLocked()
-		c.cache.epoch = e
+	if e, ok := r.readEpoch(); !ok || e != r.cache.epoch {
+		r.dropCacheLocked()
+		r.cache.epoch = e
 	}
 }
 
 // dropCacheLocked drops every entry and the references they hold. c.state
 // must be held.
-func (c *Client) dropCacheLocked() {
-	for id := range c.cache.entries {
-		c.evictLocked(id)
+func (r *refs) dropCacheLocked() {
+	for id := range r.cache.entries {
+		r.evictLocked(id)
 	}
 }
 
 // evictLocked drops one entry. c.state must be held.
-func (c *Client) evictLocked(id ids.ObjectID) {
-	e := c.cache.entries[id]
-	delete(c.cache.entries, id)
+func (r *refs) evictLocked(id ids.ObjectID) {
+	e := r.cache.entries[id]
+	delete(r.cache.entries, id)
 	var zero []ids.ObjectID
 	for _, bid := range e.blobs {
-		if b, ok := c.blobs[bid]; ok && b.cached > 0 {
+		if b, ok := r.blobs[bid]; ok && b.cached > 0 {
 			b.cached--
 			if b.cached == 0 && b.pins == 0 {
 				zero = append(zero, bid)
@@ -100,113 +100,109 @@ func (c *Client) evictLocked(id ids.ObjectID) {
 		}
 	}
 	if len(zero) > 0 {
-		c.deferReleaseLocked(zero)
+		r.deferReleaseLocked(zero)
 	}
 }
 
 // cachedTreeLocked returns a copy of the cached tree of id, if the cache is
 // valid and has it; with pin, it also takes the references a GetObject takes
 // (released by Release(id)). c.state must be held.
-func (c *Client) cachedTreeLocked(id ids.ObjectID, pin bool) ([]byte, bool) {
-	if c.cache.dead.Load() { // the get goes to the lost connection and fails there
-		c.dropCacheLocked()
+func (r *refs) cachedTreeLocked(id ids.ObjectID, pin bool) ([]byte, bool) {
+	if r.cache.dead.Load() { // the get goes to the lost connection and fails there
+		r.dropCacheLocked()
 		return nil, false
 	}
-	c.validateCacheLocked()
-	e, ok := c.cache.entries[id]
+	r.validateCacheLocked()
+	e, ok := r.cache.entries[id]
 	if !ok {
 		return nil, false
 	}
 	e.used = time.Now()
 	if pin {
 		for _, bid := range e.blobs {
-			c.blobs[bid].pins++ // the caller's reference; the entry exists: the cache holds one too
+			r.blobs[bid].pins++ // the caller's reference; the entry exists: the cache holds one too
 		}
-		c.objects[id] = append(c.objects[id], append([]ids.ObjectID(nil), e.blobs...))
+		r.objects[id] = append(r.objects[id], append([]ids.ObjectID(nil), e.blobs...))
 	}
 	return append([]byte(nil), e.tree...), true
 }
 
 // cacheTreeLocked caches the tree of id, which the daemon read under epoch,
 // and whose blobs the client holds. c.state must be held.
-func (c *Client) cacheTreeLocked(id ids.ObjectID, tree []byte, blobs []ids.ObjectID, epoch uint64) {
-	if _, ok := c.readEpoch(); !ok {
+func (r *refs) cacheTreeLocked(id ids.ObjectID, tree []byte, blobs []ids.ObjectID, epoch uint64) {
+	if _, ok := r.readEpoch(); !ok {
 		return // no epoch to check entries against
 	}
-	if c.cache.entries == nil {
-		c.cache.entries = make(map[ids.ObjectID]*cachedTree)
+	if r.cache.entries == nil {
+		r.cache.entries = make(map[ids.ObjectID]*cachedTree)
 	}
 	switch {
-	case len(c.cache.entries) == 0:
-		c.cache.epoch = epoch
-	case epoch != c.cache.epoch:
-		if now, _ := c.readEpoch(); now != epoch {
+	case len(r.cache.entries) == 0:
+		r.cache.epoch = epoch
+	case epoch != r.cache.epoch:
+		if now, _ := r.readEpoch(); now != epoch {
 			return // the tree may be stale already
 		}
-		c.dropCacheLocked() // the entries are older than this tree
-		c.cache.epoch = epoch
+		r.dropCacheLocked() // the entries are older than this tree
+		r.cache.epoch = epoch
 	}
-	if _, ok := c.cache.entries[id]; ok {
+	if _, ok := r.cache.entries[id]; ok {
 		return
 	}
 	for _, bid := range blobs {
-		b, ok := c.blobs[bid]
+		b, ok := r.blobs[bid]
 		if !ok || b.pins == 0 {
 			return // not held: nothing keeps the bytes
 		}
 	}
-	if len(c.cache.entries) >= cacheMax {
-		c.evictOldestLocked()
+	if len(r.cache.entries) >= cacheMax {
+		r.evictOldestLocked()
 	}
 	for _, bid := range blobs {
-		c.blobs[bid].cached++
+		r.blobs[bid].cached++
 	}
-	c.cache.entries[id] = &cachedTree{tree: append([]byte(nil), tree...), blobs: blobs, used: time.Now()}
-	if !c.cache.armed {
-		c.cache.armed = true
-		time.AfterFunc(cacheCheck, c.checkCache)
+	r.cache.entries[id] = &cachedTree{tree: append([]byte(nil), tree...), blobs: blobs, used: time.Now()}
+	if !r.cache.armed {
+		r.cache.armed = true
+		time.AfterFunc(cacheCheck, r.checkCache)
 	}
 }
 
 // evictOldestLocked drops the least recently used entry. c.state must be
 // held.
-func (c *Client) evictOldestLocked() {
+func (r *refs) evictOldestLocked() {
 	var oldest ids.ObjectID
 	var at time.Time
-	for id, e := range c.cache.entries {
+	for id, e := range r.cache.entries {
 		if at.IsZero() || e.used.Before(at) {
 			oldest, at = id, e.used
 		}
 	}
-	c.evictLocked(oldest)
+	r.evictLocked(oldest)
 }
 
 // checkCache runs on a timer while the cache is not empty: it drops the
 // cache when the epoch moved, and entries unused for cacheIdle, so that
 // references held for deleted objects go back soon even if the process makes
 // no more requests.
-func (c *Client) checkCache() {
-	c.state.Lock()
-	defer c.state.Unlock()
-	if c.isClosed.Load() {
-		c.cache.armed = false
+func (r *refs) checkCache() {
+	r.Lock()
+	defer r.Unlock()
+	if !r.alive() { // closed, or the daemon died: drop what it can no longer vouch for
+		r.dropCacheLocked()
+		r.cache.armed = false
 		return
 	}
-	if !c.Connected() { // the daemon died: drop what it can no longer vouch for
-		c.dropCacheLocked()
-		c.cache.armed = false
-		return
-	}
-	c.validateCacheLocked()
+	r.validateCacheLocked()
 	now := time.Now()
-	for id, e := range c.cache.entries {
+	for id, e := range r.cache.entries {
 		if now.Sub(e.used) > cacheIdle {
-			c.evictLocked(id)
+			r.evictLocked(id)
 		}
 	}
-	if len(c.cache.entries) == 0 {
-		c.cache.armed = false
+	if len(r.cache.entries) == 0 {
+		r.cache.armed = false
 		return
 	}
-	time.AfterFunc(cacheCheck, c.checkCache)
+	time.AfterFunc(cacheCheck, r.checkCache)
 }

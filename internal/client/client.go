@@ -59,23 +59,9 @@ type Client struct {
 	accels  []accelerator
 	accelOn Accel
 
-	epochOffset uint64                 // where the daemon publishes its meta epoch; 0: nowhere
-	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
-
-	state      sync.Mutex // guards the fields below
-	blobs      map[ids.ObjectID]*blob
-	objects    map[ids.ObjectID][][]ids.ObjectID // object → stack of pinned blob lists
-	pending    []ids.ObjectID                    // blobs at zero, release not sent yet (release.go)
-	flushArmed bool                              // a timer will send pending
-	cache      treeCache                         // trees got recently (cache.go)
-	dir        *dirState                         // gets without a round trip; nil: none (directory.go)
-	// slotsCleared: a pin slot was cleared since the last FlushReleases;
-	// the daemon notices at this connection's next request.
-	slotsCleared bool
-	relq         *releaseQueue                // releases written to memory (relqueue.go); nil: none
-	spareBlobs   []*blob                      // entries of released directory gets, for reuse (directory.go)
-	spareHolds   []*slotHold                  // holds whose last blob went, for reuse
-	relqSeen     atomic.Pointer[releaseQueue] // relq, for a look without the lock
+	// The local references, the tree cache, the directory's state and
+	// the release queue (refs.go); its lock, state.Mutex, is "Client.state".
+	state refs
 
 	dirGets atomic.Uint64 // gets the directory answered
 	ownGets atomic.Uint64 // of them, gets answered from this client's own puts (ownput.go)
@@ -163,7 +149,7 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	c.daemonVersion = reply.Version
 	c.ext = parseExtensions(reply.Extensions)
 	if c.ext.metaEpoch {
-		c.epochOffset = reply.MetaEpochOffset
+		c.state.epochOffset = reply.MetaEpochOffset
 	}
 	c.startAccels(want)
 	return c, nil
@@ -171,18 +157,22 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 
 func newClient(conn *protocol.Sock, socket string) *Client {
 	c := &Client{
-		socket:  socket,
-		pid:     os.Getpid(),
-		token:   processToken(),
-		w:       wire{conn: conn, regions: make(map[int]*arena)},
-		blobs:   make(map[ids.ObjectID]*blob),
-		objects: make(map[ids.ObjectID][][]ids.ObjectID),
+		socket: socket,
+		pid:    os.Getpid(),
+		token:  processToken(),
+		w:      wire{conn: conn, regions: make(map[int]*arena)},
+		state: refs{
+			blobs:   make(map[ids.ObjectID]*blob),
+			objects: make(map[ids.ObjectID][][]ids.ObjectID),
+		},
 	}
-	c.w.onArena = c.noteArenaLocked
+	c.w.onArena = c.state.noteArenaLocked
+	c.state.flush = c.flushReleases
+	c.state.alive = func() bool { return !c.isClosed.Load() && c.Connected() }
 	c.w.onLost = func() {
 		c.state.Lock()
-		if c.dir != nil {
-			c.dir.lost = true // liveLocal asks Connected, which sees the loss
+		if c.state.dir != nil {
+			c.state.dir.lost = true // liveLocal asks Connected, which sees the loss
 		}
 		c.state.Unlock()
 	}
@@ -237,7 +227,7 @@ func (c *Client) Close() error {
 	c.w.closed = true
 	c.isClosed.Store(true)
 	c.state.Lock()
-	c.dropQueueLocked() // its memory may go once Close returns
+	c.state.dropQueueLocked() // its memory may go once Close returns
 	c.state.Unlock()
 	if c.waitForViewsLocked() {
 		return nil // the last UnmapPrivate disconnects
@@ -255,14 +245,14 @@ func (c *Client) disconnectLocked() error {
 	}
 	err := c.w.conn.Close()
 	c.state.Lock()
-	for _, b := range c.blobs {
+	for _, b := range c.state.blobs {
 		b.drop()
 	}
-	clear(c.blobs)
-	clear(c.objects)
-	c.pending = nil // the daemon releases everything at disconnect
-	c.cache.entries = nil
-	c.closeDirectoryLocked() // the daemon forgets the pins with the connection
+	clear(c.state.blobs)
+	clear(c.state.objects)
+	c.state.pending = nil // the daemon releases everything at disconnect
+	c.state.cache.entries = nil
+	c.state.closeDirectoryLocked() // the daemon forgets the pins with the connection
 	c.state.Unlock()
 	for fd, a := range c.w.regions {
 		a.detach()
@@ -314,8 +304,8 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 		return err
 	}
 	c.state.Lock()
-	c.validateCacheLocked() // references kept for deleted objects go out with this request
-	rel := c.takeReleasesLocked()
+	c.state.validateCacheLocked() // references kept for deleted objects go out with this request
+	rel := c.state.takeReleasesLocked()
 	c.state.Unlock()
 	ahead := c.releaseRequests(rel)
 	for _, a := range c.accels {

@@ -513,7 +513,7 @@ func TestTreeCacheBounds(t *testing.T) {
 		}
 	}
 	c.state.Lock()
-	n := len(c.cache.entries)
+	n := len(c.state.cache.entries)
 	c.state.Unlock()
 	if n > cacheMax {
 		t.Fatalf("%d cached trees, limit %d", n, cacheMax)
@@ -523,7 +523,7 @@ func TestTreeCacheBounds(t *testing.T) {
 	for {
 		c.state.Lock()
 		held := 0
-		for _, b := range c.blobs {
+		for _, b := range c.state.blobs {
 			held += b.pins + b.cached
 		}
 		c.state.Unlock()

@@ -90,7 +90,7 @@ func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID
 			return fail(fmt.Errorf("seal blob %v: %w", id, err))
 		}
 		c.state.Lock()
-		c.sealedLocked(id)
+		c.state.sealedLocked(id)
 		c.state.Unlock()
 	}
 	id, err := c.upstreamCreateTreeLocked(root, inline, &created)
@@ -99,7 +99,7 @@ func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID
 	}
 	if len(toSeal) > 0 {
 		c.state.Lock()
-		c.objects[id] = append(c.objects[id], toSeal)
+		c.state.objects[id] = append(c.state.objects[id], toSeal)
 		c.state.Unlock()
 	}
 	return id, nil
@@ -195,19 +195,19 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 	var unsealed, rest, held []ids.ObjectID
 	c.state.Lock()
 	for _, id := range idl {
-		b, ok := c.blobs[id]
+		b, ok := c.state.blobs[id]
 		switch {
 		case ok && b.owned: // never sealed: aborted, not deleted
 			unsealed = append(unsealed, id)
-			delete(c.blobs, id)
+			delete(c.state.blobs, id)
 		case ok:
 			held = append(held, id)
-			delete(c.blobs, id)
+			delete(c.state.blobs, id)
 			rest = append(rest, id)
 		default:
 			rest = append(rest, id)
 		}
-		delete(c.objects, id)
+		delete(c.state.objects, id)
 	}
 	c.state.Unlock()
 	for _, id := range unsealed {
@@ -272,12 +272,12 @@ func (c *Client) upstreamInline(tree []byte, data [][]byte) (ids.ObjectID, []ids
 func (c *Client) dropPutRefsLocked(id ids.ObjectID) {
 	c.state.Lock()
 	defer c.state.Unlock()
-	blobs, err := c.toReleaseLocked(id)
+	blobs, err := c.state.toReleaseLocked(id)
 	if err != nil {
 		return
 	}
-	if zero := c.unpinLocked(id, blobs); len(zero) > 0 {
-		c.deferReleaseLocked(zero)
+	if zero := c.state.unpinLocked(id, blobs); len(zero) > 0 {
+		c.state.deferReleaseLocked(zero)
 	}
 }
 
@@ -329,7 +329,7 @@ func (c *Client) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, erro
 	defer c.state.Unlock()
 	if id.IsBlob() {
 		v := views[id]
-		c.pinLocked(id, v)
+		c.state.pinLocked(id, v)
 		body, _ := json.Marshal(map[string]any{
 			"id": id.String(), "typename": "vineyard::Blob", "length": len(v), "nbytes": len(v),
 			"instance_id": c.instanceID, "transient": true,
@@ -337,9 +337,9 @@ func (c *Client) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, erro
 		return body, nil
 	}
 	for _, bid := range blobs {
-		c.pinLocked(bid, views[bid])
+		c.state.pinLocked(bid, views[bid])
 	}
-	c.objects[id] = append(c.objects[id], blobs)
+	c.state.objects[id] = append(c.state.objects[id], blobs)
 	return withBlobSizes(tree, views), nil
 }
 

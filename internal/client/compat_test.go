@@ -15,7 +15,7 @@ import (
 // against the real daemon.
 func upstreamMode(c *Client) *Client {
 	c.ext = extSet{}
-	c.epochOffset = 0
+	c.state.epochOffset = 0
 	return c
 }
 

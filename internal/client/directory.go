@@ -89,7 +89,7 @@ func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
 		old.detach()
 	}
 	c.w.regions[d.StoreFd] = a
-	c.noteArenaLocked(a)
+	c.state.noteArenaLocked(a)
 	st, err := openDirectory(fds[1], fds[2])
 	_ = unix.Close(fds[1])
 	_ = unix.Close(fds[2])
@@ -98,7 +98,7 @@ func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
 	}
 	st.arena = a
 	c.state.Lock()
-	c.dir = st
+	c.state.dir = st
 	c.state.Unlock()
 	return nil
 }
@@ -149,13 +149,13 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 
 // closeDirectoryLocked unmaps the directory and the pin page. c.state must
 // be held.
-func (c *Client) closeDirectoryLocked() {
-	if c.dir == nil {
+func (r *refs) closeDirectoryLocked() {
+	if r.dir == nil {
 		return
 	}
-	_ = c.dir.dirMap.Close()
-	_ = c.dir.pinMap.Close()
-	c.dir = nil
+	_ = r.dir.dirMap.Close()
+	_ = r.dir.pinMap.Close()
+	r.dir = nil
 }
 
 // liveLocal is the check of a get the client may answer without the
@@ -170,7 +170,7 @@ func (c *Client) liveLocal() error {
 		return err
 	}
 	c.state.Lock()
-	d := c.dir
+	d := c.state.dir
 	alive := d != nil && !d.lost && d.view.Life() == shm.LifeAlive && !d.pins.Revoked()
 	c.state.Unlock()
 	if alive {
@@ -200,7 +200,7 @@ func (c *Client) usableLocal() error {
 }
 
 // directory is the accelerator of gets from the daemon's directory. Its
-// state, c.dir, is the client's: the pin page and the life word serve the
+// state, c.state.dir, is the client's: the pin page and the life word serve the
 // other accelerators and the liveness check too.
 type directory struct {
 	plain
@@ -215,8 +215,8 @@ type directory struct {
 // lookup runs, and a caller that keeps it copies it. c.state must be held.
 func (d *directory) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
 	c := d.c
-	st := c.dir
-	if st == nil || c.cache.dead.Load() || st.pins.Revoked() { // revoked: pins protect nothing
+	st := c.state.dir
+	if st == nil || c.state.cache.dead.Load() || st.pins.Revoked() { // revoked: pins protect nothing
 		return nil, nil, false
 	}
 	rec, slot, seq, ok := st.view.LookupInto(uint64(id), maxDirRecord, st.words, st.blobs)
@@ -238,7 +238,7 @@ func (d *directory) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool
 // held.
 func (d *directory) pin(id ids.ObjectID, rec shm.Record, own, slot, seq uint64) ([]byte, []ids.ObjectID, bool) {
 	c := d.c
-	st := c.dir
+	st := c.state.dir
 	var room [8][]byte // views of the first blobs, without an allocation
 	views := room[:0]
 	for _, eb := range rec.Blobs {
@@ -266,15 +266,15 @@ func (d *directory) pin(id ids.ObjectID, rec shm.Record, own, slot, seq uint64) 
 		st.pins.Clear(k)
 		return nil, nil, false
 	}
-	h := c.newHoldLocked(k)
+	h := c.state.newHoldLocked(k)
 	bids := make([]ids.ObjectID, len(rec.Blobs))
 	for i, eb := range rec.Blobs {
 		bid := ids.ObjectID(eb.ID)
 		bids[i] = bid
-		b, ok := c.blobs[bid]
+		b, ok := c.state.blobs[bid]
 		if !ok {
-			b = c.newDirBlobLocked()
-			c.blobs[bid] = b
+			b = c.state.newDirBlobLocked()
+			c.state.blobs[bid] = b
 		}
 		if b.ro == nil {
 			b.ro = views[i]
@@ -297,19 +297,19 @@ func (d *directory) pin(id ids.ObjectID, rec shm.Record, own, slot, seq uint64) 
 
 // unholdLocked drops a blob's hold; the last blob of a hold clears its slot.
 // c.state must be held.
-func (c *Client) unholdLocked(b *blob) {
+func (r *refs) unholdLocked(b *blob) {
 	h := b.hold
 	if h == nil {
 		return
 	}
 	b.hold = nil
 	if h.refs--; h.refs == 0 {
-		if c.dir != nil {
-			c.dir.pins.Clear(h.slot)
-			c.slotsCleared = true
+		if r.dir != nil {
+			r.dir.pins.Clear(h.slot)
+			r.slotsCleared = true
 		}
-		if len(c.spareHolds) < maxSpares {
-			c.spareHolds = append(c.spareHolds, h) // no blob names it any more
+		if len(r.spareHolds) < maxSpares {
+			r.spareHolds = append(r.spareHolds, h) // no blob names it any more
 		}
 	}
 }
@@ -323,10 +323,10 @@ const maxSpares = 256
 
 // newHoldLocked returns a hold of slot with no references. c.state must be
 // held.
-func (c *Client) newHoldLocked(slot uint64) *slotHold {
-	if n := len(c.spareHolds); n > 0 {
-		h := c.spareHolds[n-1]
-		c.spareHolds = c.spareHolds[:n-1]
+func (r *refs) newHoldLocked(slot uint64) *slotHold {
+	if n := len(r.spareHolds); n > 0 {
+		h := r.spareHolds[n-1]
+		r.spareHolds = r.spareHolds[:n-1]
 		*h = slotHold{slot: slot}
 		return h
 	}
@@ -335,10 +335,10 @@ func (c *Client) newHoldLocked(slot uint64) *slotHold {
 
 // newDirBlobLocked returns the entry of a blob got from the directory.
 // c.state must be held.
-func (c *Client) newDirBlobLocked() *blob {
-	if n := len(c.spareBlobs); n > 0 {
-		b := c.spareBlobs[n-1]
-		c.spareBlobs = c.spareBlobs[:n-1]
+func (r *refs) newDirBlobLocked() *blob {
+	if n := len(r.spareBlobs); n > 0 {
+		b := r.spareBlobs[n-1]
+		r.spareBlobs = r.spareBlobs[:n-1]
 		*b = blob{dirOnly: true}
 		return b
 	}
@@ -357,15 +357,15 @@ func (c *Client) OwnPutGets() uint64 { return c.ownGets.Load() }
 func (c *Client) HasDirectory() bool {
 	c.state.Lock()
 	defer c.state.Unlock()
-	return c.dir != nil
+	return c.state.dir != nil
 }
 
 // PinsInUse returns the pin slots in use (tests).
 func (c *Client) PinsInUse() int {
 	c.state.Lock()
 	defer c.state.Unlock()
-	if c.dir == nil {
+	if c.state.dir == nil {
 		return 0
 	}
-	return c.dir.pins.InUse()
+	return c.state.dir.pins.InUse()
 }

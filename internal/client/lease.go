@@ -96,7 +96,7 @@ func (l *leaser) buffers(sizes []uint64) (out []Buffer, ok bool, err error) {
 	l.carved += total
 	c.state.Lock()
 	for i, b := range entries {
-		c.blobs[out[i].ID] = b
+		c.state.blobs[out[i].ID] = b
 	}
 	c.state.Unlock()
 	a.pretouch(l.off)

@@ -69,9 +69,9 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	if len(toSeal) > 0 {
 		c.state.Lock()
 		for _, id := range last { // those sealed ahead are counted already
-			c.sealedLocked(id)
+			c.state.sealedLocked(id)
 		}
-		c.objects[reply.ID] = append(c.objects[reply.ID], toSeal)
+		c.state.objects[reply.ID] = append(c.state.objects[reply.ID], toSeal)
 		c.state.Unlock()
 	}
 	return reply.ID, reply.Content, nil
@@ -95,7 +95,7 @@ func (c *Client) sealAheadLocked(toSeal []ids.ObjectID) ([]ids.ObjectID, error) 
 		}
 		c.state.Lock()
 		for _, id := range part {
-			c.sealedLocked(id)
+			c.state.sealedLocked(id)
 		}
 		c.state.Unlock()
 	}
@@ -110,7 +110,7 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 		return nil, err
 	}
 	c.state.Lock()
-	tree, ok := c.cachedTreeLocked(id, false)
+	tree, ok := c.state.cachedTreeLocked(id, false)
 	if !ok {
 		tree, _, ok = c.accelGetLocked(id, false)
 		tree = bytes.Clone(tree) // the lookup's buffer
@@ -149,7 +149,7 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 		return nil, err
 	}
 	c.state.Lock()
-	tree, ok := c.cachedTreeLocked(id, true)
+	tree, ok := c.state.cachedTreeLocked(id, true)
 	if !ok {
 		tree, ok = c.dirGetObjectLocked(id, into)
 	} else if into != nil {
@@ -202,7 +202,7 @@ func (c *Client) getObjectOver(id ids.ObjectID) (json.RawMessage, error) {
 			if !ok {
 				return nil, errBadReply("no payload for blob %v", id)
 			}
-			c.pinLocked(id, v)
+			c.state.pinLocked(id, v)
 		}
 		return tree, nil
 	}
@@ -210,14 +210,14 @@ func (c *Client) getObjectOver(id ids.ObjectID) (json.RawMessage, error) {
 	for i := range reply.Payloads {
 		bid := reply.Payloads[i].ObjectID
 		if v, ok := views[bid]; ok && bid != ids.EmptyBlob {
-			c.pinLocked(bid, v)
+			c.state.pinLocked(bid, v)
 			pinned = append(pinned, bid)
 			delete(views, bid) // once per blob, however often the tree names it
 		}
 	}
-	c.objects[id] = append(c.objects[id], pinned)
+	c.state.objects[id] = append(c.state.objects[id], pinned)
 	if reply.MetaEpoch != nil {
-		c.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
+		c.state.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
 	}
 	return tree, nil
 }
@@ -432,7 +432,7 @@ func (c *Client) dirGetObjectLocked(id ids.ObjectID, into func(tree []byte)) (js
 		return nil, false
 	}
 	if !id.IsBlob() {
-		c.objects[id] = append(c.objects[id], bids)
+		c.state.objects[id] = append(c.state.objects[id], bids)
 	}
 	if into != nil {
 		into(tree)

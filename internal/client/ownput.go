@@ -74,7 +74,7 @@ const maxOwnPuts = 128
 // (pipeline.verdictFor), and forgets those the daemon handled. c.state
 // must be held.
 func (o *ownPuts) note(id ids.ObjectID, seq uint64, v *treeVerdict, triples []uint64) {
-	d := o.c.dir
+	d := o.c.state.dir
 	if d == nil {
 		return
 	}
@@ -110,10 +110,10 @@ func (o *ownPuts) prune(handled uint64) {
 func (o *ownPuts) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
 	c := o.c
 	op, ok := o.puts[id]
-	if !ok || c.dir == nil {
+	if !ok || c.state.dir == nil {
 		return nil, nil, false
 	}
-	if c.dir.pins.Handled() >= op.seq {
+	if c.state.dir.pins.Handled() >= op.seq {
 		delete(o.puts, id)
 		return o.dir.get(id, pin)
 	}

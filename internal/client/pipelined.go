@@ -141,8 +141,8 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	}
 	c.state.Lock()
 	var pins *shm.PinView
-	if c.dir != nil && !c.dir.lost {
-		pins = c.dir.pins
+	if c.state.dir != nil && !c.state.dir.lost {
+		pins = c.state.dir.pins
 	}
 	c.state.Unlock()
 	if pins == nil {
@@ -190,8 +190,8 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	// Releases the client deferred go ahead, as with any request; their
 	// acknowledgements are read before the next exchange's (unacked).
 	c.state.Lock()
-	c.validateCacheLocked()
-	rel := c.takeReleasesLocked()
+	c.state.validateCacheLocked()
+	rel := c.state.takeReleasesLocked()
 	c.state.Unlock()
 	ahead := c.releaseRequests(rel)
 	c.w.wbuf = c.w.wbuf[:0]
@@ -330,7 +330,7 @@ func (p *pipeline) settle() bool {
 	start := time.Now()
 	c.state.Lock()
 	defer c.state.Unlock()
-	d := c.dir
+	d := c.state.dir
 	if d == nil {
 		return false
 	}
@@ -346,7 +346,7 @@ func (p *pipeline) settle() bool {
 		c.state.Unlock()
 		shm.SleepHandled(addr, val, ownPutSlice)
 		c.state.Lock()
-		if c.dir != d {
+		if c.state.dir != d {
 			return false // closed meanwhile: the waiting word went with the page
 		}
 		d.pins.EndWait()

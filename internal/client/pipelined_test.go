@@ -117,7 +117,7 @@ func TestPipelinedWaitIsBounded(t *testing.T) {
 		t.Fatalf("get of a missing id: %v", err)
 	}
 	a.state.Lock()
-	a.dir.pins.Submit() // counted, never written
+	a.state.dir.pins.Submit() // counted, never written
 	a.state.Unlock()
 	start := time.Now()
 	if _, err := b.GetMetadata(missing); code(err) != status.ObjectNotExists {

@@ -66,7 +66,7 @@ func (c *Client) MapPrivate(id ids.ObjectID) ([]byte, error) {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	b, ok := c.blobs[id]
+	b, ok := c.state.blobs[id]
 	if ok && b.pins == 0 && b.owned {
 		return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed yet", id)
 	}

@@ -28,18 +28,18 @@ const releaseDelay = 2 * time.Millisecond
 
 // deferReleaseLocked queues blobs whose count reached zero. c.state must be
 // held.
-func (c *Client) deferReleaseLocked(zero []ids.ObjectID) {
+func (r *refs) deferReleaseLocked(zero []ids.ObjectID) {
 	queue := zero[:0:0]
 	for _, id := range zero {
-		b, ok := c.blobs[id]
+		b, ok := r.blobs[id]
 		if !ok {
 			continue
 		}
-		c.unholdLocked(b) // its slot may go now (directory.go)
+		r.unholdLocked(b) // its slot may go now (directory.go)
 		if b.dirOnly {
-			delete(c.blobs, id) // no daemon reference to release
-			if len(c.spareBlobs) < maxSpares {
-				c.spareBlobs = append(c.spareBlobs, b) // nothing else points to it
+			delete(r.blobs, id) // no daemon reference to release
+			if len(r.spareBlobs) < maxSpares {
+				r.spareBlobs = append(r.spareBlobs, b) // nothing else points to it
 			}
 			continue
 		}
@@ -48,28 +48,28 @@ func (c *Client) deferReleaseLocked(zero []ids.ObjectID) {
 	if len(queue) == 0 {
 		return
 	}
-	c.pending = append(c.pending, queue...)
-	if !c.flushArmed {
-		c.flushArmed = true
-		time.AfterFunc(releaseDelay, c.flushReleases)
+	r.pending = append(r.pending, queue...)
+	if !r.flushArmed {
+		r.flushArmed = true
+		time.AfterFunc(releaseDelay, r.flush)
 	}
 }
 
 // takeReleasesLocked empties the queue and returns the blobs to release now:
 // those still at zero, whose entries it removes. c.state must be held.
-func (c *Client) takeReleasesLocked() []ids.ObjectID {
-	if len(c.pending) == 0 {
+func (r *refs) takeReleasesLocked() []ids.ObjectID {
+	if len(r.pending) == 0 {
 		return nil
 	}
-	out := c.pending[:0:0]
-	for _, id := range c.pending {
-		if b, ok := c.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
-			delete(c.blobs, id)
+	out := r.pending[:0:0]
+	for _, id := range r.pending {
+		if b, ok := r.blobs[id]; ok && b.pins == 0 && b.cached == 0 && !b.owned {
+			delete(r.blobs, id)
 			b.drop()
 			out = append(out, id)
 		}
 	}
-	c.pending = c.pending[:0]
+	r.pending = r.pending[:0]
 	return out
 }
 
@@ -101,8 +101,8 @@ func (c *Client) flushReleases() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.state.Lock()
-	c.flushArmed = false
-	rel := c.takeReleasesLocked()
+	c.state.flushArmed = false
+	rel := c.state.takeReleasesLocked()
 	c.state.Unlock()
 	if len(rel) == 0 || c.usableLocked() != nil {
 		return
@@ -121,9 +121,9 @@ func (c *Client) FlushReleases() error {
 		return err
 	}
 	c.state.Lock()
-	rel := c.takeReleasesLocked()
-	nudge := c.slotsCleared
-	c.slotsCleared = false
+	rel := c.state.takeReleasesLocked()
+	nudge := c.state.slotsCleared
+	c.state.slotsCleared = false
 	c.state.Unlock()
 	if len(rel) == 0 && nudge {
 		rel = []ids.ObjectID{ids.EmptyBlob} // a request, so the daemon re-reads the pins (directory.go)

@@ -80,23 +80,23 @@ func (c *Client) SetReleaseQueue(words []uint64) error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	c.dropQueueLocked()
-	c.relq = &releaseQueue{w: words, ring: uint64(len(words) - qSlots)}
-	c.relqSeen.Store(c.relq)
+	c.state.dropQueueLocked()
+	c.state.relq = &releaseQueue{w: words, ring: uint64(len(words) - qSlots)}
+	c.state.relqSeen.Store(c.state.relq)
 	return nil
 }
 
 // TakeQueuedReleases releases the ids written to the release queue since
 // the last look. Two loads when there are none.
 func (c *Client) TakeQueuedReleases() {
-	q := c.relqSeen.Load()
+	q := c.state.relqSeen.Load()
 	if q == nil || atomic.LoadUint64(&q.w[qTail]) == atomic.LoadUint64(&q.w[qHead]) || c.check() != nil {
 		return
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	if c.relq == q && c.takeQueueLocked(q) > 0 {
-		c.armQueueLocked(q)
+	if c.state.relq == q && c.state.takeQueueLocked(q) > 0 {
+		c.state.armQueueLocked(q)
 	}
 }
 
@@ -108,37 +108,37 @@ func (c *Client) FlushReleaseQueue() error {
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
-	q := c.relq
+	q := c.state.relq
 	if q == nil {
 		return status.Errorf(status.Invalid, "the client has no release queue")
 	}
-	c.takeQueueLocked(q)
-	c.armQueueLocked(q)
+	c.state.takeQueueLocked(q)
+	c.state.armQueueLocked(q)
 	return nil
 }
 
 // armQueueLocked stores qArmed and schedules a tick if none is. c.state
 // must be held.
-func (c *Client) armQueueLocked(q *releaseQueue) {
+func (r *refs) armQueueLocked(q *releaseQueue) {
 	q.idle = false
 	atomic.StoreUint64(&q.w[qArmed], 1)
 	if !q.ticking {
 		q.ticking = true
-		time.AfterFunc(releaseDelay, func() { c.tickQueue(q) })
+		time.AfterFunc(releaseDelay, func() { r.tickQueue(q) })
 	}
 }
 
 // tickQueue is the timer: it takes the queue, and stops after two looks in
 // a row found nothing (see the top of this file).
-func (c *Client) tickQueue(q *releaseQueue) {
-	c.state.Lock()
-	defer c.state.Unlock()
-	if c.relq != q {
+func (r *refs) tickQueue(q *releaseQueue) {
+	r.Lock()
+	defer r.Unlock()
+	if r.relq != q {
 		q.ticking = false
 		return // replaced or closed: the memory may be gone
 	}
 	switch {
-	case c.takeQueueLocked(q) > 0:
+	case r.takeQueueLocked(q) > 0:
 		q.idle = false
 		atomic.StoreUint64(&q.w[qArmed], 1)
 	case !q.idle:
@@ -148,12 +148,12 @@ func (c *Client) tickQueue(q *releaseQueue) {
 		q.ticking = false
 		return
 	}
-	time.AfterFunc(releaseDelay, func() { c.tickQueue(q) })
+	time.AfterFunc(releaseDelay, func() { r.tickQueue(q) })
 }
 
 // takeQueueLocked releases the ids written since the last look and returns
 // how many it took. c.state must be held.
-func (c *Client) takeQueueLocked(q *releaseQueue) int {
+func (r *refs) takeQueueLocked(q *releaseQueue) int {
 	tail := atomic.LoadUint64(&q.w[qTail])
 	if tail-q.head > q.ring { // not the protocol: nothing there can be trusted
 		q.head = tail
@@ -170,7 +170,7 @@ func (c *Client) takeQueueLocked(q *releaseQueue) int {
 		atomic.StoreUint64(slot, 0)
 		q.head++
 		n++
-		_ = c.releaseLocked(ids.ObjectID(id)) // an id not held: nothing to do, and no one to tell
+		_ = r.releaseLocked(ids.ObjectID(id)) // an id not held: nothing to do, and no one to tell
 	}
 	atomic.StoreUint64(&q.w[qHead], q.head)
 	return n
@@ -179,11 +179,11 @@ func (c *Client) takeQueueLocked(q *releaseQueue) int {
 // dropQueueLocked takes the last ids and forgets the queue, if any, whose
 // memory the caller may free once Close returns (or the call that replaced
 // it). c.state must be held.
-func (c *Client) dropQueueLocked() {
-	if q := c.relq; q != nil {
-		c.takeQueueLocked(q)
+func (r *refs) dropQueueLocked() {
+	if q := r.relq; q != nil {
+		r.takeQueueLocked(q)
 		atomic.StoreUint64(&q.w[qArmed], 0)
-		c.relq = nil
-		c.relqSeen.Store(nil)
+		r.relq = nil
+		r.relqSeen.Store(nil)
 	}
 }

@@ -47,7 +47,7 @@ func (q *queueWriter) release(t testing.TB, id ids.ObjectID) bool {
 func (c *Client) queueTicking() bool {
 	c.state.Lock()
 	defer c.state.Unlock()
-	return c.relq != nil && c.relq.ticking
+	return c.state.relq != nil && c.state.relq.ticking
 }
 
 // getHeld gets id on c and checks that it holds it.

@@ -258,7 +258,7 @@ func (c *Client) adoptRemoteLocked(ps []protocol.Payload) ([]Buffer, error) {
 	}
 	c.state.Lock()
 	for i, b := range entries {
-		c.blobs[out[i].ID] = b
+		c.state.blobs[out[i].ID] = b
 	}
 	c.state.Unlock()
 	return out, nil
@@ -272,7 +272,7 @@ func (c *Client) fillLocked(idl []ids.ObjectID) error {
 	var data [][]byte
 	c.state.Lock()
 	for _, id := range idl {
-		if b, ok := c.blobs[id]; ok && b.owned && len(b.rw) > 0 {
+		if b, ok := c.state.blobs[id]; ok && b.owned && len(b.rw) > 0 {
 			req.IDs = append(req.IDs, id)
 			req.Sizes = append(req.Sizes, uint64(len(b.rw)))
 			data = append(data, b.rw)
@@ -324,10 +324,10 @@ func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
 // pinLocked does; when the client has a copy already, the new one is freed.
 // c.state must be held.
 func (c *Client) pinRemoteLocked(id ids.ObjectID, m *localMem) {
-	b, ok := c.blobs[id]
+	b, ok := c.state.blobs[id]
 	if !ok {
 		b = &blob{}
-		c.blobs[id] = b
+		c.state.blobs[id] = b
 	}
 	if b.ro == nil && m != nil {
 		b.ro, b.mem = m.b, m
@@ -373,7 +373,7 @@ func (c *Client) getRemote(idl, want []ids.ObjectID, unsafe bool, out [][]byte) 
 		if id == ids.EmptyBlob {
 			continue
 		}
-		if b := c.blobs[id]; b != nil {
+		if b := c.state.blobs[id]; b != nil {
 			if out[i] = b.ro; !containsID(want, id) || firstIndex(idl, id) != i {
 				b.pins++ // a repeated id counts one reference per entry
 			}
@@ -432,7 +432,7 @@ func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
 		pinned = append(pinned, bid)
 	}
 	if !id.IsBlob() {
-		c.objects[id] = append(c.objects[id], pinned)
+		c.state.objects[id] = append(c.state.objects[id], pinned)
 	}
 	return tree, nil
 }

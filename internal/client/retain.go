@@ -43,7 +43,7 @@ func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 		if id == ids.EmptyBlob {
 			continue
 		}
-		b, ok := c.blobs[id]
+		b, ok := c.state.blobs[id]
 		if !ok || b.pins == 0 || b.owned {
 			return nil, nil, errNotHeld(id)
 		}
@@ -57,7 +57,7 @@ func (c *Client) Retain(blobs []ids.ObjectID) (*Lease, [][]byte, error) {
 	for _, id := range blobs {
 		if id != ids.EmptyBlob && !seen[id] {
 			seen[id] = true
-			c.blobs[id].pins++ // c.state is held: the blob cannot be released meanwhile
+			c.state.blobs[id].pins++ // c.state is held: the blob cannot be released meanwhile
 			kept = append(kept, id)
 		}
 	}
@@ -80,8 +80,8 @@ func (l *Lease) Release() error {
 		return ErrForked
 	}
 	c.state.Lock()
-	if zero := c.unpinLocked(ids.EmptyBlob, l.blobs); len(zero) > 0 { // a blob id: no object stack to pop
-		c.deferReleaseLocked(zero)
+	if zero := c.state.unpinLocked(ids.EmptyBlob, l.blobs); len(zero) > 0 { // a blob id: no object stack to pop
+		c.state.deferReleaseLocked(zero)
 	}
 	c.state.Unlock()
 	if dropHold(c) {

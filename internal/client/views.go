@@ -32,11 +32,11 @@ func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView, into func(tree 
 	c.state.Lock()
 	defer c.state.Unlock()
 	if id.IsBlob() {
-		return tree, c.appendViewLocked(dst, id), nil
+		return tree, c.state.appendViewLocked(dst, id), nil
 	}
-	if stack := c.objects[id]; len(stack) > 0 {
+	if stack := c.state.objects[id]; len(stack) > 0 {
 		for _, bid := range stack[len(stack)-1] {
-			dst = c.appendViewLocked(dst, bid)
+			dst = c.state.appendViewLocked(dst, bid)
 		}
 	}
 	return tree, dst, nil
@@ -44,11 +44,11 @@ func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView, into func(tree 
 
 // appendViewLocked appends the view of blob id when the client holds it, as
 // BlobPointer answers. c.state must be held.
-func (c *Client) appendViewLocked(dst []BlobView, id ids.ObjectID) []BlobView {
+func (r *refs) appendViewLocked(dst []BlobView, id ids.ObjectID) []BlobView {
 	if id == ids.EmptyBlob {
 		return dst
 	}
-	b, ok := c.blobs[id]
+	b, ok := r.blobs[id]
 	if !ok || (!b.owned && b.pins == 0) {
 		return dst
 	}
