@@ -200,7 +200,7 @@ func TestRoundTripEveryType(t *testing.T) {
 	if n := LiveExports(); n != base {
 		t.Errorf("live exports %d after every release, want %d", n, base)
 	}
-	if n := b.Holds(); n != 0 {
+	if n := b.Stats().Holds; n != 0 {
 		t.Errorf("%d leases after every release", n)
 	}
 }
@@ -220,17 +220,17 @@ func TestZeroCopyAndLifetime(t *testing.T) {
 	want := fromJSON(t, arrow.PrimitiveTypes.Int64, `[1, 2, 3, 4, 5, 6, 7, 8]`)
 	defer want.Release()
 	id := putArray(t, a, want, 0)
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	_, got := getArray(t, b, id)
-	if n := b.RoundTrips() - before; n != plainGets(b, 1) { // from the daemon's directory
+	if n := b.Stats().RoundTrips - before; n != plainGets(b, 1) { // from the daemon's directory
 		t.Errorf("get took %d round trips, want %d", n, plainGets(b, 1))
 	}
 	values := got.Data().Buffers()[1].Bytes()
 	if !client.IsSharedMemory(uintptr(unsafe.Pointer(&values[0]))) {
 		t.Fatal("buffer is not in the shared arena")
 	}
-	if b.Holds() != 1 {
-		t.Fatalf("leases %d, want 1", b.Holds())
+	if b.Stats().Holds != 1 {
+		t.Fatalf("leases %d, want 1", b.Stats().Holds)
 	}
 	// Closing the client keeps the data mapped and pinned for the export.
 	if err := b.Close(); err != nil {
@@ -243,8 +243,8 @@ func TestZeroCopyAndLifetime(t *testing.T) {
 		t.Fatalf("value after close %d", v)
 	}
 	got.Release() // the last lease: the client really closes
-	if b.Holds() != 0 {
-		t.Fatalf("leases %d after release", b.Holds())
+	if b.Stats().Holds != 0 {
+		t.Fatalf("leases %d after release", b.Stats().Holds)
 	}
 }
 
@@ -272,12 +272,12 @@ func TestRecordBatchAndStreams(t *testing.T) {
 	rdr := array.NewTableReader(tbl, 2)
 	cs := new(cdata.CArrowArrayStream)
 	cdata.ExportRecordReader(rdr, cs)
-	before := a.RoundTrips()
+	before := a.Stats().RoundTrips
 	id, err := PutStream(a, unsafe.Pointer(cs), 0, []byte(`{"producer_": "test"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := a.RoundTrips() - before; n != 2 {
+	if n := a.Stats().RoundTrips - before; n != 2 {
 		t.Errorf("put of a table took %d round trips, want 2", n)
 	}
 	if live(unsafe.Pointer(cs), streamRelease) {
@@ -312,7 +312,7 @@ func TestRecordBatchAndStreams(t *testing.T) {
 	}
 	got.Release()
 	rr.(array.RecordReader).Release()
-	if n := b.Holds(); n != 0 {
+	if n := b.Stats().Holds; n != 0 {
 		t.Errorf("%d leases after every release", n)
 	}
 
@@ -393,7 +393,7 @@ func TestFromMetaNoRoundTrip(t *testing.T) {
 		`[{"x": 1}, {"x": null}]`)
 	defer want.Release()
 	id := putArray(t, a, want, 0)
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	tree, err := b.GetObject(id)
 	if err != nil {
 		t.Fatal(err)
@@ -421,13 +421,13 @@ func TestFromMetaNoRoundTrip(t *testing.T) {
 	if _, err := cdata.ImportCRecordReader(out, nil); err == nil || !strings.Contains(err.Error(), "struct") {
 		t.Errorf("a chunked (int64) stream read as record batches: %v", err) // its schema is int64
 	}
-	if n := b.RoundTrips() - before; n != plainGets(b, 1) { // the get from the directory, the exports local
+	if n := b.Stats().RoundTrips - before; n != plainGets(b, 1) { // the get from the directory, the exports local
 		t.Errorf("get + exports took %d round trips, want %d", n, plainGets(b, 1))
 	}
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
 	}
-	if b.Holds() != 0 {
-		t.Errorf("%d leases left", b.Holds())
+	if b.Stats().Holds != 0 {
+		t.Errorf("%d leases left", b.Stats().Holds)
 	}
 }

@@ -151,9 +151,12 @@ func accelOptions(o *options) (Accel, error) {
 	return a.closure(), nil
 }
 
+// accelList is the accelerators of a client, in the order they are asked.
+type accelList []accelerator
+
 // startAccels sets up the accelerators of want that the daemon offers.
 // Connect calls it once registered, before the client is shared.
-func (c *Client) startAccels(want Accel) {
+func startAccels(c *Client, want Accel) {
 	var dir *directory
 	var lease *leaser
 	if want&AccelDirectory != 0 && c.state.dir != nil {
@@ -178,10 +181,10 @@ func (c *Client) startAccels(want Accel) {
 	}
 }
 
-// accelGetLocked asks the accelerators for a get of id (accelerator.get).
-// c.state must be held.
-func (c *Client) accelGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
-	for _, a := range c.accels {
+// get asks the accelerators for a get of id (accelerator.get). c.state
+// must be held.
+func (l accelList) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) {
+	for _, a := range l {
 		if tree, bids, ok := a.get(id, pin); ok {
 			return tree, bids, true
 		}
@@ -189,10 +192,10 @@ func (c *Client) accelGetLocked(id ids.ObjectID, pin bool) ([]byte, []ids.Object
 	return nil, nil, false
 }
 
-// accelBuffersLocked asks the accelerators to create buffers of sizes
+// buffers asks the accelerators to create buffers of sizes
 // (accelerator.buffers). c.mu must be held.
-func (c *Client) accelBuffersLocked(sizes []uint64) ([]Buffer, bool, error) {
-	for _, a := range c.accels {
+func (l accelList) buffers(sizes []uint64) ([]Buffer, bool, error) {
+	for _, a := range l {
 		if bufs, ok, err := a.buffers(sizes); ok || err != nil {
 			return bufs, ok, err
 		}
@@ -202,8 +205,8 @@ func (c *Client) accelBuffersLocked(sizes []uint64) ([]Buffer, bool, error) {
 
 // settle lets the accelerators finish what a get may ask for
 // (accelerator.settle) and reports whether one waited. No lock held.
-func (c *Client) settle() bool {
-	for _, a := range c.accels {
+func (l accelList) settle() bool {
+	for _, a := range l {
 		if a.settle() {
 			return true
 		}

@@ -196,13 +196,13 @@ func TestEachAccelOff(t *testing.T) {
 					t.Fatalf("get of deleted %v = %v", id, err)
 				}
 			}
-			if on&AccelDirectory == 0 && r.DirectoryGets()+w.DirectoryGets() != 0 {
-				t.Errorf("%d gets answered from a directory that is off", r.DirectoryGets()+w.DirectoryGets())
+			if on&AccelDirectory == 0 && r.Stats().DirectoryGets+w.Stats().DirectoryGets != 0 {
+				t.Errorf("%d gets answered from a directory that is off", r.Stats().DirectoryGets+w.Stats().DirectoryGets)
 			}
-			if on&AccelOwnPut == 0 && w.OwnPutGets() != 0 {
-				t.Errorf("%d gets answered from own puts with ownput off", w.OwnPutGets())
+			if on&AccelOwnPut == 0 && w.Stats().OwnPutGets != 0 {
+				t.Errorf("%d gets answered from own puts with ownput off", w.Stats().OwnPutGets)
 			}
-			if on&AccelDirectory != 0 && r.DirectoryGets() == 0 {
+			if on&AccelDirectory != 0 && r.Stats().DirectoryGets == 0 {
 				t.Errorf("no get answered from the directory")
 			}
 			for _, c := range []*Client{w, r} {

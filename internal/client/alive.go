@@ -18,27 +18,22 @@ import (
 // periodic check (cacheCheck) asks too, so a cached get also fails soon
 // after the daemon died when nobody asked.
 func (c *Client) Connected() bool {
-	if !c.alive() {
-		c.state.cache.dead.Store(true) // the tree cache answers no more (cache.go)
-		return false
-	}
-	return true
-}
-
-func (c *Client) alive() bool {
-	if c.forked() || c.isClosed.Load() {
-		return false
-	}
-	if c.mu.TryLock() {
-		ok := !c.w.closed && c.w.lost == nil && !hungUp(c.w.conn.Fd())
+	ok := false
+	switch {
+	case c.forked() || c.isClosed.Load():
+	case c.mu.TryLock():
+		ok = !c.w.closed && c.w.lost == nil && !hungUp(c.w.conn.Fd())
 		c.mu.Unlock()
-		return ok
+	default:
+		// A call is in flight, or Close runs. Close marks isClosed before
+		// it closes the socket, so checking it after the poll makes a poll
+		// of a closed (or reused) descriptor harmless.
+		ok = !hungUp(c.w.conn.Fd()) && !c.isClosed.Load()
 	}
-	// A call is in flight, or Close runs. Close marks isClosed before it
-	// closes the socket, so checking it after the poll makes a poll of a
-	// closed (or reused) descriptor harmless.
-	gone := hungUp(c.w.conn.Fd())
-	return !gone && !c.isClosed.Load()
+	if !ok {
+		c.state.cache.dead.Store(true) // the tree cache answers no more (cache.go)
+	}
+	return ok
 }
 
 // hungUp reports whether the peer of the socket fd closed it, or the socket

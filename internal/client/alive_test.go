@@ -32,11 +32,11 @@ func TestConnectedReportsADeadDaemon(t *testing.T) {
 	}
 	id, _ := put(t, c, []byte("abc"))
 	for i := range 2 {
-		before := c.RoundTrips()
+		before := c.Stats().RoundTrips
 		if _, err := c.GetObject(id); err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 && c.RoundTrips() != before {
+		if i == 1 && c.Stats().RoundTrips != before {
 			t.Fatal("the second get was not answered from the cache")
 		}
 		if err := c.Release(id); err != nil {

@@ -25,7 +25,7 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.accels) > 0 {
-		bufs, ok, err := c.accelBuffersLocked([]uint64{size})
+		bufs, ok, err := c.accels.buffers([]uint64{size})
 		if err != nil || ok {
 			if err != nil {
 				return 0, nil, err
@@ -41,7 +41,7 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 		return 0, nil, errBadReply("created %v of %d bytes, asked %v of %d",
 			reply.Created.ObjectID, reply.Created.DataSize, reply.ID, size)
 	}
-	bufs, err := c.adoptCreatedLocked([]protocol.Payload{reply.Created})
+	bufs, err := c.d.adopt([]protocol.Payload{reply.Created})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -65,7 +65,7 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 					}
 				}
 				c.mu.Lock()
-				c.rollbackLocked(made)
+				ours{c}.rollbackLocked(made)
 				c.mu.Unlock()
 				return nil, err
 			}
@@ -90,7 +90,7 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
 	if len(c.accels) > 0 {
-		bufs, ok, err := c.accelBuffersLocked(nonEmpty)
+		bufs, ok, err := c.accels.buffers(nonEmpty)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +110,7 @@ func (c *Client) CreateBuffers(sizes []uint64) ([]Buffer, error) {
 			return nil, errBadReply("buffer %d has %d bytes, asked %d", i, p.DataSize, nonEmpty[i])
 		}
 	}
-	bufs, err := c.adoptCreatedLocked(reply.Payloads)
+	bufs, err := c.d.adopt(reply.Payloads)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +132,10 @@ func spreadBuffers(out []Buffer, sizes []uint64, bufs []Buffer) []Buffer {
 	return out
 }
 
-// adoptCreatedLocked records newly created blobs and returns their writable
+// adopt records newly created blobs and returns their writable
 // views. c.mu must be held.
-func (c *Client) adoptCreatedLocked(ps []protocol.Payload) ([]Buffer, error) {
-	if c.remote {
-		return c.adoptRemoteLocked(ps)
-	}
+func (o ours) adopt(ps []protocol.Payload) ([]Buffer, error) {
+	c := o.c
 	out := make([]Buffer, len(ps))
 	entries := make([]*blob, len(ps))
 	for i := range ps {
@@ -180,11 +178,12 @@ func (c *Client) Seal(id ids.ObjectID) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.remote {
-		if err := c.fillLocked([]ids.ObjectID{id}); err != nil {
-			return err
-		}
-	}
+	return c.d.seal(id)
+}
+
+// seal is Seal of ours: seal_request.
+func (o ours) seal(id ids.ObjectID) error {
+	c := o.c
 	var reply protocol.AckReply
 	if err := c.callLocked(&protocol.SealRequest{ObjectID: id}, &reply); err != nil {
 		return err
@@ -273,22 +272,26 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	if len(want) == 0 {
 		return out, c.check()
 	}
-	if ok, err := c.getHeld(idl, out); ok || err != nil {
+	if err := c.liveLocal(); err != nil {
 		return out, err
 	}
-	if c.dirGetBuffers(idl, out) {
+	if c.state.getHeld(idl, out) || c.state.accelGetBuffers(c.accels, idl, out) {
 		return out, nil
 	}
-	if c.remote {
-		if err := c.getRemote(idl, want, unsafe, out); err != nil {
-			return nil, err
-		}
-		return out, nil
+	if err := c.d.getBuffers(idl, want, unsafe, out); err != nil {
+		return nil, err
 	}
+	return out, nil
+}
+
+// getBuffers is GetBuffers of ours: get_buffers, one per
+// protocol.MaxItems blobs (the most a request carries).
+func (o ours) getBuffers(idl, want []ids.ObjectID, unsafe bool, out [][]byte) error {
+	c := o.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	views := make(map[ids.ObjectID][]byte, len(want))
-	for part := range slices.Chunk(want, protocol.MaxItems) { // the most a request carries
+	for part := range slices.Chunk(want, protocol.MaxItems) {
 		var reply protocol.BuffersReply
 		err := c.callLocked(&protocol.GetBuffersRequest{IDs: part, Unsafe: unsafe}, &reply)
 		if err == nil {
@@ -306,12 +309,12 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 			}
 			c.state.undoGetLocked(got)
 			c.state.Unlock()
-			return nil, err
+			return err
 		}
 	}
 	for _, id := range want {
 		if _, ok := views[id]; !ok {
-			return nil, status.Errorf(status.ObjectNotExists, "blob %v was not returned", id)
+			return status.Errorf(status.ObjectNotExists, "blob %v was not returned", id)
 		}
 	}
 	c.state.Lock()
@@ -323,33 +326,31 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 		out[i] = views[id]
 		c.state.pinLocked(id, views[id])
 	}
-	return out, nil
+	return nil
 }
 
 // getHeld answers GetBuffers without a round trip when the client already
 // holds a reference to every blob of idl (pins > 0): the daemon holds one for
 // this connection, so the bytes stay valid, and the count goes up locally.
 // It reports whether it did; out receives the views.
-func (c *Client) getHeld(idl []ids.ObjectID, out [][]byte) (bool, error) {
-	if err := c.liveLocal(); err != nil {
-		return false, err
-	}
-	c.state.Lock()
-	defer c.state.Unlock()
-	c.state.validateCacheLocked() // references the cache holds for deleted blobs go first
+// The caller checked liveLocal.
+func (r *refs) getHeld(idl []ids.ObjectID, out [][]byte) bool {
+	r.Lock()
+	defer r.Unlock()
+	r.validateCacheLocked() // references the cache holds for deleted blobs go first
 	for _, id := range idl {
-		if b, ok := c.state.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
-			return false, nil
+		if b, ok := r.blobs[id]; id != ids.EmptyBlob && (!ok || b.pins == 0 || b.ro == nil) {
+			return false
 		}
 	}
 	for i, id := range idl {
 		if id != ids.EmptyBlob {
-			b := c.state.blobs[id]
+			b := r.blobs[id]
 			b.pins++
 			out[i] = b.ro
 		}
 	}
-	return true, nil
+	return true
 }
 
 // Get returns a read-only view of one blob, as GetBuffers does.
@@ -475,33 +476,33 @@ func (r *refs) unpinLocked(id ids.ObjectID, blobs []ids.ObjectID) (zero []ids.Ob
 	return zero
 }
 
-// dirGetBuffers answers GetBuffers from the accelerators (the directory), each
-// entry of idl counting one reference; it reports false, having taken
-// nothing, when the directory cannot answer for every blob.
-func (c *Client) dirGetBuffers(idl []ids.ObjectID, out [][]byte) bool {
-	c.state.Lock()
-	defer c.state.Unlock()
-	if len(c.accels) == 0 {
+// accelGetBuffers answers GetBuffers from the accelerators a (the
+// directory), each entry of idl counting one reference; it reports false,
+// having taken nothing, when they cannot answer for every blob.
+func (r *refs) accelGetBuffers(a accelList, idl []ids.ObjectID, out [][]byte) bool {
+	if len(a) == 0 {
 		return false
 	}
+	r.Lock()
+	defer r.Unlock()
 	for i, id := range idl {
 		if id == ids.EmptyBlob {
 			continue
 		}
-		_, bids, ok := c.accelGetLocked(id, true)
+		_, bids, ok := a.get(id, true)
 		if !ok || len(bids) != 1 || bids[0] != id {
 			if ok { // not a blob's record: give back what it took
-				c.state.undoGetLocked(bids)
+				r.undoGetLocked(bids)
 			}
 			for _, got := range idl[:i] {
 				if got != ids.EmptyBlob {
-					c.state.undoGetLocked([]ids.ObjectID{got})
+					r.undoGetLocked([]ids.ObjectID{got})
 				}
 			}
 			clear(out)
 			return false
 		}
-		out[i] = c.state.blobs[id].ro
+		out[i] = r.blobs[id].ro
 	}
 	return true
 }

@@ -188,7 +188,11 @@ func (r *refs) evictOldestLocked() {
 func (r *refs) checkCache() {
 	r.Lock()
 	defer r.Unlock()
-	if !r.alive() { // closed, or the daemon died: drop what it can no longer vouch for
+	if r.closed() {
+		r.cache.armed = false
+		return
+	}
+	if !r.connected() { // the daemon died: drop what it can no longer vouch for
 		r.dropCacheLocked()
 		r.cache.armed = false
 		return

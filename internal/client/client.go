@@ -4,8 +4,14 @@
 // client's own unsealed blobs), and counts references per blob locally so the
 // daemon is told only when the last one goes.
 //
-// Lock order: Client.mu (one request/reply exchange at a time), then
-// Client.state (the local reference tables), then arenas.mu (the process's
+// A Client is made of parts chosen at Connect: the transport (wire.go:
+// UNIX with fds, or TCP with bytes copied), the dialect (dialect.go: ours,
+// upstream's, remote), the local state (refs.go) and the accelerators
+// (accel.go), fast paths that may decline, after which the plain protocol
+// runs.
+//
+// Lock order: Client.mu (one request/reply exchange at a time: the wire),
+// then Client.state (refs: the local reference tables), then arenas.mu (the process's
 // mappings), then views.mu (private views, a leaf). BlobPointer, MapPrivate
 // and releases that do not reach zero take only Client.state, so they never
 // wait behind a blocking exchange.
@@ -41,12 +47,12 @@ const SocketEnv = "VINEYARD_IPC_SOCKET"
 // using that arena is closed; touching them afterwards faults.
 type Client struct {
 	socket        string
-	remote        bool // connected over TCP: nothing shared (remote.go)
 	pid           int
 	token         uint64 // the process's fork token (fork.go); 0: compare pid
 	instanceID    uint64
-	daemonVersion string // register_reply.version; set at Connect
-	ext           extSet // the daemon's extensions (compat.go); set at Connect
+	daemonVersion string  // register_reply.version; set at Connect
+	ext           extSet  // the daemon's extensions (compat.go); set at Connect
+	d             dialect // how operations are said to the daemon (dialect.go); set at Connect
 	roundTrips    atomic.Uint64
 	isClosed      atomic.Bool  // closed, readable without mu
 	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
@@ -56,7 +62,7 @@ type Client struct {
 
 	// The accelerators in use (accel.go), in the order they are asked;
 	// set by Connect, read without a lock.
-	accels  []accelerator
+	accels  accelList
 	accelOn Accel
 
 	// The local references, the tree cache, the directory's state and
@@ -134,11 +140,14 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	}
 	if reply.Directory != nil { // its fds follow the reply
 		c.mu.Lock()
-		err := c.receiveDirectoryLocked(reply.Directory)
+		dir, err := c.w.receiveDirectory(reply.Directory)
 		if err != nil {
 			err = c.w.lose(err)
 		}
 		c.mu.Unlock()
+		c.state.Lock()
+		c.state.dir = dir
+		c.state.Unlock()
 		if err != nil {
 			_ = conn.Close()
 			return nil, status.Errorf(status.ConnectionFailed,
@@ -151,7 +160,8 @@ func Connect(socket string, opts ...Option) (*Client, error) {
 	if c.ext.metaEpoch {
 		c.state.epochOffset = reply.MetaEpochOffset
 	}
-	c.startAccels(want)
+	c.d = dialectFor(c, false)
+	startAccels(c, want)
 	return c, nil
 }
 
@@ -167,8 +177,8 @@ func newClient(conn *protocol.Sock, socket string) *Client {
 		},
 	}
 	c.w.onArena = c.state.noteArenaLocked
-	c.state.flush = c.flushReleases
-	c.state.alive = func() bool { return !c.isClosed.Load() && c.Connected() }
+	c.state.flush = func() { flushReleases(c) }
+	c.state.closed, c.state.connected = c.isClosed.Load, c.Connected
 	c.w.onLost = func() {
 		c.state.Lock()
 		if c.state.dir != nil {
@@ -200,12 +210,39 @@ func (c *Client) InstanceID() uint64 { return c.instanceID }
 // speaks, "0.24.2" for ours), as upstream's client.version gives it.
 func (c *Client) DaemonVersion() string { return c.daemonVersion }
 
-// RoundTrips returns the number of request/reply exchanges the client's
-// calls made so far, including registration; not the releases the timer
-// sends on its own (release.go), which no call waits for and which come
-// at a time the scheduler picks. Tests use it to check what a put or a get
-// costs.
-func (c *Client) RoundTrips() uint64 { return c.roundTrips.Load() }
+// Stats are counts of what a client did and holds, for tests and
+// benchmarks to check what an operation costs.
+type Stats struct {
+	// RoundTrips is the number of request/reply exchanges the client's
+	// calls made so far, including registration; not the releases the
+	// timer sends on its own (release.go), which no call waits for and
+	// which come at a time the scheduler picks.
+	RoundTrips uint64
+	// DirectoryGets is how many gets the directory answered (directory.go);
+	// OwnPutGets, how many of them were answered from this client's own
+	// puts before the daemon handled them (ownput.go).
+	DirectoryGets, OwnPutGets uint64
+	// Directory: the client got a directory at registration; PinsInUse
+	// is the pin slots it uses.
+	Directory bool
+	PinsInUse int
+	// Holds is the number of live leases and private views (retain.go).
+	Holds int
+}
+
+// Stats returns the client's counts now.
+func (c *Client) Stats() Stats {
+	s := Stats{RoundTrips: c.roundTrips.Load(), DirectoryGets: c.dirGets.Load(), OwnPutGets: c.ownGets.Load()}
+	c.state.Lock()
+	if d := c.state.dir; d != nil {
+		s.Directory, s.PinsInUse = true, d.pins.InUse()
+	}
+	c.state.Unlock()
+	views.mu.Lock()
+	s.Holds = views.live[c]
+	views.mu.Unlock()
+	return s
+}
 
 // Close sends exit_request, closes the connection and drops the client's
 // mappings; the daemon then releases every reference the connection held and
@@ -229,7 +266,7 @@ func (c *Client) Close() error {
 	c.state.Lock()
 	c.state.dropQueueLocked() // its memory may go once Close returns
 	c.state.Unlock()
-	if c.waitForViewsLocked() {
+	if waitForViews(c) {
 		return nil // the last UnmapPrivate disconnects
 	}
 	return c.disconnectLocked()
@@ -276,30 +313,19 @@ func (c *Client) usableLocked() error {
 	return c.w.lost
 }
 
-// call makes one exchange: it sends req, reads the reply into reply, and
+// call makes one exchange: it sends req and then the raw bytes of
+// trailing (an inline put's blobs), reads the reply into reply, and
 // receives the fds the reply announces. It takes c.mu.
-func (c *Client) call(req protocol.Request, reply protocol.Reply) error {
+func (c *Client) call(req protocol.Request, reply protocol.Reply, trailing ...[]byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.callLocked(req, reply)
+	return c.callLocked(req, reply, trailing...)
 }
 
-// callTrailing is call with raw bytes written after req.
-func (c *Client) callTrailing(req protocol.Request, reply protocol.Reply, trailing [][]byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.callTrailingLocked(req, reply, trailing)
-}
-
-// callLocked is call with c.mu held. Releases the client deferred go ahead
-// of req, in the same write (see release.go).
-func (c *Client) callLocked(req protocol.Request, reply protocol.Reply) error {
-	return c.callTrailingLocked(req, reply, nil)
-}
-
-// callTrailingLocked is callLocked with raw bytes written after req (the
-// blobs of an inline create).
-func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, trailing [][]byte) error {
+// callLocked is call with c.mu held. Releases the client deferred go
+// ahead of req, in the same write (see release.go), and what the
+// accelerators must send first (accelerator.ahead).
+func (c *Client) callLocked(req protocol.Request, reply protocol.Reply, trailing ...[]byte) error {
 	if err := c.usableLocked(); err != nil {
 		return err
 	}
@@ -307,7 +333,7 @@ func (c *Client) callTrailingLocked(req protocol.Request, reply protocol.Reply, 
 	c.state.validateCacheLocked() // references kept for deleted objects go out with this request
 	rel := c.state.takeReleasesLocked()
 	c.state.Unlock()
-	ahead := c.releaseRequests(rel)
+	ahead := c.ext.releaseRequests(rel)
 	for _, a := range c.accels {
 		if first := a.ahead(req); first != nil {
 			ahead = append([]protocol.Request{first}, ahead...)

@@ -86,12 +86,12 @@ func put(t testing.TB, c *Client, data []byte) (ids.ObjectID, ids.ObjectID) {
 func TestPutGetAcrossClients(t *testing.T) {
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
-	before := a.RoundTrips()
+	before := a.Stats().RoundTrips
 	id, bid := put(t, a, []byte("hello, vineyard"))
-	if n := a.RoundTrips() - before; n != 2 {
+	if n := a.Stats().RoundTrips - before; n != 2 {
 		t.Errorf("put took %d round trips, want 2", n)
 	}
-	before = b.RoundTrips()
+	before = b.Stats().RoundTrips
 	tree, err := b.GetObject(id)
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +99,8 @@ func TestPutGetAcrossClients(t *testing.T) {
 	if b.Accelerators()&AccelDirectory == 0 {
 		before++ // the plain path: one round trip
 	}
-	if n := b.RoundTrips() - before; n != 0 || b.DirectoryGets() != min(1, uint64(b.Accelerators()&AccelDirectory)) {
-		t.Errorf("get took %d round trips (%d from the directory), want 0 (1) with the directory", n, b.DirectoryGets())
+	if n := b.Stats().RoundTrips - before; n != 0 || b.Stats().DirectoryGets != min(1, uint64(b.Accelerators()&AccelDirectory)) {
+		t.Errorf("get took %d round trips (%d from the directory), want 0 (1) with the directory", n, b.Stats().DirectoryGets)
 	}
 	if !bytes.Contains(tree, []byte(bid.String())) {
 		t.Fatalf("tree lacks blob: %s", tree)
@@ -261,11 +261,11 @@ func TestDeferredReleases(t *testing.T) {
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
 	_, bid := put(t, a, bytes.Repeat([]byte{7}, 4096))
-	base := a.RoundTrips()
+	base := a.Stats().RoundTrips
 	if err := a.Release(bid); err != nil {
 		t.Fatal(err)
 	}
-	if a.RoundTrips() != base {
+	if a.Stats().RoundTrips != base {
 		t.Fatal("a release made a round trip of its own")
 	}
 
@@ -315,12 +315,12 @@ func TestGetOfHeldBlobIsLocal(t *testing.T) {
 	if err := c.Seal(bid); err != nil {
 		t.Fatal(err)
 	}
-	base := c.RoundTrips()
+	base := c.Stats().RoundTrips
 	got, err := c.Get(bid)
 	if err != nil || string(got[:5]) != "hello" {
 		t.Fatalf("get: %q, %v", got, err)
 	}
-	if c.RoundTrips() != base {
+	if c.Stats().RoundTrips != base {
 		t.Fatal("get of a blob the client holds made a round trip")
 	}
 	// Two references now (seal, get): both must be released.
@@ -441,7 +441,7 @@ func TestTreeCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := a.RoundTrips()
+	base := a.Stats().RoundTrips
 	again, err := a.GetObject(id)
 	if err != nil || !bytes.Equal(first, again) {
 		t.Fatalf("cached get: %v", err)
@@ -449,8 +449,8 @@ func TestTreeCache(t *testing.T) {
 	if _, err := a.GetMetadata(id); err != nil {
 		t.Fatal(err)
 	}
-	if a.RoundTrips() != base {
-		t.Fatalf("a get of a cached tree made %d round trips", a.RoundTrips()-base)
+	if a.Stats().RoundTrips != base {
+		t.Fatalf("a get of a cached tree made %d round trips", a.Stats().RoundTrips-base)
 	}
 	for i := 0; i < 2; i++ {
 		if err := a.Release(id); err != nil {
@@ -540,7 +540,7 @@ func TestTreeCacheBounds(t *testing.T) {
 func TestCreateInline(t *testing.T) {
 	srv := startServer(t, 16<<20)
 	c, other := connect(t, srv), connect(t, srv)
-	base := c.RoundTrips()
+	base := c.Stats().RoundTrips
 	tree := `{"typename":"pair","a":{"inline":0},"b":{"typename":"leaf","buffer_":{"inline":1}},"e":{"inline":2}}`
 	id, blobs, err := c.CreateInline([]byte(tree), [][]byte{[]byte("first"), bytes.Repeat([]byte{2}, 70000), nil})
 	if err != nil {
@@ -550,7 +550,7 @@ func TestCreateInline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := c.RoundTrips() - base; n != 1 {
+	if n := c.Stats().RoundTrips - base; n != 1 {
 		t.Fatalf("inline put took %d round trips", n)
 	}
 	if len(blobs) != 3 || blobs[2] != ids.EmptyBlob || !bytes.Contains(stored, []byte(blobs[1].String())) {

@@ -66,13 +66,18 @@ func parseExtensions(names []string) extSet {
 
 // Upstream reports whether the daemon lacks our extensions (upstream's
 // vineyardd): the client then uses only upstream's messages.
-func (c *Client) Upstream() bool { return !c.ext.seal || !c.ext.withBuffers }
+func (c *Client) Upstream() bool { return !c.ext.ours() }
+
+// ours reports whether the daemon has every extension the dialect ours
+// needs (dialect.go).
+func (e extSet) ours() bool { return e.seal && e.inline && e.withContent && e.withBuffers }
 
 // upstreamCreateLocked creates the object of tree with upstream's messages:
 // it seals toSeal, turns {"inline": i} members into the blobs inline[i],
 // creates new members bottom-up and then the object. On failure it deletes
 // what it created, the blobs included. c.mu must be held.
-func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID) (ids.ObjectID, error) {
+func (u upstream) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID) (ids.ObjectID, error) {
+	c := u.c
 	var root map[string]any
 	dec := json.NewDecoder(bytes.NewReader(tree))
 	dec.UseNumber()
@@ -81,7 +86,7 @@ func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID
 	}
 	var created []ids.ObjectID
 	fail := func(err error) (ids.ObjectID, error) {
-		c.rollbackLocked(append(created, append(toSeal, inline...)...))
+		u.rollbackLocked(append(created, append(toSeal, inline...)...))
 		return 0, err
 	}
 	for _, id := range toSeal {
@@ -93,7 +98,7 @@ func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID
 		c.state.sealedLocked(id)
 		c.state.Unlock()
 	}
-	id, err := c.upstreamCreateTreeLocked(root, inline, &created)
+	id, err := u.upstreamCreateTreeLocked(root, inline, &created)
 	if err != nil {
 		return fail(err)
 	}
@@ -107,13 +112,14 @@ func (c *Client) upstreamCreateLocked(tree []byte, toSeal, inline []ids.ObjectID
 
 // upstreamCreateTreeLocked creates the new members of node, then node, and
 // returns node's id; created collects the ids of the members made.
-func (c *Client) upstreamCreateTreeLocked(node map[string]any, inline []ids.ObjectID, created *[]ids.ObjectID) (ids.ObjectID, error) {
+func (u upstream) upstreamCreateTreeLocked(node map[string]any, inline []ids.ObjectID, created *[]ids.ObjectID) (ids.ObjectID, error) {
+	c := u.c
 	for key, v := range node {
 		m, ok := v.(map[string]any)
 		if !ok {
 			continue
 		}
-		sub, err := c.upstreamMemberLocked(key, m, inline, created)
+		sub, err := u.upstreamMemberLocked(key, m, inline, created)
 		if err != nil {
 			return 0, err
 		}
@@ -141,13 +147,14 @@ func (c *Client) upstreamCreateTreeLocked(node map[string]any, inline []ids.Obje
 // tree: a blob (by id, or {"inline": i}) as upstream's blob link, an existing
 // object as itself with an instance_id, a new object created first and
 // referred to by id.
-func (c *Client) upstreamMemberLocked(key string, m map[string]any, inline []ids.ObjectID, created *[]ids.ObjectID) (map[string]any, error) {
+func (u upstream) upstreamMemberLocked(key string, m map[string]any, inline []ids.ObjectID, created *[]ids.ObjectID) (map[string]any, error) {
+	c := u.c
 	if raw, ok := m["inline"]; ok && len(m) == 1 {
 		n, err := strconv.Atoi(fmt.Sprint(raw))
 		if err != nil || n < 0 || n >= len(inline) {
 			return nil, status.Errorf(status.MetaTreeInvalid, "member %q: inline blob %v of %d", key, raw, len(inline))
 		}
-		return c.blobLink(inline[n]), nil
+		return u.blobLink(inline[n]), nil
 	}
 	if text, ok := m["id"].(string); ok {
 		id, err := ids.Parse(text)
@@ -155,7 +162,7 @@ func (c *Client) upstreamMemberLocked(key string, m map[string]any, inline []ids
 			return nil, status.Errorf(status.MetaTreeInvalid, "member %q: bad id %q", key, text)
 		}
 		if id.IsBlob() {
-			link := c.blobLink(id)
+			link := u.blobLink(id)
 			for k, v := range m {
 				if _, set := link[k]; !set {
 					link[k] = v
@@ -173,7 +180,7 @@ func (c *Client) upstreamMemberLocked(key string, m map[string]any, inline []ids
 	if _, ok := m["typename"]; !ok {
 		return nil, status.Errorf(status.MetaTreeInvalid, "member %q has neither an id nor a typename", key)
 	}
-	id, err := c.upstreamCreateTreeLocked(m, inline, created)
+	id, err := u.upstreamCreateTreeLocked(m, inline, created)
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +189,15 @@ func (c *Client) upstreamMemberLocked(key string, m map[string]any, inline []ids
 }
 
 // blobLink is a blob member as upstream's daemon requires it.
-func (c *Client) blobLink(id ids.ObjectID) map[string]any {
+func (u upstream) blobLink(id ids.ObjectID) map[string]any {
+	c := u.c
 	return map[string]any{"id": id.String(), "typename": "vineyard::Blob", "instance_id": c.instanceID}
 }
 
 // rollbackLocked deletes what a failed put created; its own errors are
 // dropped (the put's error is the one to report).
-func (c *Client) rollbackLocked(idl []ids.ObjectID) {
+func (o ours) rollbackLocked(idl []ids.ObjectID) {
+	c := o.c
 	if len(idl) == 0 || c.usableLocked() != nil {
 		return
 	}
@@ -220,7 +229,7 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 	}
 	// The references sealing took: our daemon keeps a deleted blob's memory
 	// while they are held.
-	for _, r := range c.releaseRequests(held) {
+	for _, r := range c.ext.releaseRequests(held) {
 		var ack protocol.AckReply
 		_ = c.callLocked(r, &ack)
 	}
@@ -229,7 +238,8 @@ func (c *Client) rollbackLocked(idl []ids.ObjectID) {
 // upstreamInline is CreateInline with upstream's messages: new blobs, a
 // copy of each data, seals, then (unless tree is empty) the object. c.mu
 // must not be held.
-func (c *Client) upstreamInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
+func (u upstream) upstreamInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.ObjectID, error) {
+	c := u.c
 	sizes := make([]uint64, len(data))
 	for i, d := range data {
 		sizes[i] = uint64(len(d))
@@ -253,23 +263,24 @@ func (c *Client) upstreamInline(tree []byte, data [][]byte) (ids.ObjectID, []ids
 		for _, id := range toSeal {
 			var ack protocol.AckReply
 			if err := c.callLocked(&protocol.SealRequest{ObjectID: id}, &ack); err != nil {
-				c.rollbackLocked(toSeal)
+				u.rollbackLocked(toSeal)
 				return 0, nil, fmt.Errorf("seal blob %v: %w", id, err)
 			}
 		}
 		return 0, bids, nil // sealed without a reference kept, as the inline create
 	}
-	id, err := c.upstreamCreateLocked(tree, toSeal, bids)
+	id, err := u.upstreamCreateLocked(tree, toSeal, bids)
 	if err != nil {
 		return 0, nil, err
 	}
-	c.dropPutRefsLocked(id)
+	u.dropPutRefsLocked(id)
 	return id, bids, nil
 }
 
 // dropPutRefsLocked drops the references sealing took for the object id, so
 // that an upstream inline put, like ours, leaves the client holding nothing.
-func (c *Client) dropPutRefsLocked(id ids.ObjectID) {
+func (u upstream) dropPutRefsLocked(id ids.ObjectID) {
+	c := u.c
 	c.state.Lock()
 	defer c.state.Unlock()
 	blobs, err := c.state.toReleaseLocked(id)
@@ -286,7 +297,8 @@ func (c *Client) dropPutRefsLocked(id ids.ObjectID) {
 // return is an error naming the object, its typename and the blob: the
 // bytes never arrived, so nothing may be read as if they had. c.mu must be
 // held.
-func (c *Client) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, error) {
+func (u upstream) upstreamGetObjectLocked(id ids.ObjectID) (json.RawMessage, error) {
+	c := u.c
 	var tree json.RawMessage
 	var blobs []ids.ObjectID
 	if id.IsBlob() {
@@ -419,8 +431,9 @@ func typenameOf(tree []byte) string {
 // upstreamCreateWithTreeLocked is create for a daemon without create_data's
 // seal (or with_content) extension: upstreamCreateLocked, then, when the
 // stored tree is wanted, a get_data of it. c.mu must be held.
-func (c *Client) upstreamCreateWithTreeLocked(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
-	id, err := c.upstreamCreateLocked(tree, toSeal, nil)
+func (u upstream) upstreamCreateWithTreeLocked(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
+	c := u.c
+	id, err := u.upstreamCreateLocked(tree, toSeal, nil)
 	if err != nil || !withTree {
 		return id, nil, err
 	}
@@ -430,4 +443,21 @@ func (c *Client) upstreamCreateWithTreeLocked(tree []byte, toSeal []ids.ObjectID
 	}
 	stored, err := treeOf(&reply, id)
 	return id, stored, err
+}
+
+// create is upstreamCreateWithTreeLocked.
+func (u upstream) create(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
+	return u.upstreamCreateWithTreeLocked(tree, toSeal, withTree)
+}
+
+// getObject is upstreamGetObjectLocked.
+func (u upstream) getObject(id ids.ObjectID) (json.RawMessage, error) {
+	u.c.mu.Lock()
+	defer u.c.mu.Unlock()
+	return u.upstreamGetObjectLocked(id)
+}
+
+// putInline is upstreamInline.
+func (u upstream) putInline(tree []byte, data [][]byte, _ []uint64) (ids.ObjectID, []ids.ObjectID, error) {
+	return u.upstreamInline(tree, data)
 }

@@ -16,6 +16,8 @@ import (
 func upstreamMode(c *Client) *Client {
 	c.ext = extSet{}
 	c.state.epochOffset = 0
+	c.d = dialectFor(c, false)
+	c.accels, c.accelOn = nil, AccelNone // our daemon's
 	return c
 }
 

@@ -63,19 +63,19 @@ type slotHold struct {
 	refs int
 }
 
-// receiveDirectoryLocked receives the fds register_reply.directory
-// announces and sets up the directory. Mapping failures leave the client
-// without one (gets take round trips); a failed receive loses the
-// connection. c.mu must be held.
-func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
+// receiveDirectory receives the fds register_reply.directory announces,
+// maps the arena among the regions, and returns the directory set up; nil
+// when mapping it failed (gets take round trips). A failed receive is an
+// error: the connection is out of step. c.mu must be held.
+func (w *wire) receiveDirectory(d *protocol.DirectoryFds) (*dirState, error) {
 	var fds [3]int
 	for i := range fds {
-		fd, err := protocol.RecvFd(c.w.conn)
+		fd, err := protocol.RecvFd(w.conn)
 		if err != nil {
 			for _, f := range fds[:i] {
 				_ = unix.Close(f)
 			}
-			return err
+			return nil, err
 		}
 		fds[i] = fd
 	}
@@ -83,24 +83,23 @@ func (c *Client) receiveDirectoryLocked(d *protocol.DirectoryFds) error {
 	if err != nil {
 		_ = unix.Close(fds[1])
 		_ = unix.Close(fds[2])
-		return err
+		return nil, err
 	}
-	if old, ok := c.w.regions[d.StoreFd]; ok {
+	if old, ok := w.regions[d.StoreFd]; ok {
 		old.detach()
 	}
-	c.w.regions[d.StoreFd] = a
-	c.state.noteArenaLocked(a)
+	w.regions[d.StoreFd] = a
+	if w.onArena != nil {
+		w.onArena(a)
+	}
 	st, err := openDirectory(fds[1], fds[2])
 	_ = unix.Close(fds[1])
 	_ = unix.Close(fds[2])
 	if err != nil {
-		return nil // no directory: round trips
+		return nil, nil // no directory: round trips
 	}
 	st.arena = a
-	c.state.Lock()
-	c.state.dir = st
-	c.state.Unlock()
-	return nil
+	return st, nil
 }
 
 // openDirectory maps the directory (read-only) and the pin page
@@ -176,27 +175,21 @@ func (c *Client) liveLocal() error {
 	if alive {
 		return nil
 	}
-	if !c.Connected() {
-		if err := c.usableLocal(); err != nil {
-			return err
-		}
-		return status.Errorf(status.ConnectionError,
-			"the connection to vineyardd at %s is lost (the daemon stopped or hung up); connect again", c.socket)
+	if c.Connected() {
+		return nil
 	}
-	return nil
-}
-
-// usableLocal is usableLocked's answer when it can be had without waiting:
-// the error a lost connection recorded, if any.
-func (c *Client) usableLocal() error {
 	if c.forked() {
 		return ErrForked
 	}
-	if c.mu.TryLock() {
-		defer c.mu.Unlock()
-		return c.usableLocked()
+	if c.mu.TryLock() { // the error a lost connection recorded, if it can be had without waiting
+		err := c.usableLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
-	return nil
+	return status.Errorf(status.ConnectionError,
+		"the connection to vineyardd at %s is lost (the daemon stopped or hung up); connect again", c.socket)
 }
 
 // directory is the accelerator of gets from the daemon's directory. Its
@@ -343,29 +336,4 @@ func (r *refs) newDirBlobLocked() *blob {
 		return b
 	}
 	return &blob{dirOnly: true}
-}
-
-// DirectoryGets returns how many gets the directory answered (tests and
-// benchmarks).
-func (c *Client) DirectoryGets() uint64 { return c.dirGets.Load() }
-
-// OwnPutGets returns how many gets were answered from this client's own
-// puts before the daemon handled them (tests and benchmarks).
-func (c *Client) OwnPutGets() uint64 { return c.ownGets.Load() }
-
-// HasDirectory reports whether the client got a directory at registration.
-func (c *Client) HasDirectory() bool {
-	c.state.Lock()
-	defer c.state.Unlock()
-	return c.state.dir != nil
-}
-
-// PinsInUse returns the pin slots in use (tests).
-func (c *Client) PinsInUse() int {
-	c.state.Lock()
-	defer c.state.Unlock()
-	if c.state.dir == nil {
-		return 0
-	}
-	return c.state.dir.pins.InUse()
 }

@@ -32,11 +32,11 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 	needAccel(t, AccelDirectory)
 	srv := startServer(t, 16<<20)
 	a, b := connect(t, srv), connect(t, srv)
-	if !b.HasDirectory() {
+	if !b.Stats().Directory {
 		t.Fatal("the client got no directory")
 	}
 	id, bid := put(t, a, []byte("hello, directory"))
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	tree, err := b.GetObject(id)
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +57,8 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 	if err != nil || string(blob) != "hello, directory" {
 		t.Fatalf("Get = %q, %v", blob, err)
 	}
-	if b.PinsInUse() != 1 {
-		t.Fatalf("%d pin slots in use, want 1", b.PinsInUse())
+	if b.Stats().PinsInUse != 1 {
+		t.Fatalf("%d pin slots in use, want 1", b.Stats().PinsInUse)
 	}
 	if err := b.Release(bid); err != nil {
 		t.Fatal(err)
@@ -66,11 +66,11 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 	if err := b.Release(id); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.RoundTrips() - before; n != 0 {
+	if n := b.Stats().RoundTrips - before; n != 0 {
 		t.Fatalf("get, metadata, blob get and releases took %d round trips, want 0", n)
 	}
-	if b.PinsInUse() != 0 {
-		t.Fatalf("%d pin slots in use after the release, want 0", b.PinsInUse())
+	if b.Stats().PinsInUse != 0 {
+		t.Fatalf("%d pin slots in use after the release, want 0", b.Stats().PinsInUse)
 	}
 	if _, _, err := b.BlobPointer(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("blob still held after release: %v", err)
@@ -78,7 +78,7 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 
 	// A blob by its own id, from a third client: one slot, no round trip.
 	c := connect(t, srv)
-	before = c.RoundTrips()
+	before = c.Stats().RoundTrips
 	got, err := c.GetBuffers([]ids.ObjectID{bid, ids.EmptyBlob, bid}, false)
 	if err != nil || string(got[0]) != "hello, directory" || got[1] != nil || string(got[2]) != "hello, directory" {
 		t.Fatalf("GetBuffers = %q, %v", got, err)
@@ -91,8 +91,8 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 	if err := c.Release(bid); code(err) != status.ObjectNotExists {
 		t.Fatalf("third release: %v", err)
 	}
-	if n := c.RoundTrips() - before; n != 0 || c.PinsInUse() != 0 {
-		t.Fatalf("blob gets took %d round trips, %d slots left", n, c.PinsInUse())
+	if n := c.Stats().RoundTrips - before; n != 0 || c.Stats().PinsInUse != 0 {
+		t.Fatalf("blob gets took %d round trips, %d slots left", n, c.Stats().PinsInUse)
 	}
 
 	// Without the directory, as before: one round trip.
@@ -101,11 +101,11 @@ func TestDirectoryGetsWithoutRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	before = old.RoundTrips()
+	before = old.Stats().RoundTrips
 	if _, err := old.GetObject(id); err != nil {
 		t.Fatal(err)
 	}
-	if n := old.RoundTrips() - before; n != 1 || old.HasDirectory() {
+	if n := old.Stats().RoundTrips - before; n != 1 || old.Stats().Directory {
 		t.Fatalf("get without the directory took %d round trips", n)
 	}
 	checkStore(t, srv)
@@ -205,12 +205,12 @@ func TestDirectoryFallbacks(t *testing.T) {
 	if err := a.Persist(id); err != nil {
 		t.Fatal(err)
 	}
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	tree, err := b.GetObject(id)
 	if err != nil || !bytes.Contains(tree, []byte(`"transient":false`)) {
 		t.Fatalf("tree after persist: %s, %v", tree, err)
 	}
-	if n := b.RoundTrips() - before; n != 1 {
+	if n := b.Stats().RoundTrips - before; n != 1 {
 		t.Fatalf("get of a changed object took %d round trips, want 1", n)
 	}
 	if err := b.Release(id); err != nil {
@@ -236,19 +236,19 @@ func TestDirectoryPinsMany(t *testing.T) {
 		_ = a.Release(bid)
 		objs = append(objs, id)
 	}
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	for i, id := range objs {
 		if _, err := b.GetObject(id); err != nil {
 			t.Fatal(err)
 		}
 		if i+1 == many {
-			if n := b.RoundTrips() - before; n != 0 {
+			if n := b.Stats().RoundTrips - before; n != 0 {
 				t.Fatalf("holding %d got values, gets took %d round trips", many, n)
 			}
 		}
 	}
-	if n := b.RoundTrips() - before; n != 90 || b.PinsInUse() != shm.PinSlots {
-		t.Fatalf("%d held gets took %d round trips with %d slots in use", held, n, b.PinsInUse())
+	if n := b.Stats().RoundTrips - before; n != 90 || b.Stats().PinsInUse != shm.PinSlots {
+		t.Fatalf("%d held gets took %d round trips with %d slots in use", held, n, b.Stats().PinsInUse)
 	}
 	deleted, err := a.Delete(objs, false, true, false) // more ids than a request takes
 	if err != nil || len(deleted) != held || !slices.IsSorted(deleted) {
@@ -263,8 +263,8 @@ func TestDirectoryPinsMany(t *testing.T) {
 	if err := b.FlushReleases(); err != nil {
 		t.Fatal(err)
 	}
-	if b.PinsInUse() != 0 || srv.Store().Holds() != 0 {
-		t.Fatalf("%d slots, %d holds left", b.PinsInUse(), srv.Store().Holds())
+	if b.Stats().PinsInUse != 0 || srv.Store().Holds() != 0 {
+		t.Fatalf("%d slots, %d holds left", b.Stats().PinsInUse, srv.Store().Holds())
 	}
 	checkStore(t, srv)
 }
@@ -349,7 +349,7 @@ func TestDirectoryRace(t *testing.T) {
 					return
 				}
 			}
-			dirGets.Add(int64(c.DirectoryGets()))
+			dirGets.Add(int64(c.Stats().DirectoryGets))
 		}()
 	}
 	deleter := connect(t, srv)
@@ -447,11 +447,11 @@ func TestDirectoryHoldsManyObjects(t *testing.T) {
 	if ok, err := a.Exists(last); err != nil || !ok {
 		t.Fatalf("exists: %v, %v", ok, err)
 	}
-	before, gets := b.RoundTrips(), b.DirectoryGets()
+	before, gets := b.Stats().RoundTrips, b.Stats().DirectoryGets
 	if _, err := b.GetObject(last); err != nil {
 		t.Fatal(err)
 	}
-	if trips, dir := b.RoundTrips()-before, b.DirectoryGets()-gets; trips != 0 || dir != 1 {
+	if trips, dir := b.Stats().RoundTrips-before, b.Stats().DirectoryGets-gets; trips != 0 || dir != 1 {
 		t.Fatalf("a get of the %d-th object took %d round trips (%d from the directory), want 0 (1)", n, trips, dir)
 	}
 	checkBlob(t, b, lastBlob, 8, byte((n-1)&0xff))
@@ -483,8 +483,8 @@ func TestDirectoryTreesOutliveTheNextGet(t *testing.T) {
 	if _, err := b.GetMetadata(idB); err != nil {
 		t.Fatal(err)
 	}
-	if b.DirectoryGets() < 2 {
-		t.Fatalf("%d gets from the directory, want the test's 2", b.DirectoryGets())
+	if b.Stats().DirectoryGets < 2 {
+		t.Fatalf("%d gets from the directory, want the test's 2", b.Stats().DirectoryGets)
 	}
 	if string(treeA) != wantA || string(metaA) != wantA {
 		t.Fatalf("a tree changed under a later get:\n%s\n%s\nwant %s", treeA, metaA, wantA)

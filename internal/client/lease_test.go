@@ -62,13 +62,13 @@ func TestLeasePutsTakeOneRoundTrip(t *testing.T) {
 	// same size is one create_data, which renews the lease when short.
 	const size = 300 << 10
 	putLeased(t, a, size, 0)
-	start := a.RoundTrips()
+	start := a.Stats().RoundTrips
 	var objs, blobs []ids.ObjectID
 	for i := 1; i <= 20; i++ {
 		id, bid := putLeased(t, a, size, byte(i))
 		objs, blobs = append(objs, id), append(blobs, bid)
 	}
-	if n := a.RoundTrips() - start; n != 20 {
+	if n := a.Stats().RoundTrips - start; n != 20 {
 		t.Errorf("20 puts took %d round trips, want 20", n)
 	}
 	for i, bid := range blobs {

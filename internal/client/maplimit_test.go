@@ -37,6 +37,7 @@ func (s *syncBuffer) String() string {
 // no directory and gets by round trip, correctly; the daemon says so once;
 // a page freed by a closed connection is given to the next one.
 func TestPinPageLimit(t *testing.T) {
+	needAccel(t, AccelDirectory)
 	var logs syncBuffer
 	srv := startServerWith(t, server.Config{
 		Size:        16 << 20,
@@ -44,21 +45,21 @@ func TestPinPageLimit(t *testing.T) {
 		Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	a, b := connect(t, srv), connect(t, srv)
-	if !a.HasDirectory() || !b.HasDirectory() {
+	if !a.Stats().Directory || !b.Stats().Directory {
 		t.Fatal("the connections within the limit got no directory")
 	}
 	id, _ := put(t, a, []byte("over the limit"))
 	for range 3 {
 		c := connect(t, srv)
-		if c.HasDirectory() {
+		if c.Stats().Directory {
 			t.Fatal("a connection past MaxPinPages got a pin page")
 		}
-		before := c.RoundTrips()
+		before := c.Stats().RoundTrips
 		tree, err := c.GetObject(id)
 		if err != nil || !strings.Contains(string(tree), id.String()) {
 			t.Fatalf("get past the limit: %s %v", tree, err)
 		}
-		if c.RoundTrips() == before {
+		if c.Stats().RoundTrips == before {
 			t.Fatal("a client without a directory got without a round trip")
 		}
 	}
@@ -72,7 +73,7 @@ func TestPinPageLimit(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second) // a bound for hangs
 	for {
 		c := connect(t, srv)
-		got := c.HasDirectory()
+		got := c.Stats().Directory
 		_ = c.Close()
 		if got {
 			break

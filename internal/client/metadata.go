@@ -43,15 +43,14 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.remote {
-		if err := c.fillLocked(toSeal); err != nil {
-			return 0, nil, err
-		}
-	}
-	if !c.ext.seal || (withTree && !c.ext.withContent) {
-		return c.upstreamCreateWithTreeLocked(tree, toSeal, withTree)
-	}
-	last, err := c.sealAheadLocked(toSeal)
+	return c.d.create(tree, toSeal, withTree)
+}
+
+// create is the create of ours: create_data, which seals the blobs it
+// names first, in one round trip.
+func (o ours) create(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
+	c := o.c
+	last, err := o.sealAheadLocked(toSeal)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -59,7 +58,7 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 	req := &protocol.CreateDataRequest{Content: tree, Seal: last, WithContent: withTree}
 	if err := c.callLocked(req, &reply); err != nil {
 		if len(last) < len(toSeal) {
-			c.rollbackLocked(toSeal[:len(toSeal)-len(last)]) // sealed ahead: deleted again
+			o.rollbackLocked(toSeal[:len(toSeal)-len(last)]) // sealed ahead: deleted again
 		}
 		return 0, nil, err
 	}
@@ -81,7 +80,8 @@ func (c *Client) create(tree []byte, seal []ids.ObjectID, withTree bool) (ids.Ob
 // which a create_data cannot carry, in requests of their own (a
 // create_datas of no tree seals its list), and returns the rest for the
 // create. On failure nothing of toSeal stays sealed. c.mu must be held.
-func (c *Client) sealAheadLocked(toSeal []ids.ObjectID) ([]ids.ObjectID, error) {
+func (o ours) sealAheadLocked(toSeal []ids.ObjectID) ([]ids.ObjectID, error) {
+	c := o.c
 	n := len(toSeal) - protocol.MaxItems
 	if n <= 0 {
 		return toSeal, nil
@@ -90,7 +90,7 @@ func (c *Client) sealAheadLocked(toSeal []ids.ObjectID) ([]ids.ObjectID, error) 
 		part := toSeal[start:min(start+protocol.MaxItems, n)]
 		var reply protocol.CreateDatasReply
 		if err := c.callLocked(&protocol.CreateDatasRequest{Contents: []json.RawMessage{}, Seal: part}, &reply); err != nil {
-			c.rollbackLocked(toSeal[:start+len(part)])
+			o.rollbackLocked(toSeal[:start+len(part)])
 			return nil, err
 		}
 		c.state.Lock()
@@ -112,13 +112,13 @@ func (c *Client) GetMetadata(id ids.ObjectID) (json.RawMessage, error) {
 	c.state.Lock()
 	tree, ok := c.state.cachedTreeLocked(id, false)
 	if !ok {
-		tree, _, ok = c.accelGetLocked(id, false)
+		tree, _, ok = c.accels.get(id, false)
 		tree = bytes.Clone(tree) // the lookup's buffer
 	}
 	c.state.Unlock()
-	if !ok && c.settle() { // it may be a put of this client's in flight
+	if !ok && c.accels.settle() { // it may be a put of this client's in flight
 		c.state.Lock()
-		tree, _, ok = c.accelGetLocked(id, false)
+		tree, _, ok = c.accels.get(id, false)
 		tree = bytes.Clone(tree)
 		c.state.Unlock()
 	}
@@ -151,36 +151,31 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 	c.state.Lock()
 	tree, ok := c.state.cachedTreeLocked(id, true)
 	if !ok {
-		tree, ok = c.dirGetObjectLocked(id, into)
+		tree, ok = c.state.accelGetObjectLocked(c.accels, id, into)
 	} else if into != nil {
 		into(tree)
 	}
 	c.state.Unlock()
-	if !ok && c.settle() { // it may be a put of this client's in flight
+	if !ok && c.accels.settle() { // it may be a put of this client's in flight
 		c.state.Lock()
-		tree, ok = c.dirGetObjectLocked(id, into)
+		tree, ok = c.state.accelGetObjectLocked(c.accels, id, into)
 		c.state.Unlock()
 	}
 	if ok {
 		return tree, nil
 	}
-	tree, err := c.getObjectOver(id)
+	tree, err := c.d.getObject(id)
 	if err == nil && into != nil {
 		into(tree)
 	}
 	return tree, err
 }
 
-// getObjectOver is GetObject's round trip (or remote get).
-func (c *Client) getObjectOver(id ids.ObjectID) (json.RawMessage, error) {
-	if c.remote {
-		return c.getObjectRemote(id)
-	}
+// getObject is GetObject's round trip: get_data with buffers.
+func (o ours) getObject(id ids.ObjectID) (json.RawMessage, error) {
+	c := o.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ext.withBuffers {
-		return c.upstreamGetObjectLocked(id)
-	}
 	var reply protocol.GetDataReply
 	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
 	if err := c.callLocked(req, &reply); err != nil {
@@ -394,9 +389,13 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 		return 0, nil, status.Errorf(status.Invalid,
 			"%d bytes are too many to send inline (at most %d): create buffers for them", total, MaxInline)
 	}
-	if !c.ext.inline {
-		return c.upstreamInline(tree, data)
-	}
+	return c.d.putInline(tree, data, sizes)
+}
+
+// putInline is CreateInline of ours: the accelerators (a pipelined put),
+// else create_data with the bytes after it, in one round trip.
+func (o ours) putInline(tree []byte, data [][]byte, sizes []uint64) (ids.ObjectID, []ids.ObjectID, error) {
+	c := o.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usableLocked(); err != nil {
@@ -414,7 +413,7 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	}
 	var reply protocol.CreateDataReply
 	req := &protocol.CreateDataRequest{Content: tree, Inline: sizes}
-	if err := c.callTrailingLocked(req, &reply, data); err != nil {
+	if err := c.callLocked(req, &reply, data...); err != nil {
 		return 0, nil, err
 	}
 	if len(reply.InlineIDs) != len(data) {
@@ -423,16 +422,16 @@ func (c *Client) CreateInline(tree []byte, data [][]byte) (ids.ObjectID, []ids.O
 	return reply.ID, reply.InlineIDs, nil
 }
 
-// dirGetObjectLocked is GetObject answered from the directory
-// (directory.go): the references are those a get with buffers takes,
-// dropped by Release(id). c.state must be held.
-func (c *Client) dirGetObjectLocked(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, bool) {
-	tree, bids, ok := c.accelGetLocked(id, true)
+// accelGetObjectLocked is GetObject answered by the accelerators a (the
+// directory): the references are those a get with buffers takes, dropped
+// by Release(id). c.state must be held.
+func (r *refs) accelGetObjectLocked(a accelList, id ids.ObjectID, into func(tree []byte)) (json.RawMessage, bool) {
+	tree, bids, ok := a.get(id, true)
 	if !ok {
 		return nil, false
 	}
 	if !id.IsBlob() {
-		c.state.objects[id] = append(c.state.objects[id], bids)
+		r.objects[id] = append(r.objects[id], bids)
 	}
 	if into != nil {
 		into(tree)

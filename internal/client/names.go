@@ -40,7 +40,34 @@ func (c *Client) GetName(name string, wait bool, timeout time.Duration) (ids.Obj
 		}
 	}
 	var reply protocol.GetNameReply
-	if err := c.callWaiting(stretch, req, &reply); err != nil {
+	if stretch == 0 {
+		if err := c.call(req, &reply); err != nil {
+			return 0, err
+		}
+		return reply.ObjectID, nil
+	}
+	// The daemon may hold the request for up to the wait before it
+	// replies: the socket's timeout is stretched by it for this exchange
+	// only, so the client's timeout still catches a daemon that stopped.
+	// A negative wait (no limit) lifts the timeout for the exchange.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usableLocked(); err != nil {
+		return 0, err
+	}
+	base := c.Timeout()
+	stretched := time.Duration(0) // no limit
+	if stretch > 0 {
+		stretched = base + stretch // both at most MaxTimeout: no overflow
+	}
+	if err := c.w.conn.SetTimeout(stretched); err != nil {
+		return 0, c.w.lose(err)
+	}
+	err := c.callLocked(req, &reply)
+	if e := c.w.conn.SetTimeout(base); e != nil {
+		return 0, c.w.lose(e)
+	}
+	if err != nil {
 		return 0, err
 	}
 	return reply.ObjectID, nil

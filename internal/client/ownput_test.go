@@ -141,7 +141,7 @@ func TestOwnGetNeedsNoDaemon(t *testing.T) {
 	a := connect(t, srv)
 	putPipelined(t, a, 8, 0)
 	const n = 500
-	before := a.RoundTrips()
+	before := a.Stats().RoundTrips
 	for i := range n {
 		size := 1 + i*53%3000
 		id, bid := putPipelined(t, a, size, byte(i))
@@ -153,14 +153,14 @@ func TestOwnGetNeedsNoDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if trips, most := a.RoundTrips()-before, uint64(2*n/syncEvery+2); trips > most {
+	if trips, most := a.Stats().RoundTrips-before, uint64(2*n/syncEvery+2); trips > most {
 		t.Fatalf("%d puts and gets took %d round trips, want at most %d", n, trips, most)
 	}
 	// The daemon needs a wake-up to read a put; the get follows at once.
-	if a.OwnPutGets() == 0 {
+	if a.Stats().OwnPutGets == 0 {
 		t.Fatal("no get was answered from the client's own put")
 	}
-	t.Logf("%d of %d gets answered from the put", a.OwnPutGets(), n)
+	t.Logf("%d of %d gets answered from the put", a.Stats().OwnPutGets, n)
 }
 
 // Gets of one's own puts under deletes: another connection deletes each
@@ -292,7 +292,7 @@ func TestOwnGetsUnderDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d of %d gets answered from the put", w.OwnPutGets(), puts)
+	t.Logf("%d of %d gets answered from the put", w.Stats().OwnPutGets, puts)
 	if _, err := d.Delete(fillers, false, true, false); err != nil {
 		t.Fatal(err)
 	}

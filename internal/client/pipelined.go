@@ -193,7 +193,7 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	c.state.validateCacheLocked()
 	rel := c.state.takeReleasesLocked()
 	c.state.Unlock()
-	ahead := c.releaseRequests(rel)
+	ahead := c.ext.releaseRequests(rel)
 	c.w.wbuf = c.w.wbuf[:0]
 	for _, r := range append(ahead, req) {
 		if err := c.w.encode(r); err != nil {

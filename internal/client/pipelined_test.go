@@ -43,7 +43,7 @@ func TestPipelinedPutsTakeNoRoundTrip(t *testing.T) {
 	}
 	putPipelined(t, a, 8, 0) // leases: a round trip
 	const n = 300
-	before := a.RoundTrips()
+	before := a.Stats().RoundTrips
 	for i := range n {
 		size := 1 + i*37%5000
 		id, bid := putPipelined(t, a, size, byte(i))
@@ -60,7 +60,7 @@ func TestPipelinedPutsTakeNoRoundTrip(t *testing.T) {
 	}
 	// One put in syncEvery waits for its reply, and the lease's ids run out
 	// about every thousand: at most that many round trips.
-	if got, most := a.RoundTrips()-before, uint64(n/syncEvery+n/(1024-leaseIDsLow)+1); got > most {
+	if got, most := a.Stats().RoundTrips-before, uint64(n/syncEvery+n/(1024-leaseIDsLow)+1); got > most {
 		t.Fatalf("%d puts took %d round trips, want at most %d", n, got, most)
 	}
 	// The creator holds nothing: deleting everything frees everything.
@@ -331,7 +331,7 @@ func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
 	var trips uint64
 	for i := range 200 {
 		id, bid := putPipelined(t, a, 100+i, byte(i))
-		before := a.RoundTrips()
+		before := a.Stats().RoundTrips
 		tree, err := a.GetObject(id)
 		if err != nil {
 			t.Fatal(err)
@@ -348,7 +348,7 @@ func TestOwnGetOfAPipelinedPutNeedsNoRoundTrip(t *testing.T) {
 		if err := a.Release(id); err != nil {
 			t.Fatal(err)
 		}
-		trips += a.RoundTrips() - before
+		trips += a.Stats().RoundTrips - before
 	}
 	if trips != 0 {
 		t.Fatalf("200 gets of the client's own puts took %d round trips", trips)
@@ -363,11 +363,11 @@ func TestPipelinedPutsRenewTheLeaseRarely(t *testing.T) {
 	srv := startServer(t, 64<<20)
 	a := connect(t, srv)
 	const n, size = 256, 64 << 10
-	before := a.RoundTrips()
+	before := a.Stats().RoundTrips
 	for i := range n {
 		putPipelined(t, a, size, byte(i))
 	}
-	if got, most := a.RoundTrips()-before, uint64(n/leasePuts+n/syncEvery+2); got > most {
+	if got, most := a.Stats().RoundTrips-before, uint64(n/leasePuts+n/syncEvery+2); got > most {
 		t.Fatalf("%d puts of %d bytes took %d round trips, want at most %d", n, size, got, most)
 	}
 }

@@ -58,7 +58,7 @@ func (c *Client) MapPrivate(id ids.ObjectID) ([]byte, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if c.remote {
+	if c.IsRPC() {
 		return nil, errNeedsShm("a private view (MapPrivate)")
 	}
 	if id == ids.EmptyBlob || !id.IsBlob() {
@@ -133,7 +133,7 @@ func UnmapPrivate(p uintptr) error {
 	delete(views.byAddr, p)
 	views.live[v.c]--
 	last := views.live[v.c] == 0
-	finishClose := last && views.closing[v.c]
+	finish := last && views.closing[v.c]
 	if last {
 		delete(views.live, v.c)
 		delete(views.closing, v.c)
@@ -142,8 +142,8 @@ func UnmapPrivate(p uintptr) error {
 
 	// Unmap before the reference goes: the memory may be reused after it.
 	err := v.m.Close()
-	if finishClose {
-		v.c.finishClose()
+	if finish {
+		finishClose(v.c)
 	} else if e := v.c.Release(v.id); e != nil && status.CodeOf(e) != status.ConnectionError {
 		// A closed or broken connection has released everything already.
 		return e
@@ -162,10 +162,10 @@ func PrivateViews() int {
 	return len(views.byAddr)
 }
 
-// waitForViewsLocked is called by Close once the client is marked closed: it
+// waitForViews is called by Close once the client is marked closed: it
 // reports whether private views of c are live, in which case the last
 // UnmapPrivate finishes the Close. c.mu must be held.
-func (c *Client) waitForViewsLocked() bool {
+func waitForViews(c *Client) bool {
 	views.mu.Lock()
 	defer views.mu.Unlock()
 	if views.live[c] == 0 {
@@ -175,8 +175,9 @@ func (c *Client) waitForViewsLocked() bool {
 	return true
 }
 
-// finishClose disconnects a closed client whose last private view is gone.
-func (c *Client) finishClose() {
+// finishClose disconnects a closed client c whose last private view is
+// gone.
+func finishClose(c *Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_ = c.disconnectLocked()

@@ -77,12 +77,12 @@ func TestPrivateViewIsCopyOnWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	view, err := b.MapPrivate(bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := b.RoundTrips() - before; n != 0 {
+	if n := b.Stats().RoundTrips - before; n != 0 {
 		t.Errorf("MapPrivate took %d round trips, want 0", n)
 	}
 	if len(view) != len(want) || !bytes.Equal(view, want) {
@@ -147,11 +147,11 @@ func TestPrivateViewPinsItsBlob(t *testing.T) {
 	}
 	// The view's own reference keeps the blob once the get's is released:
 	// no round trip, and the memory is not freed.
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	if err := b.Release(bid); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.RoundTrips() - before; n != 0 {
+	if n := b.Stats().RoundTrips - before; n != 0 {
 		t.Errorf("release under a live view took %d round trips, want 0", n)
 	}
 	if _, err := a.Delete([]ids.ObjectID{id}, false, true, false); err != nil {

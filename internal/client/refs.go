@@ -35,9 +35,10 @@ type refs struct {
 	epoch       atomic.Pointer[uint64] // the meta epoch in the arena mapping, once mapped
 
 	// Set by the client at Connect: flush sends the pending releases in
-	// an exchange of its own (the timer's; it takes Client.mu), alive
-	// reports whether the client is open and its daemon there (the
-	// cache's check).
-	flush func()
-	alive func() bool
+	// an exchange of its own (the timer's; it takes Client.mu); closed
+	// and connected report whether the client was closed and whether its
+	// daemon is there (Client.Connected), for the cache's check.
+	flush     func()
+	closed    func() bool
+	connected func() bool
 }

@@ -78,11 +78,11 @@ func (r *refs) takeReleasesLocked() []ids.ObjectID {
 // release would keep the memory until the connection closes), or one per
 // id when the daemon lacks release.ids (upstream's, which reads only
 // object_id).
-func (c *Client) releaseRequests(rel []ids.ObjectID) []protocol.Request {
+func (e extSet) releaseRequests(rel []ids.ObjectID) []protocol.Request {
 	if len(rel) == 0 {
 		return nil
 	}
-	if c.ext.releaseIDs {
+	if e.releaseIDs {
 		var out []protocol.Request
 		for part := range slices.Chunk(rel, protocol.MaxItems) {
 			out = append(out, &protocol.ReleaseRequest{ObjectID: part[0], IDs: part[1:]})
@@ -96,8 +96,9 @@ func (c *Client) releaseRequests(rel []ids.ObjectID) []protocol.Request {
 	return out
 }
 
-// flushReleases sends the queue in an exchange of its own (the timer path).
-func (c *Client) flushReleases() {
+// flushReleases sends the queue of c in an exchange of its own (the timer
+// path, refs.flush).
+func flushReleases(c *Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.state.Lock()
@@ -107,7 +108,7 @@ func (c *Client) flushReleases() {
 	if len(rel) == 0 || c.usableLocked() != nil {
 		return
 	}
-	reqs := c.releaseRequests(rel)
+	reqs := c.ext.releaseRequests(rel)
 	var reply protocol.AckReply
 	_ = c.w.exchange(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)
 }
@@ -131,7 +132,7 @@ func (c *Client) FlushReleases() error {
 	if len(rel) == 0 {
 		return nil
 	}
-	reqs := c.releaseRequests(rel)
+	reqs := c.ext.releaseRequests(rel)
 	var reply protocol.AckReply
 	c.roundTrips.Add(1)
 	return c.w.exchange(reqs[len(reqs)-1], &reply, reqs[:len(reqs)-1], nil)

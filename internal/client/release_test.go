@@ -19,7 +19,7 @@ func TestReleaseRequestsFitTheLimit(t *testing.T) {
 		rel[i] = ids.ObjectID(i + 1)
 	}
 	var sent []ids.ObjectID
-	reqs := c.releaseRequests(rel)
+	reqs := c.ext.releaseRequests(rel)
 	for _, r := range reqs {
 		rr := r.(*protocol.ReleaseRequest)
 		if n := len(rr.IDs) + 1; n > protocol.MaxItems {

@@ -62,9 +62,9 @@ func getHeld(t testing.TB, c *Client, id ids.ObjectID) {
 func waitReleased(t testing.TB, c *Client) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
-	for c.PinsInUse() != 0 {
+	for c.Stats().PinsInUse != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d pins still in use a second after their release was written", c.PinsInUse())
+			t.Fatalf("%d pins still in use a second after their release was written", c.Stats().PinsInUse)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -85,17 +85,17 @@ func queuedGet(t *testing.T) (a, b *Client, q *queueWriter, id ids.ObjectID) {
 func TestReleaseQueueTakenFirstAtTheNextCall(t *testing.T) {
 	needAccel(t, AccelDirectory) // pins in use count the gets
 	_, b, q, id := queuedGet(t)
-	if b.PinsInUse() != 1 {
-		t.Fatalf("pins in use %d after a directory get, want 1", b.PinsInUse())
+	if b.Stats().PinsInUse != 1 {
+		t.Fatalf("pins in use %d after a directory get, want 1", b.Stats().PinsInUse)
 	}
 	// Written with the queue armed: no call; the next call takes it first.
 	atomic.StoreUint64(&q.w[qArmed], 1)
 	q.release(t, id)
-	if b.PinsInUse() != 1 {
+	if b.Stats().PinsInUse != 1 {
 		t.Fatal("a written release was taken before any call")
 	}
 	b.TakeQueuedReleases()
-	if n := b.PinsInUse(); n != 0 {
+	if n := b.Stats().PinsInUse; n != 0 {
 		t.Fatalf("pins in use %d after the next call, want 0", n)
 	}
 	if err := b.Release(id); err == nil {
@@ -139,7 +139,7 @@ func TestReleaseQueueWrapsAndStopsAtAnUnwrittenSlot(t *testing.T) {
 			t.Fatalf("release %d: the ring was full", i)
 		}
 		b.TakeQueuedReleases()
-		if n := b.PinsInUse(); n != 0 {
+		if n := b.Stats().PinsInUse; n != 0 {
 			t.Fatalf("release %d: pins in use %d", i, n)
 		}
 	}
@@ -150,12 +150,12 @@ func TestReleaseQueueWrapsAndStopsAtAnUnwrittenSlot(t *testing.T) {
 	tail := atomic.LoadUint64(&q.w[qTail])
 	atomic.StoreUint64(&q.w[qTail], tail+1)
 	b.TakeQueuedReleases()
-	if b.PinsInUse() != 1 || atomic.LoadUint64(&q.w[qHead]) != tail {
+	if b.Stats().PinsInUse != 1 || atomic.LoadUint64(&q.w[qHead]) != tail {
 		t.Fatal("an unwritten slot was taken")
 	}
 	atomic.StoreUint64(&q.w[qSlots+tail%2], uint64(id))
 	b.TakeQueuedReleases()
-	if b.PinsInUse() != 0 {
+	if b.Stats().PinsInUse != 0 {
 		t.Fatal("the slot written late was not taken")
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -97,7 +98,6 @@ func connectRPC(endpoint string, o options) (*Client, error) {
 		return nil, status.Errorf(status.ConnectionFailed, "cannot connect to vineyardd at %s: %v", endpoint, unwrapOp(err))
 	}
 	c := newClient(conn, endpoint)
-	c.remote = true
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
 	req := &protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions, Password: o.secret}
@@ -108,11 +108,36 @@ func connectRPC(endpoint string, o options) (*Client, error) {
 	c.instanceID = reply.InstanceID
 	c.daemonVersion = reply.Version
 	c.ext = parseExtensions(reply.Extensions) // no meta epoch: nothing is mapped
+	c.d = dialectFor(c, true)
 	return c, nil
 }
 
 // IsRPC reports whether the client is in remote mode (ConnectRPC).
-func (c *Client) IsRPC() bool { return c.remote }
+func (c *Client) IsRPC() bool {
+	_, ok := c.d.(remote)
+	return ok
+}
+
+// create sends the bytes of toSeal, then creates as the base dialect does.
+func (r remote) create(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error) {
+	if err := r.fillLocked(toSeal); err != nil {
+		return 0, nil, err
+	}
+	return r.base.create(tree, toSeal, withTree)
+}
+
+// putInline is the base dialect's: the bytes travel with the request.
+func (r remote) putInline(tree []byte, data [][]byte, sizes []uint64) (ids.ObjectID, []ids.ObjectID, error) {
+	return r.base.putInline(tree, data, sizes)
+}
+
+// seal sends the blob's bytes, then seals it.
+func (r remote) seal(id ids.ObjectID) error {
+	if err := r.fillLocked([]ids.ObjectID{id}); err != nil {
+		return err
+	}
+	return r.ours.seal(id)
+}
 
 // errNeedsShm is the error of calls that only make sense with shared memory.
 func errNeedsShm(what string) error {
@@ -231,9 +256,10 @@ func (b *blob) drop() {
 	b.mem = nil
 }
 
-// adoptRemoteLocked is adoptCreatedLocked in remote mode: local memory for
+// adopt is adopt in remote mode: local memory for
 // each created blob. c.mu must be held.
-func (c *Client) adoptRemoteLocked(ps []protocol.Payload) ([]Buffer, error) {
+func (r remote) adopt(ps []protocol.Payload) ([]Buffer, error) {
+	c := r.c
 	out := make([]Buffer, len(ps))
 	entries := make([]*blob, len(ps))
 	fail := func(err error) ([]Buffer, error) {
@@ -267,7 +293,8 @@ func (c *Client) adoptRemoteLocked(ps []protocol.Payload) ([]Buffer, error) {
 // fillLocked sends the bytes of the unsealed blobs idl this client created
 // (those it has local memory for) to the daemon, in one round trip, before
 // they are sealed. c.mu must be held.
-func (c *Client) fillLocked(idl []ids.ObjectID) error {
+func (r remote) fillLocked(idl []ids.ObjectID) error {
+	c := r.c
 	req := &protocol.FillBuffersRequest{}
 	var data [][]byte
 	c.state.Lock()
@@ -286,7 +313,7 @@ func (c *Client) fillLocked(idl []ids.ObjectID) error {
 		return errUpstreamRemote("filling created buffers")
 	}
 	var reply protocol.AckReply
-	return c.callTrailingLocked(req, &reply, data)
+	return c.callLocked(req, &reply, data...)
 }
 
 // readBytes reads the bytes of ps, which follow a reply, into local
@@ -323,7 +350,8 @@ func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
 // pinRemoteLocked records a copy got for blob id and adds one reference, as
 // pinLocked does; when the client has a copy already, the new one is freed.
 // c.state must be held.
-func (c *Client) pinRemoteLocked(id ids.ObjectID, m *localMem) {
+func (r remote) pinRemoteLocked(id ids.ObjectID, m *localMem) {
+	c := r.c
 	b, ok := c.state.blobs[id]
 	if !ok {
 		b = &blob{}
@@ -337,9 +365,10 @@ func (c *Client) pinRemoteLocked(id ids.ObjectID, m *localMem) {
 	b.pins++
 }
 
-// getRemote is GetBuffers in remote mode, for the blobs want (distinct, not
+// getBuffers is GetBuffers in remote mode, for the blobs want (distinct, not
 // empty): get_remote_buffers_request, the bytes after the reply.
-func (c *Client) getRemote(idl, want []ids.ObjectID, unsafe bool, out [][]byte) error {
+func (r remote) getBuffers(idl, want []ids.ObjectID, unsafe bool, out [][]byte) error {
+	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
@@ -366,7 +395,7 @@ func (c *Client) getRemote(idl, want []ids.ObjectID, unsafe bool, out [][]byte) 
 	c.state.Lock()
 	defer c.state.Unlock()
 	for _, id := range want {
-		c.pinRemoteLocked(id, got[id])
+		r.pinRemoteLocked(id, got[id])
 		got[id] = nil // the entry owns it now
 	}
 	for i, id := range idl {
@@ -393,9 +422,10 @@ func firstIndex(l []ids.ObjectID, id ids.ObjectID) int {
 	return -1
 }
 
-// getObjectRemote is GetObject in remote mode: get_data with buffers, whose
+// getObject is GetObject in remote mode: get_data with buffers, whose
 // reply the blobs' bytes follow.
-func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
+func (r remote) getObject(id ids.ObjectID) (json.RawMessage, error) {
+	c := r.c
 	if !c.ext.withBuffers {
 		return nil, errUpstreamRemote("getting an object with its blobs")
 	}
@@ -428,7 +458,7 @@ func (c *Client) getObjectRemote(id ids.ObjectID) ([]byte, error) {
 			continue
 		}
 		seen[bid] = true
-		c.pinRemoteLocked(bid, mems[i])
+		r.pinRemoteLocked(bid, mems[i])
 		pinned = append(pinned, bid)
 	}
 	if !id.IsBlob() {
@@ -448,7 +478,7 @@ func (c *Client) CreateRemoteBuffers(data [][]byte) ([]ids.ObjectID, error) {
 	}
 	var reply protocol.BuffersReply
 	req := &protocol.CreateRemoteBuffersRequest{Num: len(sizes), Sizes: sizes}
-	if err := c.callTrailing(req, &reply, data); err != nil {
+	if err := c.call(req, &reply, data...); err != nil {
 		return nil, err
 	}
 	if len(reply.IDs) != len(data) {

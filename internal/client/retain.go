@@ -85,7 +85,7 @@ func (l *Lease) Release() error {
 	}
 	c.state.Unlock()
 	if dropHold(c) {
-		c.finishClose()
+		finishClose(c)
 	}
 	return nil
 }
@@ -116,14 +116,6 @@ func dropHold(c *Client) bool {
 	delete(views.live, c)
 	delete(views.closing, c)
 	return finish
-}
-
-// Holds returns the number of live leases and private views of the client
-// (for tests).
-func (c *Client) Holds() int {
-	views.mu.Lock()
-	defer views.mu.Unlock()
-	return views.live[c]
 }
 
 // IsSharedMemory reports whether addr points into an arena this process maps

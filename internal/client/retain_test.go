@@ -33,12 +33,12 @@ func TestLeaseKeepsDeletedBlobsUntilReleased(t *testing.T) {
 	if _, err := b.GetObject(id); err != nil {
 		t.Fatal(err)
 	}
-	before := b.RoundTrips()
+	before := b.Stats().RoundTrips
 	lease, views, err := b.Retain([]ids.ObjectID{bid, ids.EmptyBlob, bid})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.RoundTrips() != before {
+	if b.Stats().RoundTrips != before {
 		t.Error("Retain made a round trip")
 	}
 	if len(views) != 3 || len(views[0]) != 1<<20 || views[1] != nil || !IsSharedMemory(uintptr(unsafe.Pointer(&views[2][0]))) {
@@ -47,7 +47,7 @@ func TestLeaseKeepsDeletedBlobsUntilReleased(t *testing.T) {
 	if err := b.Release(id); err != nil { // the get's reference: the lease still holds
 		t.Fatal(err)
 	}
-	if b.RoundTrips() != before {
+	if b.Stats().RoundTrips != before {
 		t.Error("a release that reaches no zero made a round trip")
 	}
 	full := usage(t, a)
@@ -151,7 +151,7 @@ func TestLeasesFromManyGoroutines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := b.Holds(); n != 0 {
+	if n := b.Stats().Holds; n != 0 {
 		t.Fatalf("%d leases left", n)
 	}
 	if _, _, err := b.BlobPointer(bid); err != nil {

@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -106,32 +105,3 @@ func (c *Client) SetTimeout(d time.Duration) error {
 // Timeout returns the client's timeout (DefaultTimeout unless set). It never
 // waits behind an exchange.
 func (c *Client) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
-
-// callWaiting is call for a request the daemon may hold for up to wait
-// before it replies (get_name with wait): the socket's timeout is stretched
-// by wait for this exchange only, so the client's timeout still catches a
-// daemon that stopped. A negative wait (the daemon waits without limit)
-// lifts the timeout for the exchange.
-func (c *Client) callWaiting(wait time.Duration, req protocol.Request, reply protocol.Reply) error {
-	if wait == 0 {
-		return c.call(req, reply)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usableLocked(); err != nil {
-		return err
-	}
-	base := c.Timeout()
-	stretched := time.Duration(0) // no limit
-	if wait > 0 {
-		stretched = base + wait // both at most MaxTimeout: no overflow
-	}
-	if err := c.w.conn.SetTimeout(stretched); err != nil {
-		return c.w.lose(err)
-	}
-	err := c.callLocked(req, reply)
-	if e := c.w.conn.SetTimeout(base); e != nil {
-		return c.w.lose(e)
-	}
-	return err
-}
