@@ -129,12 +129,14 @@ func (c *EventCounts) Count(k EventKind) uint64 {
 }
 
 // emitLocked delivers e to the store's subscribers, in a fixed order: the
-// directory (before anything could read a stale entry), the epoch, the
+// directory (before anything could read a stale entry), the ordered id
+// index (idindex.go), the epoch, the
 // waiters, the observer. s.mu must be held.
 func (s *Store) emitLocked(e Event) {
 	if s.dir != nil {
 		s.dir.apply(s, e)
 	}
+	s.idx.apply(s, e)
 	s.epochApply(e)
 	s.waiters.apply(e)
 	if s.observer != nil {

@@ -46,6 +46,7 @@ func (s *Store) CheckInvariants() error {
 	s.checkRefsLocked(fail)
 	s.checkNamesLocked(fail)
 	s.checkIndexLocked(fail)
+	s.checkIDIndexLocked(fail)
 	s.checkAllocLocked(fail)
 	s.checkDirectoryLocked(fail)
 	s.checkStatesLocked(fail)

@@ -581,41 +581,6 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uin
 	return content, extents, s.epochLocked(), nil
 }
 
-// List returns {"o…": tree} of objects (and sealed blobs) whose typename
-// matches, ordered by id, at most limit (0: all).
-func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
-	match, err := compileMatcher(pattern, regex)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var found []ids.ObjectID
-	for id, o := range s.objects {
-		if match(o.typename) {
-			found = append(found, id)
-		}
-	}
-	for id, r := range s.remote {
-		if match(r.typename) {
-			found = append(found, id)
-		}
-	}
-	if match(BlobTypename) {
-		for id, b := range s.blobs {
-			if b.state != stateUnsealed {
-				found = append(found, id)
-			}
-		}
-	}
-	slices.Sort(found)
-	if limit > 0 && uint64(len(found)) > limit {
-		found = found[:limit]
-	}
-	out, _, err := s.contentLocked(found, 0)
-	return out, err
-}
-
 // Persist marks an object and its non-blob members persisted. The backend
 // is called without the store lock (with etcd it is a network round trip,
 // which local put and get must not wait for); what changed meanwhile is

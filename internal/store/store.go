@@ -129,7 +129,10 @@ type Store struct {
 	prefaultDone chan struct{}
 	prefaultOnce sync.Once
 
-	clearHook func() // tests: runs between Clear's batches, without mu
+	clearHook func()  // tests: runs between Clear's batches, without mu
+	listHook  func()  // tests: runs between List's batches, without mu
+	idx       idIndex // every id in order, for List (idindex.go)
+	listSeen  uint64  // ids List visited (tests: a list costs what it returns)
 
 	shapes map[string]*shape // trees built before, by text (shape.go)
 
