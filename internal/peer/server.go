@@ -26,6 +26,13 @@ const (
 	DefaultConnWindow   = 16 << 20
 	DefaultBufferSize   = 256 << 10
 	DefaultIdleTimeout  = 10 * time.Second
+	// DefaultStallTimeout is how long a stream may make no progress (no
+	// chunk taken by gRPC: its client stopped reading) before the server
+	// closes its connection and releases its pins.
+	DefaultStallTimeout = 30 * time.Second
+	// DefaultMaxPeerStreams is how many fetch streams one peer (one IP
+	// address) may have served at once, over all its connections.
+	DefaultMaxPeerStreams = 64
 
 	// maxRequestBytes caps a FetchRequest (maxRanges ranges of ~25 bytes).
 	maxRequestBytes = 2 << 20
@@ -61,6 +68,10 @@ type ServerConfig struct {
 	// buffers of gRPC.
 	StreamWindow, ConnWindow int32
 	BufferSize               int
+	// StallTimeout: DefaultStallTimeout when zero.
+	StallTimeout time.Duration
+	// MaxPeerStreams: DefaultMaxPeerStreams when zero.
+	MaxPeerStreams int
 }
 
 func (c *ServerConfig) setDefaults() error {
@@ -84,6 +95,15 @@ func (c *ServerConfig) setDefaults() error {
 	}
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.MaxPeerStreams == 0 {
+		c.MaxPeerStreams = DefaultMaxPeerStreams
+	}
+	if c.StallTimeout < 0 || c.MaxPeerStreams < 0 {
+		return errors.New("peer: negative stall timeout or peer stream cap")
 	}
 	if err := checkWindows(c.StreamWindow, c.ConnWindow, c.BufferSize); err != nil {
 		return err
@@ -121,6 +141,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	closed bool
+	conns  map[string]net.Conn // open connections by remote address (stall.go)
+	active map[string]int      // fetch streams being served, by peer IP (stall.go)
 }
 
 // NewServer makes a server for src; Serve or Listen starts it.
@@ -131,7 +153,7 @@ func NewServer(cfg ServerConfig, src Source) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, src: src}
+	s := &Server{cfg: cfg, src: src, conns: map[string]net.Conn{}, active: map[string]int{}}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec{}),
 		grpc.InitialWindowSize(cfg.StreamWindow),
@@ -191,7 +213,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = lis
 	s.mu.Unlock()
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(&trackListener{Listener: lis, s: s})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -249,6 +271,11 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 	if len(req.Ranges) == 0 {
 		return status.Error(codes.InvalidArgument, "peer: no ranges")
 	}
+	w, err := s.admit(ss.Context())
+	if err != nil {
+		return err
+	}
+	defer w.done()
 	// Pin each blob once, in first-seen order.
 	pos := make(map[ids.ObjectID]int, len(req.Ranges))
 	var blobs []ids.ObjectID
@@ -285,9 +312,18 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 	}
 	hdr := header{Sizes: sizes}
 	served := ps
-	var total uint64
+	var total, distinct uint64
 	for _, p := range ps {
 		total += p.end - p.off
+	}
+	for _, v := range views {
+		distinct += uint64(len(v))
+	}
+	if total > distinct {
+		// Each blob's bytes at most once per request: a request naming one
+		// blob many times must not make the server send it as many times.
+		return status.Errorf(codes.InvalidArgument,
+			"peer: the ranges ask for %d bytes, more than the %d bytes of the %d distinct blobs they name", total, distinct, len(views))
 	}
 	if streams := min(int(req.MaxStreams), maxConcurrentStreams/2); streams > 1 && total > uint64(s.cfg.SplitAbove) {
 		hdr.Plan = split(ps, req.Ranges, streams, uint64(s.cfg.ChunkSize))
@@ -298,6 +334,7 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 	if err := ss.SendMsg(&hdr); err != nil {
 		return err
 	}
+	w.progress()
 	chunk := uint64(s.cfg.ChunkSize)
 	for _, p := range served {
 		view := views[pos[req.Ranges[p.blob].Blob]]
@@ -307,6 +344,7 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 			if err := ss.SendMsg(&msg); err != nil {
 				return err
 			}
+			w.progress()
 			off += n
 		}
 	}
