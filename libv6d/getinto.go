@@ -52,10 +52,10 @@ func getInto(name string, h C.uint64_t, id C.uint64_t, flags C.uint32_t, out *C.
 		// never copied in Go), while the get holds it.
 		var treeLen int
 		var treeShape uint64
-		into := func(tree []byte) {
+		into := func(tree []byte, daemonShape uint64) {
 			treeLen = len(tree)
 			if shape != nil {
-				treeShape = client.TreeShape(tree)
+				treeShape = c.TreeShapeOf(daemonShape, tree)
 			}
 			if len(tree) > 0 && uint64(len(tree)) <= uint64(capacity) {
 				copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), len(tree)), tree)

@@ -69,6 +69,8 @@ type Client struct {
 	// the release queue (refs.go); its lock, state.Mutex, is "Client.state".
 	state refs
 
+	shapes shapeMap // the daemon's shape numbers → the process's (shape.go)
+
 	dirGets atomic.Uint64 // gets the directory answered
 	ownGets atomic.Uint64 // of them, gets answered from this client's own puts (ownput.go)
 }

@@ -55,6 +55,9 @@ type dirState struct {
 	// get allocates no record.
 	words []uint64
 	blobs []shm.DirBlob
+	// shape is the daemon's shape number of the tree the last get
+	// answered (its record's; 0 for one of this client's own puts).
+	shape uint64
 }
 
 // slotHold is one pin slot and the number of blobs it backs.
@@ -218,6 +221,7 @@ func (d *directory) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool
 	}
 	st.words, st.blobs = rec.Words, rec.Blobs
 	if !pin {
+		st.shape = rec.Shape
 		return rec.Tree, nil, true
 	}
 	return d.pin(id, rec, 0, slot, seq)
@@ -232,6 +236,7 @@ func (d *directory) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool
 func (d *directory) pin(id ids.ObjectID, rec shm.Record, own, slot, seq uint64) ([]byte, []ids.ObjectID, bool) {
 	c := d.c
 	st := c.state.dir
+	st.shape = rec.Shape
 	var room [8][]byte // views of the first blobs, without an allocation
 	views := room[:0]
 	for _, eb := range rec.Blobs {

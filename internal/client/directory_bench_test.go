@@ -33,7 +33,7 @@ func BenchmarkGet(b *testing.B) {
 		b.Run(mode.name+"/object-into", func(b *testing.B) { // as libv6d gets: the tree copied out under the lock
 			var dst [4096]byte
 			var room [8]BlobView
-			into := func(tree []byte) { copy(dst[:], tree) }
+			into := func(tree []byte, _ uint64) { copy(dst[:], tree) }
 			for range b.N {
 				if _, _, err := c.GetObjectViews(id, room[:0], into); err != nil {
 					b.Fatal(err)

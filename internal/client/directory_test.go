@@ -477,7 +477,7 @@ func TestDirectoryTreesOutliveTheNextGet(t *testing.T) {
 	}
 	wantA := string(treeA)
 	var intoB string
-	if _, _, err := b.GetObjectViews(idB, nil, func(tree []byte) { intoB = string(tree) }); err != nil {
+	if _, _, err := b.GetObjectViews(idB, nil, func(tree []byte, _ uint64) { intoB = string(tree) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.GetMetadata(idB); err != nil {

@@ -144,7 +144,7 @@ func (c *Client) GetObject(id ids.ObjectID) (json.RawMessage, error) {
 // getObject is GetObject; with into, it hands the tree to into, and a tree
 // from the directory is then not copied first, nor returned: into runs
 // under c.state, and the tree is valid only during the call.
-func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMessage, error) {
+func (c *Client) getObject(id ids.ObjectID, into func(tree []byte, shape uint64)) (json.RawMessage, error) {
 	if err := c.liveLocal(); err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 	if !ok {
 		tree, ok = c.state.accelGetObjectLocked(c.accels, id, into)
 	} else if into != nil {
-		into(tree)
+		into(tree, 0)
 	}
 	c.state.Unlock()
 	if !ok && c.accels.settle() { // it may be a put of this client's in flight
@@ -166,7 +166,7 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte)) (json.RawMes
 	}
 	tree, err := c.d.getObject(id)
 	if err == nil && into != nil {
-		into(tree)
+		into(tree, 0)
 	}
 	return tree, err
 }
@@ -425,7 +425,7 @@ func (o ours) putInline(tree []byte, data [][]byte, sizes []uint64) (ids.ObjectI
 // accelGetObjectLocked is GetObject answered by the accelerators a (the
 // directory): the references are those a get with buffers takes, dropped
 // by Release(id). c.state must be held.
-func (r *refs) accelGetObjectLocked(a accelList, id ids.ObjectID, into func(tree []byte)) (json.RawMessage, bool) {
+func (r *refs) accelGetObjectLocked(a accelList, id ids.ObjectID, into func(tree []byte, shape uint64)) (json.RawMessage, bool) {
 	tree, bids, ok := a.get(id, true)
 	if !ok {
 		return nil, false
@@ -434,7 +434,7 @@ func (r *refs) accelGetObjectLocked(a accelList, id ids.ObjectID, into func(tree
 		r.objects[id] = append(r.objects[id], bids)
 	}
 	if into != nil {
-		into(tree)
+		into(tree, r.dir.shape)
 		return nil, true
 	}
 	return bytes.Clone(tree), true

@@ -126,8 +126,9 @@ func (o *ownPuts) get(id ids.ObjectID, pin bool) ([]byte, []ids.ObjectID, bool) 
 		delete(o.puts, id)
 		return nil, nil, false
 	}
-	rec := shm.Record{Tree: sh.tmpl.render(id, op.blobs), Blobs: op.blobs}
+	rec := shm.Record{Tree: sh.tmpl.render(id, op.blobs), Blobs: op.blobs} // no shape number: the daemon has not seen it
 	if !pin {
+		c.state.dir.shape = 0
 		return rec.Tree, nil, true
 	}
 	return o.dir.pin(id, rec, op.seq, 0, 0)

@@ -23,8 +23,11 @@ type BlobView struct {
 //
 // With into, the tree is handed to into (valid only during the call, which
 // may run under the client's lock: into must not call the client) and not
-// returned; a tree from the directory is then never copied in Go.
-func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView, into func(tree []byte)) (json.RawMessage, []BlobView, error) {
+// returned; a tree from the directory is then never copied in Go. With it
+// comes the daemon's shape number of the tree (its directory record's), 0
+// when the get did not learn it; TreeShapeOf turns either into this
+// process's shape number.
+func (c *Client) GetObjectViews(id ids.ObjectID, dst []BlobView, into func(tree []byte, shape uint64)) (json.RawMessage, []BlobView, error) {
 	tree, err := c.getObject(id, into)
 	if err != nil {
 		return nil, dst, err

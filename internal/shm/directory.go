@@ -46,6 +46,7 @@ import (
 //	word 0  id
 //	word 1  number of blobs n
 //	word 2  tree length in bytes
+//	word 3  the tree's shape number (the daemon's, 0: none; internal/tree)
 //	n × {blob id, arena offset, size}
 //	the tree (the JSON get_data returns for the id), padded to 8 bytes
 //
@@ -65,7 +66,7 @@ const (
 	// DirMaxProbe bounds the slots a lookup or a publish visits.
 	DirMaxProbe = 32
 	// DirRecordHeader is the size of a record's fixed words.
-	DirRecordHeader = 24
+	DirRecordHeader = 32
 	// DirBlobSize is the size of one blob extent in a record.
 	DirBlobSize = 24
 	// DirHotRecords is the part of the record area, from its start, that
@@ -83,7 +84,7 @@ const (
 func hotLen(recOff, recSize uint64) uint64 { return recOff + min(recSize, DirHotRecords) }
 
 // DirMagic identifies the directory layout.
-const DirMagic = "v6ddir\x00\x01"
+const DirMagic = "v6ddir\x00\x02"
 
 // directoryName is the memfd name of the directory.
 const directoryName = "vineyard-directory"
@@ -229,13 +230,15 @@ func (d *Directory) Close() error {
 }
 
 // WriteRecord writes the record of id at off (8-aligned, inside the record
-// area, RecordSize bytes reserved by the caller, named by no live entry).
-func (d *Directory) WriteRecord(off uint64, id uint64, tree []byte, blobs []DirBlob) {
+// area, RecordSize bytes reserved by the caller, named by no live entry):
+// its tree, the tree's shape number and its blobs.
+func (d *Directory) WriteRecord(off uint64, id uint64, tree []byte, shape uint64, blobs []DirBlob) {
 	w := d.w[off/8:]
 	atomic.StoreUint64(&w[0], id)
 	atomic.StoreUint64(&w[1], uint64(len(blobs)))
 	atomic.StoreUint64(&w[2], uint64(len(tree)))
-	i := 3
+	atomic.StoreUint64(&w[3], shape)
+	i := 4
 	for _, b := range blobs {
 		atomic.StoreUint64(&w[i], b.ID)
 		atomic.StoreUint64(&w[i+1], b.Offset)
@@ -326,6 +329,7 @@ func NewDirectoryView(b []byte) (*DirectoryView, error) {
 // Record is a copy of a directory record.
 type Record struct {
 	Tree  []byte
+	Shape uint64 // the daemon's shape number of Tree (0: none)
 	Blobs []DirBlob
 	// Words is the copy Tree lies in (LookupInto's buffer, grown): the
 	// caller passes it back for the next lookup.
@@ -389,7 +393,7 @@ func (v *DirectoryView) copyRecord(off, size, id uint64, words []uint64, blobs [
 	for i := range src {
 		buf[i] = atomic.LoadUint64(&src[i])
 	}
-	if len(buf) < 3 || buf[0] != id {
+	if len(buf) < DirRecordHeader/8 || buf[0] != id {
 		return Record{}, false
 	}
 	n, treeLen := buf[1], buf[2]
@@ -401,11 +405,11 @@ func (v *DirectoryView) copyRecord(off, size, id uint64, words []uint64, blobs [
 	}
 	blobs = blobs[:n]
 	for j := range blobs {
-		blobs[j] = DirBlob{ID: buf[3+3*j], Offset: buf[4+3*j], Size: buf[5+3*j]}
+		blobs[j] = DirBlob{ID: buf[4+3*j], Offset: buf[5+3*j], Size: buf[6+3*j]}
 	}
 	all := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)*8)
 	start := DirRecordHeader + n*DirBlobSize
-	return Record{Tree: all[start : start+treeLen : start+treeLen], Blobs: blobs, Words: buf}, true
+	return Record{Tree: all[start : start+treeLen : start+treeLen], Shape: buf[3], Blobs: blobs, Words: buf}, true
 }
 
 // Seq returns the current seq of entry slot i (slot < entries).

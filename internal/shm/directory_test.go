@@ -32,13 +32,13 @@ func TestDirectoryPublishLookupRetire(t *testing.T) {
 	tree := []byte(`{"id":"o0000000000000007","typename":"t"}`)
 	blobs := []DirBlob{{ID: 1<<63 | 5, Offset: 4096, Size: 10}}
 	size := RecordSize(len(tree), len(blobs))
-	d.WriteRecord(recOff, 7, tree, blobs)
+	d.WriteRecord(recOff, 7, tree, 42, blobs)
 	slot, ok := d.Publish(7, recOff, size)
 	if !ok {
 		t.Fatal("publish failed")
 	}
 	rec, got, seq, ok := v.Lookup(7, 1<<16)
-	if !ok || got != slot || !bytes.Equal(rec.Tree, tree) || len(rec.Blobs) != 1 || rec.Blobs[0] != blobs[0] {
+	if !ok || got != slot || !bytes.Equal(rec.Tree, tree) || rec.Shape != 42 || len(rec.Blobs) != 1 || rec.Blobs[0] != blobs[0] {
 		t.Fatalf("lookup = %+v %d %v", rec, got, ok)
 	}
 	if _, _, _, ok := v.Lookup(8, 1<<16); ok {
@@ -56,12 +56,12 @@ func TestDirectoryPublishLookupRetire(t *testing.T) {
 		t.Fatal("found a retired id")
 	}
 	// The tombstone is reused, and a lookup probes past it.
-	d.WriteRecord(recOff, 9, tree, nil)
+	d.WriteRecord(recOff, 9, tree, 0, nil)
 	if _, ok := d.Publish(9, recOff, RecordSize(len(tree), 0)); !ok {
 		t.Fatal("publish after retire failed")
 	}
 	// Records whose words do not parse are misses, never panics.
-	d.WriteRecord(recOff, 9, tree, nil)
+	d.WriteRecord(recOff, 9, tree, 0, nil)
 	d.w[recOff/8+2] = 1 << 40 // tree length past the record
 	if _, _, _, ok := v.Lookup(9, 1<<16); ok {
 		t.Fatal("a corrupt record was returned")

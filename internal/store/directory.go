@@ -7,6 +7,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/shm"
+	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
 // The directory (shm/directory.go has its layout and protocol; docs/design.md,
@@ -61,7 +62,20 @@ type directory struct {
 	blobs   []*blob
 	extents []shm.DirBlob
 	seen    map[ids.ObjectID]bool
+
+	// shapes numbers the shapes of the trees published (internal/tree):
+	// each record carries its tree's number, so that a client keys what
+	// it made of one tree (the Python get plans) by it without reading
+	// the text.
+	shapes *tree.Shapes
 }
+
+// The bounds of a directory's shape table (tree.Shapes): when either is
+// reached it starts over; numbers given before are not given again.
+const (
+	maxTreeShapes     = 4096
+	maxTreeShapeBytes = 16 << 20
+)
 
 type dirEntry struct {
 	slot, off uint64
@@ -87,7 +101,8 @@ func openDirectory(entries uint64) *directory {
 	}
 	_ = d.Life() // without it, clients poll their sockets before directory gets
 	off, size := d.RecordArea()
-	return &directory{d: d, recs: alloc.New(size), recOff: off, entries: map[ids.ObjectID]dirEntry{}}
+	return &directory{d: d, recs: alloc.New(size), recOff: off, entries: map[ids.ObjectID]dirEntry{},
+		shapes: tree.NewShapes(maxTreeShapes, maxTreeShapeBytes)}
 }
 
 // DirectoryFd returns the read-only fd of the directory, owned by the
@@ -158,8 +173,8 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 	if _, ok := dir.entries[id]; ok || !s.localTreeLocked(id, 0) {
 		return
 	}
-	tree, extents := s.recordLocked(id)
-	size := shm.RecordSize(len(tree), len(extents))
+	text, extents := s.recordLocked(id)
+	size := shm.RecordSize(len(text), len(extents))
 	if size > maxDirRecord {
 		return
 	}
@@ -168,7 +183,7 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 		dir.noteFull()
 		return
 	}
-	dir.d.WriteRecord(dir.recOff+off, uint64(id), tree, extents)
+	dir.d.WriteRecord(dir.recOff+off, uint64(id), text, s.treeShapeLocked(id, text), extents)
 	slot, ok := dir.d.Publish(uint64(id), dir.recOff+off, size)
 	if !ok {
 		_ = dir.recs.Free(off)

@@ -77,10 +77,15 @@ type object struct {
 	users     map[ids.ObjectID]int // objects that have this one as a member (nil: none)
 	persisted bool
 	names     map[string]struct{}
+	// fromShape is the put text's shape o was made from (shape.go), while
+	// its fields are what the shape made: it numbers o's tree without
+	// cutting it again (treeShapeLocked). nil: none, or fields changed.
+	fromShape *shape
 }
 
 // encodeFields refreshes o.encoded from o.fields.
 func (o *object) encodeFields() {
+	o.fromShape = nil
 	size := 0
 	for _, f := range o.fields {
 		size += len(f.Key) + len(f.Raw) + 4
@@ -284,7 +289,9 @@ func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, 
 		return nil, err
 	}
 	if tb.shape != nil {
-		tb.shape.finishShape(tb.objs[len(tb.objs)-1])
+		root := tb.objs[len(tb.objs)-1]
+		tb.shape.finishShape(root)
+		root.fromShape = tb.shape
 		s.keepShapeLocked(content, tb.shape)
 	}
 	return tb.objs, nil

@@ -51,6 +51,12 @@ func TestShapesBuildWhatTheTextDoes(t *testing.T) {
 			}
 			// A tree that kept no shape went through the text both times, and
 			// the ids of its new members differ.
+			if tc.kept && gotErr == nil && got[len(got)-1].fromShape == nil {
+				t.Fatal("an object built from a shape does not know it")
+			}
+			for _, o := range append(got, want...) {
+				o.fromShape = nil // which shape, by pointer: the two builds' differ
+			}
 			if tc.kept && !reflect.DeepEqual(got, want) {
 				t.Fatalf("from the shape:\n%s\nfrom the text:\n%s", describe(got), describe(want))
 			}

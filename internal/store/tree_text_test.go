@@ -68,3 +68,54 @@ func TestTreeTextRefusesWhatJSONCannotCarry(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectoryRecordsCarryShapeNumbers: each record holds its tree's
+// shape number; trees of one shape key (puts of one text and blob sizes,
+// through the shape cache or not) share it, others do not.
+func TestDirectoryRecordsCarryShapeNumbers(t *testing.T) {
+	s := newStore(t)
+	ss := s.NewSession()
+	defer ss.Close()
+	view, err := s.dir.d.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"typename":"vineyard::Tensor<uint8>","shape_":"[8]","buffer_":{"inline":0}}`
+	record := func(id ids.ObjectID) (string, uint64) {
+		t.Helper()
+		rec, _, _, ok := view.Lookup(uint64(id), maxDirRecord)
+		if !ok || rec.Shape == 0 {
+			t.Fatalf("%v: record %v, shape %d", id, ok, rec.Shape)
+		}
+		return string(treetext.AppendShapeKey(nil, rec.Tree)), rec.Shape
+	}
+	inline := func(text string, size uint64) ids.ObjectID {
+		blobs, err := ss.AllocInline([]uint64{size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ss.CreateInline(json.RawMessage(text), blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	byKey := map[string]uint64{}
+	byNumber := map[uint64]string{}
+	for _, id := range []ids.ObjectID{
+		inline(text, 8), inline(text, 8), inline(text, 16), inline(text, 8), inline(text, 16),
+		create(t, ss, `{"typename":"T","a":1}`), create(t, ss, `{"typename":"T","a":1}`), create(t, ss, `{"typename":"T","a":2}`),
+	} {
+		key, n := record(id)
+		if m, ok := byKey[key]; ok && m != n {
+			t.Fatalf("%v: one shape key, numbers %d and %d", id, m, n)
+		}
+		if k, ok := byNumber[n]; ok && k != key {
+			t.Fatalf("%v: number %d for two shape keys", id, n)
+		}
+		byKey[key], byNumber[n] = n, key
+	}
+	if len(byKey) != 4 {
+		t.Fatalf("%d shape keys, want 4 (8 and 16 bytes, a:1, a:2)", len(byKey))
+	}
+}
