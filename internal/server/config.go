@@ -14,6 +14,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/memsize"
 	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/metrics"
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -85,6 +86,9 @@ type Config struct {
 	Deployment string
 	// Logger receives the daemon's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// Metrics is the registry the server and its store register their
+	// metrics in (metrics.go); a new one when nil. Server.Metrics returns it.
+	Metrics *metrics.Registry
 	// MaxConnections bounds the UNIX socket's open client connections
 	// (TCP clients have MaxRPCConnections of their own); when zero,
 	// DefaultMaxConnections or less: within the kernel's mapping limit
@@ -309,6 +313,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewRegistry()
 	}
 }
 

@@ -135,6 +135,7 @@ func (c *conn) handleFrame(body []byte) bool {
 			"%s announces %d bytes after its frame before the client registered; closing the connection", f.Wire, f.Trailing))
 	}
 	c.trailing = f.Trailing
+	c.s.m.requests.Inc(int(f.Kind))
 	var reply protocol.Reply
 	var fds []int
 	switch {
@@ -172,6 +173,7 @@ func (c *conn) handleFrame(body []byte) bool {
 		case errors.Is(err, errExit):
 			return false
 		case err != nil:
+			c.s.m.requestError(err)
 			return c.writeFrame(protocol.EncodePipelinedError(p.ID, err))
 		case len(c.out) > 0: // an earlier failure's frame, held while this request was buffered
 			return c.send(nil)
@@ -222,7 +224,10 @@ func (c *conn) closeWithError(err error) bool {
 }
 
 // writeError sends an error reply.
-func (c *conn) writeError(err error) bool { return c.writeFrame(protocol.EncodeError(err)) }
+func (c *conn) writeError(err error) bool {
+	c.s.m.requestError(err)
+	return c.writeFrame(protocol.EncodeError(err))
+}
 
 // writeFrame sends body as a frame.
 func (c *conn) writeFrame(body []byte) bool {

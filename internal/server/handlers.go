@@ -230,19 +230,7 @@ var handlers = [protocol.NumKinds]handler{
 		return &protocol.MemoryTrimReply{Trimmed: trimmed}, nil, err
 	}),
 	protocol.KindInstanceStatus: on(func(c *conn, _ *protocol.InstanceStatusRequest) (protocol.Reply, []int, error) {
-		st := c.s.store
-		used, limit := st.Usage()
-		return &protocol.InstanceStatusReply{Meta: protocol.InstanceStatus{
-			InstanceID:       st.InstanceID(),
-			Deployment:       c.s.cfg.Deployment,
-			MemoryUsage:      used,
-			MemoryLimit:      limit,
-			MemoryLeased:     st.Leased(),
-			DeferredRequests: c.s.waitingCount(),
-			IPCConnections:   c.s.connections() - c.s.rpcConnections(),
-			RPCConnections:   c.s.rpcConnections(),
-			MetaPending:      st.MetaPending(),
-		}}, nil, nil
+		return &protocol.InstanceStatusReply{Meta: c.s.m.instanceStatus(c.s)}, nil, nil
 	}),
 	protocol.KindClusterMeta: on((*conn).clusterMeta),
 

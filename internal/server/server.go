@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/v6d-io/v6d-go/internal/meta"
+	"github.com/v6d-io/v6d-go/internal/metrics"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -46,8 +47,7 @@ type Server struct {
 	wg       sync.WaitGroup
 	refusing slots // connections refused and draining (refuse)
 
-	waiting   int
-	waitingMu sync.Mutex
+	m *serverMetrics // in Config.Metrics (metrics.go)
 
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
@@ -109,7 +109,9 @@ func Start(cfg Config) (*Server, error) {
 		closeRPC()
 		return nil, err
 	}
+	m := newServerMetrics(cfg.Metrics)
 	scfg := cfg.storeConfig()
+	scfg.Observer = m
 	if etcd != nil {
 		scfg.Backend = etcd // the store owns it from here: it closes it on error and in Close
 	}
@@ -147,7 +149,9 @@ func Start(cfg Config) (*Server, error) {
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 		conns:  make(map[*conn]struct{}),
+		m:      m,
 	}
+	m.srv.Store(s)
 	s.readers.max.Store(maxBlockingReaders)
 	s.refusing.max.Store(maxRefusing)
 	s.sched = newSchedPolicy(cfg.SchedBatch, cfg.Logger.Warn)
@@ -297,6 +301,7 @@ func (s *Server) serveConn(c *conn) bool {
 	if c.tcp != nil {
 		s.rpcConns++
 	}
+	s.m.accepted.Inc()
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -359,6 +364,7 @@ const refuseLinger = time.Second
 // what the client sends is read and dropped until it closes or
 // refuseLinger passes, on at most maxRefusing goroutines.
 func (s *Server) refuse(nc net.Conn, listener string, limit int) {
+	s.m.refused.Inc()
 	s.log.Warn("refusing connection: too many connections", "listener", listener, "max", limit)
 	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections on its %s (limit %d); try again later",
 		listener, limit)
@@ -384,14 +390,9 @@ func (s *Server) connections() int {
 	return len(s.conns)
 }
 
-func (s *Server) addWaiting(n int) {
-	s.waitingMu.Lock()
-	s.waiting += n
-	s.waitingMu.Unlock()
-}
+func (s *Server) addWaiting(n int) { s.m.waiting.Add(int64(n)) }
 
-func (s *Server) waitingCount() int {
-	s.waitingMu.Lock()
-	defer s.waitingMu.Unlock()
-	return s.waiting
-}
+func (s *Server) waitingCount() int { return int(s.m.waiting.Value()) }
+
+// Metrics returns the registry of the server's metrics (Config.Metrics).
+func (s *Server) Metrics() *metrics.Registry { return s.cfg.Metrics }
