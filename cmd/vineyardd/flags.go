@@ -174,6 +174,30 @@ var flags = []flagDef{
 			o.EtcdPrefix = v
 			return nil
 		}},
+	{"etcd-cacert", "FILE", constant("none (the system's roots with https:// endpoints)"),
+		"PEM CA that verifies etcd's certificate (TLS; endpoints are https:// URLs)",
+		func(o *settings, v string) error { o.EtcdCACert = v; return nil }},
+	{"etcd-cert", "FILE", constant("none"),
+		"PEM client certificate presented to etcd (its --client-cert-auth); needs --etcd-key",
+		func(o *settings, v string) error { o.EtcdCert = v; return nil }},
+	{"etcd-key", "FILE", constant("none"), "PEM private key of --etcd-cert",
+		func(o *settings, v string) error { o.EtcdKey = v; return nil }},
+	{"etcd-user", "USER", constant("none"),
+		"etcd user to authenticate as (etcd's auth enabled); the password comes from\n" +
+			"--etcd-password-file",
+		func(o *settings, v string) error { o.EtcdUser = v; return nil }},
+	{"etcd-password-file", "FILE", constant("none"),
+		"file holding the password of --etcd-user (a trailing newline is ignored)",
+		func(o *settings, v string) error {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return fmt.Errorf("--etcd-password-file: %w", err)
+			}
+			if o.EtcdPassword = strings.TrimRight(string(b), "\r\n"); o.EtcdPassword == "" {
+				return fmt.Errorf("--etcd-password-file %s is empty", v)
+			}
+			return nil
+		}},
 	{"etcd-timeout", "DURATION", constant(meta.DefaultEtcdTimeout.String()),
 		"bound on connecting to etcd at start (the daemon fails after it, naming the\n" +
 			"endpoint) and on every later call to etcd",

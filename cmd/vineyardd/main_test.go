@@ -302,3 +302,18 @@ func readyPipe(t *testing.T) (*os.File, int) {
 	t.Cleanup(func() { _ = r.Close() })
 	return r, fds[1]
 }
+
+func TestEtcdSecurityFlags(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseArgs([]string{"--meta", "etcd", "--etcd-cacert", "ca.pem", "--etcd-cert", "c.pem", "--etcd-key", "k.pem",
+		"--etcd-user", "root", "--etcd-password-file", pw})
+	if err != nil || o.EtcdCACert != "ca.pem" || o.EtcdCert != "c.pem" || o.EtcdKey != "k.pem" || o.EtcdUser != "root" || o.EtcdPassword != "s3cret" {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	if _, err := parseArgs([]string{"--etcd-password-file", "/nonexistent"}); err == nil {
+		t.Fatal("a missing password file was accepted")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -28,6 +29,7 @@ type Server struct {
 	clientURL  url.URL
 	peerURL    url.URL
 	metricsURL url.URL
+	tls        TLS
 
 	mu sync.Mutex
 	e  *embed.Etcd // nil while stopped
@@ -47,6 +49,33 @@ func Run(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// TLS names PEM files of a member that serves its clients over TLS.
+type TLS struct {
+	// CertFile and KeyFile are the server's certificate and key.
+	CertFile, KeyFile string
+	// CAFile, when set, must have signed every client's certificate.
+	CAFile string
+}
+
+// StartTLS is Start with clients served over TLS (an https:// Endpoint).
+func StartTLS(dir string, t TLS) (*Server, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		dir:        dir,
+		clientURL:  url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])},
+		peerURL:    url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])},
+		metricsURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2])},
+		tls:        t,
+	}
+	if err := s.Restart(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // StartAt is Start on the given client and peer ports (0: a free one), for
@@ -98,6 +127,10 @@ func (s *Server) Restart() error {
 	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
 	cfg.ListenMetricsUrls = []url.URL{s.metricsURL}
 	cfg.InitialCluster = cfg.Name + "=" + s.peerURL.String()
+	if s.tls.CertFile != "" {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.tls.CertFile, KeyFile: s.tls.KeyFile,
+			TrustedCAFile: s.tls.CAFile, ClientCertAuth: s.tls.CAFile != ""}
+	}
 	cfg.LogLevel = "fatal" // its shutdown logs errors; failures reach us as errors
 	cfg.LogOutputs = []string{"stderr"}
 	var e *embed.Etcd

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,6 +97,12 @@ type EtcdConfig struct {
 	// (or loses etcd) its instance and objects disappear. It is rounded up
 	// to whole seconds; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// TLS, when set, is the client's TLS configuration (EtcdTLS builds one
+	// from PEM files); endpoints are then https:// URLs.
+	TLS *tls.Config
+	// Username and Password, when Username is set, authenticate the client
+	// to etcd (etcd's auth must be enabled for them to matter).
+	Username, Password string
 	// Hostname (os.Hostname() when empty), IPCSocket, RPCEndpoint and
 	// PeerEndpoint are published in the instance's registration.
 	Hostname, IPCSocket, RPCEndpoint, PeerEndpoint string
@@ -168,6 +175,9 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		DialKeepAliveTime:    cfg.DialTimeout,
 		DialKeepAliveTimeout: cfg.DialTimeout,
 		Logger:               zap.NewNop(),
+		TLS:                  cfg.TLS,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
 		// Reconnect within a second of etcd coming back (gRPC's default
 		// backoff grows to two minutes).
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -23,9 +24,19 @@ func openEtcd(cfg Config, rpcEndpoint, peerEndpoint string) (*meta.Etcd, error) 
 	if cfg.Meta != "etcd" {
 		return nil, nil
 	}
+	var tlsCfg *tls.Config
+	if cfg.EtcdCACert != "" || cfg.EtcdCert != "" || cfg.EtcdKey != "" {
+		var err error
+		if tlsCfg, err = meta.EtcdTLS(cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.EtcdTimeout)
 	defer cancel()
 	e, err := meta.OpenEtcd(ctx, meta.EtcdConfig{
+		TLS:          tlsCfg,
+		Username:     cfg.EtcdUser,
+		Password:     cfg.EtcdPassword,
 		Endpoints:    cfg.EtcdEndpoints,
 		Prefix:       cfg.EtcdPrefix,
 		DialTimeout:  cfg.EtcdTimeout,

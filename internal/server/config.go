@@ -72,6 +72,12 @@ type Config struct {
 	// it, naming the endpoints) and every later call; meta.DefaultEtcdTimeout
 	// when zero. It also bounds the wait of get_data's sync_remote.
 	EtcdTimeout time.Duration
+	// EtcdCACert, EtcdCert and EtcdKey are PEM files of the etcd client's
+	// TLS (meta.EtcdTLS): any of them set turns TLS on.
+	EtcdCACert, EtcdCert, EtcdKey string
+	// EtcdUser and EtcdPassword authenticate the client to etcd when
+	// EtcdUser is set.
+	EtcdUser, EtcdPassword string
 	// EtcdLeaseTTL is the instance's lease: how long after the daemon dies
 	// its instance and persisted objects disappear from the cluster;
 	// meta.DefaultLeaseTTL when zero.
@@ -169,7 +175,8 @@ const DefaultEtcdEndpoint = "http://127.0.0.1:2379"
 func (c *Config) validateMeta() error {
 	switch c.Meta {
 	case "local":
-		if len(c.EtcdEndpoints) > 0 || c.EtcdPrefix != "" || c.EtcdTimeout != 0 || c.EtcdLeaseTTL != 0 {
+		if len(c.EtcdEndpoints) > 0 || c.EtcdPrefix != "" || c.EtcdTimeout != 0 || c.EtcdLeaseTTL != 0 ||
+			c.EtcdCACert != "" || c.EtcdCert != "" || c.EtcdKey != "" || c.EtcdUser != "" || c.EtcdPassword != "" {
 			return fmt.Errorf("%w: etcd settings given with the local meta backend", ErrBadConfig)
 		}
 		return nil
@@ -182,6 +189,12 @@ func (c *Config) validateMeta() error {
 	}
 	if c.EtcdTimeout < 0 || c.EtcdLeaseTTL < 0 {
 		return fmt.Errorf("%w: etcd timeout and lease TTL must not be negative", ErrBadConfig)
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		return fmt.Errorf("%w: an etcd client certificate needs both --etcd-cert and --etcd-key", ErrBadConfig)
+	}
+	if c.EtcdPassword != "" && c.EtcdUser == "" {
+		return fmt.Errorf("%w: an etcd password without --etcd-user", ErrBadConfig)
 	}
 	if len(c.EtcdEndpoints) == 0 {
 		c.EtcdEndpoints = []string{DefaultEtcdEndpoint}
