@@ -22,7 +22,7 @@ import (
 // the handled count (shm.PinView.Handled). Either the count is still below
 // the put's, and then the daemon has not handled it: no delete can have
 // freed the blobs (another connection's delete of an id it does not know
-// waits for the puts in flight, store.AwaitPipelined; this client's own
+// waits for the puts in flight, store.Session.Visible; this client's own
 // come after the put), and the delete that comes later reads the pin page
 // after the daemon stored the count (both under the store's lock), so it
 // sees the pin and holds the blobs. Or the count reached the put's, and the

@@ -24,7 +24,7 @@ import (
 // daemon handles the request in order with the connection's others, so
 // this client's later requests see the object; another process that learns
 // the id and asks the daemon before it read the request finds the daemon
-// waiting for it (AwaitPipelined). A failure comes back as a
+// waiting for it (store.Session.Visible). A failure comes back as a
 // protocol.PipelinedError frame ahead of the next reply; CreateInline
 // returns it from the next put (takePutErrorLocked), whether or not
 // the pipeline is on then. Every syncEvery-th put
@@ -46,9 +46,9 @@ const (
 	maxPipelinedTree = 16 << 10
 )
 
-// beforePipelinedWrite, when set (tests), runs between counting a pipelined
-// put and writing it.
-var beforePipelinedWrite func(id ids.ObjectID)
+// afterPipelinedWrite, when set (tests), runs once a pipelined put was
+// written, before it returns.
+var afterPipelinedWrite func(id ids.ObjectID)
 
 // putError is a failure of a pipelined put, read ahead of a reply.
 type putError struct {
@@ -202,11 +202,11 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	}
 	c.w.unacked = append(c.w.unacked, ahead...)
 	seq := pins.Submit() // before the write: a reader that learns the id waits for it
-	if beforePipelinedWrite != nil {
-		beforePipelinedWrite(id)
-	}
 	if _, err := c.w.conn.Write(c.w.wbuf); err != nil {
 		return 0, nil, true, c.w.lose(err)
+	}
+	if afterPipelinedWrite != nil {
+		afterPipelinedWrite(id)
 	}
 	p.since++
 	if p.own != nil {

@@ -129,20 +129,6 @@ func (c *conn) syncIfMissing(always bool, idl []ids.ObjectID) error {
 	return nil
 }
 
-// awaitIfMissing waits for the pipelined puts other connections sent
-// (store.Session.AwaitPipelined) when an id of idl is not here: it may be
-// one of them. Called before the handlers that answer a missing id without
-// an error (exists, del_data) or sync with etcd for it (get_data).
-func (c *conn) awaitIfMissing(idl []ids.ObjectID) {
-	seen := c.s.store.PipelinedHandled()
-	for _, id := range idl {
-		if !c.s.store.Exists(id) {
-			c.sess.AwaitPipelined(seen)
-			return
-		}
-	}
-}
-
 // errText is err's message, "" for nil (get_data_reply's sync_error).
 func errText(err error) string {
 	if err == nil {

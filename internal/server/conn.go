@@ -52,6 +52,8 @@ type conn struct {
 	// references its seals and gets took are released when it deletes the
 	// objects (delData; docs/protocol.md, "Upstream clients").
 	upstream bool
+
+	backlog backlog // where its stream stands, for the barrier (backlog.go)
 }
 
 // newConn returns a connection of a UNIX-socket client, which gets the
@@ -66,6 +68,7 @@ func newConn(s *Server, sock *protocol.Sock) *conn {
 // the connection held. How it reads and waits is described in read.go.
 func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
+	c.sess.SetBacklog(c)
 	defer c.sess.Close()
 	defer c.setStreaming(false)
 	defer c.closeSent() // fds never sent (the client went away first)
@@ -109,6 +112,7 @@ func (c *conn) serve() {
 		}
 		ok := c.handleFrame(body)
 		c.endFrame(body)
+		c.frameHandled()
 		if !ok {
 			return
 		}
@@ -146,14 +150,10 @@ func (c *conn) handleFrame(body []byte) bool {
 		if c.sess.HasHolds() {
 			c.sess.RescanPins() // pins cleared since count as released by this request
 		}
-		seen := c.s.store.PipelinedHandled()
-		reply, fds, err = c.answer(f.Kind, f.Req)
-		if status.CodeOf(err) == status.ObjectNotExists && f.Trailing == 0 && pipelined(f.Req) == nil &&
-			c.sess.AwaitPipelined(seen) {
-			// The id may be one another connection's pipelined put
-			// carries, unread when the handler looked: look again.
-			reply, fds, err = c.answer(f.Kind, f.Req)
+		if idl := visibleIDs(f.Req); len(idl) > 0 {
+			c.sess.Visible(idl) // before the handler looks (backlog.go)
 		}
+		reply, fds, err = c.answer(f.Kind, f.Req)
 	}
 	if c.trailing > 0 {
 		if _, derr := io.CopyN(io.Discard, c.r, int64(c.trailing)); derr != nil {
@@ -348,6 +348,9 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, er
 	c.flush(nil) // replies held back for pipelined requests go out before waiting
 	c.s.addWaiting(1)
 	defer c.s.addWaiting(-1)
+	c.backlog.blocking.Store(true) // its client sends nothing until the reply: no put waits behind it
+	defer c.backlog.blocking.Store(false)
+	c.sess.Progress()
 	select {
 	case <-c.wake: // a stale wake-up of an earlier park
 	default:

@@ -189,7 +189,6 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindDelData:              on(delData),
 	protocol.KindDelDataWithFeedbacks: on(delData),
 	protocol.KindExists: on(func(c *conn, r *protocol.ExistsRequest) (protocol.Reply, []int, error) {
-		c.awaitIfMissing([]ids.ObjectID{r.ID})
 		_ = c.syncIfMissing(false, []ids.ObjectID{r.ID}) // best effort: answers what is known
 		return &protocol.ExistsReply{Exists: c.s.store.Exists(r.ID)}, nil, nil
 	}),
@@ -249,7 +248,6 @@ var handlers = [protocol.NumKinds]handler{
 // the memory reused; the deleting client's own views of the deleted object
 // may, as with upstream's daemon.
 func delData(c *conn, r *protocol.DelDataRequest) (protocol.Reply, []int, error) {
-	c.awaitIfMissing(r.ID)
 	deleted, removed := c.s.store.DeleteCounted(r.ID, store.DeleteOptions{Force: r.Force, Deep: r.Deep, MemoryTrim: r.MemoryTrim})
 	if deleted == nil {
 		deleted = []ids.ObjectID{}
@@ -278,10 +276,16 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 		return nil, nil, err
 	}
 	created, err := c.sess.CreateData(r.Content, r.Seal)
-	if status.CodeOf(err) == status.ObjectNotExists && len(r.Seal) == 0 && c.s.etcd != nil {
-		// A member may be an object persisted elsewhere a moment ago (the
-		// partitions of a global object): catch up with etcd and try again.
-		if c.s.syncRemote() == nil {
+	if status.CodeOf(err) == status.ObjectNotExists && len(r.Seal) == 0 {
+		// A member may be the put of another connection not handled yet
+		// (the barrier, for the members this handler cannot name before
+		// it parses the tree) or an object persisted elsewhere a moment
+		// ago (the partitions of a global object: catch up with etcd).
+		// The create changed nothing (it is all or nothing, and sealed
+		// nothing): look once more if either could bring the member.
+		waited := c.sess.Visible(nil)
+		synced := c.s.etcd != nil && c.s.syncRemote() == nil
+		if waited || synced {
 			created, err = c.sess.CreateData(r.Content, r.Seal)
 		}
 	}
@@ -298,7 +302,6 @@ func (c *conn) createData(r *protocol.CreateDataRequest) (protocol.Reply, []int,
 
 func (c *conn) getData(r *protocol.GetDataRequest, rs *responder) error {
 	st := c.s.store
-	c.awaitIfMissing(r.ID)
 	serr := c.syncIfMissing(r.SyncRemote, r.ID)
 	if r.Wait {
 		if _, err := c.wait(-1, func() (bool, store.WaitKey, error) {

@@ -209,7 +209,7 @@ func (c *conn) recv(p []byte, deadline time.Time) (int, error) {
 			_, _ = protocol.WaitReadable(fd, c.reqWait)
 			c.s.readers.Release()
 		}
-		n, _, err := unix.Recvfrom(fd, p, unix.MSG_DONTWAIT)
+		n, err := c.recvSocket(fd, p)
 		switch {
 		case err == nil && n == 0:
 			return 0, io.EOF

@@ -40,6 +40,7 @@ type Session struct {
 	holds   map[ids.ObjectID]*hold // pins of deleted ids (directory.go)
 	nholds  atomic.Int32           // len(holds), read without the lock (HasHolds)
 	piped   uint64                 // pipelined requests handled (pipelined.go); under s.mu
+	backlog Backlog                // its connection's stream (pipelined.go); nil: none
 }
 
 // NewSession opens a session. The caller MUST call Close when the connection
@@ -71,7 +72,7 @@ func (ss *Session) Close() {
 		ss.releaseLocked(id)
 	}
 	ss.closePinsLocked()
-	s.waiters.broadcast() // AwaitPipelined stops waiting for this session
+	s.waiters.broadcast() // Visible stops waiting for this session
 }
 
 // addRefLocked gives the session a reference to b (at most one).

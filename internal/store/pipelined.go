@@ -20,13 +20,14 @@ import (
 // that cannot find an id may be asking for one that such a put carries and
 // the daemon has not read yet (its producer returned, told this process
 // the id, and the request still sits in the producer's socket):
-// AwaitPipelined waits until every other session has handled what its
-// client had sent when the wait began, so a get that happens after a put
-// returned always finds it.
+// Session.Visible, the barrier the handlers resolving ids call before they
+// look, waits until every other session has handled what its client had
+// sent when the wait began, so a get that happens after a put returned
+// always finds it.
 
-// DefaultPipelineWait bounds AwaitPipelined: a client that counts puts it
-// never sends (a bug, or a process stopped between counting and writing)
-// delays other connections' misses by at most this long.
+// DefaultPipelineWait bounds the barrier (Session.Visible), a backstop: a
+// session is waited for only while its connection holds requests it has
+// not handled (Backlog), which takes as long as handling them.
 const DefaultPipelineWait = 2 * time.Second
 
 // pipelineWait is the bound in use (SetPipelineWait).
@@ -34,7 +35,7 @@ var pipelineWait atomic.Int64
 
 func init() { pipelineWait.Store(int64(DefaultPipelineWait)) }
 
-// SetPipelineWait sets the bound of AwaitPipelined (tests) and returns the
+// SetPipelineWait sets the bound of Session.Visible (tests) and returns the
 // previous one.
 func SetPipelineWait(d time.Duration) time.Duration {
 	return time.Duration(pipelineWait.Swap(int64(d)))
@@ -54,7 +55,7 @@ func SetPipelineWait(d time.Duration) time.Duration {
 // A pipelined request (no reply awaited) is counted handled in the session
 // and its pin page under the same lock as its effects, after them (so a
 // client that sees the count finds the object in the directory), and
-// waiters are woken after the lock (AwaitPipelined, the client's own gets).
+// waiters are woken after the lock (Session.Visible, the client's own gets).
 // Its client may have answered a get of root from what it sent, pinning
 // root, while the count was lower: when the tree is then refused, the
 // count is stored first and the blobs are not freed but held under root
@@ -129,14 +130,13 @@ func (ss *Session) PipelinedDone() {
 
 // pipelinedDoneLocked counts one pipelined request of the session handled,
 // successful or not, in the session and in its pin page, and wakes
-// AwaitPipelined's waiters (Changed) once the lock goes; it returns the
+// the barrier's waiters (Session.Visible) once the lock goes; it returns the
 // futex to wake after unlocking, for the client's threads. s.mu must be
 // held.
 func (ss *Session) pipelinedDoneLocked() *uint32 {
 	// The pin page tells the client too (shm.PinPage.SetHandled): a get of
 	// its own put that the directory could not answer waits for it there.
 	ss.piped++
-	ss.s.pipedAll.Add(1)
 	wake := ss.pins.SetHandled(ss.piped)
 	ss.s.waiters.broadcast()
 	return wake
@@ -173,45 +173,113 @@ func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 	}
 }
 
-// PipelinedHandled is the count of pipelined requests handled, of every
-// session: what a caller about to look an id up passes to AwaitPipelined.
-func (s *Store) PipelinedHandled() uint64 { return s.pipedAll.Load() }
+// Backlog is what the barrier of pipelined puts (Session.Visible) asks of
+// another session's connection, which only the server knows: where its
+// stream stands. The barrier trusts a client's submitted word only as far
+// as its connection has bytes it has not handled: a count its client
+// raised without sending a request (a forged word, or a process stopped
+// in between) then costs no other connection anything. Both methods are
+// called under the store's lock: they must not call the store, and take
+// only locks the connection never holds while it calls the store.
+type Backlog interface {
+	// Mark returns the offset in the connection's stream of the end of
+	// what its client has sent so far, read by the daemon or not.
+	Mark() uint64
+	// Reached reports whether every request that lies wholly before
+	// mark was handled, or the connection holds no complete request it
+	// has not handled (it waits for more bytes, or in a blocking request,
+	// after which its client sends nothing).
+	Reached(mark uint64) bool
+}
 
-// AwaitPipelined waits (at most the pipeline wait, DefaultPipelineWait
-// unless SetPipelineWait) until every other open
-// session has handled the pipelined puts its client had counted when the
-// call began, or closed. since is PipelinedHandled from before the caller
-// looked its id up. It returns false at once, without waiting, when no
-// session has any in flight and none was handled since then: a caller that
-// missed an id then knows a retry cannot find it either. (Without since, a
-// put handled between the caller's miss and this call went unseen: the
-// caller answered "does not exist" for an object that did.)
-func (ss *Session) AwaitPipelined(since uint64) bool {
+// SetBacklog gives the session its connection's Backlog (the server does,
+// before the first request). A session without one is waited for as far
+// as its submitted word says (tests of the store alone).
+func (ss *Session) SetBacklog(b Backlog) {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	ss.backlog = b
+}
+
+// Progress tells the barrier's waiters that the session's connection
+// moved: it handled a request, found nothing more to read, or began a
+// blocking wait. It costs an atomic load when nobody waits.
+func (ss *Session) Progress() {
 	s := ss.s
-	type target struct {
-		ss   *Session
-		sent uint64
+	if s.barriers.Load() == 0 {
+		return
 	}
 	s.mu.Lock()
+	s.waiters.broadcast()
+	s.mu.Unlock()
+}
+
+// Visible is the barrier of pipelined puts (docs/design.md, "Pipelined
+// puts"): a handler that resolves ids its client did not create calls it
+// before it looks them up. It returns at once when every id of idl is
+// known here (idl nil: never); otherwise it waits until every other
+// session's connection has handled the pipelined puts its client may have
+// returned from before Visible was called, so a get that happens after a
+// put returned finds the object. A session is waited for only while its
+// client's submitted word is above what the daemon handled AND its
+// connection holds requests it has not handled (Backlog): a put that
+// returned has been written to the socket. The wait ends when each such
+// session handled its backlog as of the call, handled as many puts as it
+// claimed, or closed, when every id became known, or after the pipeline
+// wait (DefaultPipelineWait). It reports whether it waited.
+func (ss *Session) Visible(idl []ids.ObjectID) bool {
+	s := ss.s
+	type target struct {
+		ss         *Session
+		sent, mark uint64
+	}
+	s.mu.Lock()
+	known := func() bool {
+		if idl == nil {
+			return false
+		}
+		for _, id := range idl {
+			if !s.knownLocked(id) {
+				return false
+			}
+		}
+		return true
+	}
+	if known() {
+		s.mu.Unlock()
+		return false
+	}
 	var ts []target
 	for o := range s.sessions {
 		if o == ss || o.pins == nil {
 			continue
 		}
-		if sent := o.pins.Submitted(); sent > o.piped {
-			ts = append(ts, target{o, sent})
+		sent := o.pins.Submitted()
+		if sent <= o.piped {
+			continue
 		}
+		t := target{ss: o, sent: sent}
+		if o.backlog != nil {
+			if t.mark = o.backlog.Mark(); o.backlog.Reached(t.mark) {
+				continue // nothing unhandled: the count is no put it sent
+			}
+		}
+		ts = append(ts, t)
 	}
 	if len(ts) == 0 {
-		handled := s.pipedAll.Load() != since
 		s.mu.Unlock()
-		return handled
+		return false
 	}
+	s.barrierWaits++
+	s.barriers.Add(1)
+	defer s.barriers.Add(-1)
 	timer := time.NewTimer(time.Duration(pipelineWait.Load()))
 	defer timer.Stop()
 	for {
-		ts = slices.DeleteFunc(ts, func(t target) bool { return t.ss.closed || t.ss.piped >= t.sent })
-		if len(ts) == 0 {
+		ts = slices.DeleteFunc(ts, func(t target) bool {
+			return t.ss.closed || t.ss.piped >= t.sent || t.ss.backlog != nil && t.ss.backlog.Reached(t.mark)
+		})
+		if len(ts) == 0 || known() {
 			s.mu.Unlock()
 			return true
 		}
@@ -224,4 +292,12 @@ func (ss *Session) AwaitPipelined(since uint64) bool {
 		}
 		s.mu.Lock()
 	}
+}
+
+// BarrierWaits returns how many calls of Visible waited for another
+// session (tests).
+func (s *Store) BarrierWaits() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.barrierWaits
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -195,27 +197,77 @@ func TestHoldFollowsItsSlot(t *testing.T) {
 	}
 }
 
-// A miss of another session tells a retry to look again when a pipelined
-// put was handled after the caller looked, though none is in flight when
-// it asks: that put may hold the id it missed.
-func TestAwaitPipelinedSeesAPutHandledSinceTheMiss(t *testing.T) {
+// fakeBacklog is a connection's stream as a test says it stands: the
+// requests before mark are handled once handled is set.
+type fakeBacklog struct {
+	mu      sync.Mutex
+	mark    uint64
+	handled uint64
+	marks   int // calls of Mark
+}
+
+func (b *fakeBacklog) Mark() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.marks++
+	return b.mark
+}
+
+func (b *fakeBacklog) Reached(mark uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.handled >= mark
+}
+
+// The barrier waits for another session's pipelined put only while that
+// session's connection holds requests it has not handled, and then until
+// it handled them: a put sent is found, a count raised with nothing sent
+// (a forged submitted word) costs nobody a wait.
+func TestVisibleWaitsOnlyForABacklog(t *testing.T) {
 	s, ss, pins, l := pinningSession(t)
+	b := &fakeBacklog{}
+	ss.SetBacklog(b)
 	reader := s.NewSession()
 	defer reader.Close()
-	seen := s.PipelinedHandled()
-	if reader.AwaitPipelined(seen) {
-		t.Fatal("a retry is asked for with no put in flight or handled")
+	missing := ids.ObjectID(0x1234)
+
+	// No count raised: no wait, and the backlog is not even asked.
+	if reader.Visible([]ids.ObjectID{missing}) || b.marks != 0 {
+		t.Fatal("the barrier waited, or asked, with no put counted")
 	}
-	pins.Submit()
+	// A forged count, nothing unhandled on the connection: no wait.
+	for range 1000 {
+		pins.Submit()
+	}
+	if reader.Visible([]ids.ObjectID{missing}) || s.BarrierWaits() != 0 {
+		t.Fatal("a count with no request behind it made another session wait")
+	}
+	// A put in the connection's backlog: the barrier waits until it is
+	// handled, and the id is found after.
+	b.mu.Lock()
+	b.mark = 100
+	b.mu.Unlock()
 	tree := []byte(`{"typename":"t","a":{"inline":0}}`)
 	root := (l.FirstID + 1) &^ ids.BlobBit
+	done := make(chan bool)
+	go func() { done <- reader.Visible([]ids.ObjectID{root}) }()
+	for s.BarrierWaits() == 0 { // the barrier has begun waiting
+		runtime.Gosched()
+	}
 	if _, err := ss.CreateLeased(tree, []LeaseBlob{{ID: l.FirstID, Offset: l.Offset, Size: 64}}, root, true); err != nil {
 		t.Fatal(err)
 	}
-	if !reader.AwaitPipelined(seen) {
-		t.Fatal("a put handled since the miss does not ask for a retry")
+	if !<-done {
+		t.Fatal("the barrier did not wait for a put in the backlog")
 	}
-	if reader.AwaitPipelined(s.PipelinedHandled()) {
-		t.Fatal("a retry is asked for once the put was seen")
+	if !s.Exists(root) {
+		t.Fatal("the put is not visible after the barrier")
+	}
+	// Handled through the mark: a miss does not wait any more.
+	b.mu.Lock()
+	b.handled = 100
+	b.mu.Unlock()
+	if reader.Visible([]ids.ObjectID{missing}) {
+		t.Fatal("the barrier waited for a backlog already handled")
 	}
 }

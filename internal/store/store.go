@@ -99,23 +99,23 @@ type Store struct {
 	base     uint64 // daemon-side address of the arena, reported in payloads
 	gen      *ids.Generator
 	meta     meta.Backend // persisted trees and names; called under mu
-	// pipedAll counts the pipelined requests of every session handled, so
-	// that a caller that missed an id can tell whether one was handled
-	// since it looked (Session.AwaitPipelined).
-	pipedAll atomic.Uint64
+	// barriers counts the calls of Session.Visible waiting, read without
+	// the lock by Session.Progress.
+	barriers atomic.Int32
 
-	mu       sync.Mutex
-	alloc    *alloc.Allocator
-	blobs    map[ids.ObjectID]*blob         // live blobs, sealed or not
-	zombies  map[ids.ObjectID]*blob         // deleted blobs still referenced
-	objects  map[ids.ObjectID]*object       // live non-blob objects
-	remote   map[ids.ObjectID]*remoteObject // persisted objects of other instances
-	metaRev  int64                          // the backend's revision applied (Sync)
-	waiters  waiters                        // who waits for a change (waiters.go)
-	observer Observer                       // Config.Observer; nil: none
-	sessions map[*Session]struct{}          // open sessions
-	closed   bool
-	badEdges []string // illegal blob state changes refused (states.go), for CheckInvariants
+	mu           sync.Mutex
+	alloc        *alloc.Allocator
+	blobs        map[ids.ObjectID]*blob         // live blobs, sealed or not
+	zombies      map[ids.ObjectID]*blob         // deleted blobs still referenced
+	objects      map[ids.ObjectID]*object       // live non-blob objects
+	remote       map[ids.ObjectID]*remoteObject // persisted objects of other instances
+	metaRev      int64                          // the backend's revision applied (Sync)
+	waiters      waiters                        // who waits for a change (waiters.go)
+	observer     Observer                       // Config.Observer; nil: none
+	sessions     map[*Session]struct{}          // open sessions
+	closed       bool
+	badEdges     []string // illegal blob state changes refused (states.go), for CheckInvariants
+	barrierWaits uint64   // calls of Session.Visible that waited (tests)
 
 	leased      uint64 // bytes the sessions' leases hold (lease.go)
 	hwm         uint64 // the highest end of any allocation so far (prefault.go)

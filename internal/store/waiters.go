@@ -7,7 +7,7 @@ import "github.com/v6d-io/v6d-go/internal/ids"
 // events of that key (waiters.apply); an event of a key nobody waits for
 // costs a length check. What is no object's event wakes the store-wide
 // channel (broadcast): a session closed or a pipelined request handled
-// (AwaitPipelined), the backend's revision applied (Sync). Guarded by
+// (Session.Visible), the backend's revision applied (Sync). Guarded by
 // Store.mu.
 type waiters struct {
 	changed chan struct{}           // closed at the next broadcast; nil: nobody waits
