@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -28,6 +31,19 @@ import (
 //	A release B...           A releases references
 //	A put O JSON             A creates object O; "$X" in JSON is X's id
 //	A close                  A's connection ends
+//	A pin X                  A's client pins X in its pin page (as a
+//	                         directory get does; the page is made at A's
+//	                         first pin or pipelined put)
+//	A unpin X                A's client clears its pin of X
+//	rescan                   the pin rescan runs (as its timer does)
+//	A pput O TREE B:OFF:SIZE[:K]...  A's client counts a pipelined put
+//	                         (submitted word) and the daemon handles it:
+//	                         blobs carved as adopt does, the object the
+//	                         lease's next id above them; TREE has no spaces
+//	                         and names the blobs {"inline":i}
+//	                         [pinned: A's client pins O before the daemon
+//	                         handles it, as a get of its own put does]
+//	A submit                 A's client counts a pipelined put it never sends
 //	A lease WANT [NEED]      A's lease is replaced by one of WANT bytes (lease.go)
 //	A adopt B:OFF:SIZE[:K]...  A names blobs carved from its lease: B at OFF
 //	                         bytes from the lease's start, with the next
@@ -42,6 +58,10 @@ import (
 //	expect leased N          bytes the sessions lease
 //	expect objects N | expect blobs N   live objects / live blobs
 //	expect name N O|none     what name N resolves to
+//	expect holds N           holds of all sessions (pins of deleted ids)
+//	expect hold A X yes|no   A holds X for a pin
+//	expect handled A N       the pipelined puts of A the daemon counted
+//	expect published X yes|no  X has a directory entry
 //
 // Names of blobs and objects stand for their ids; "empty" is the empty blob
 // and a literal "o…" id stands for itself.
@@ -69,7 +89,9 @@ type traceRun struct {
 	ids      map[string]ids.ObjectID
 	leases   map[string]traceLease
 	blobs    map[ids.ObjectID]*blob // every blob the trace made, freed ones too
-	where    string                 // file:line of the step running
+	pins     map[string]*shm.PinView
+	slots    map[string]map[ids.ObjectID]uint64 // each session's pin slot of an id
+	where    string                             // file:line of the step running
 }
 
 // traceLease is a session's last lease grant and the next id index to use.
@@ -84,9 +106,15 @@ func (r *traceRun) fatalf(format string, args ...any) {
 }
 
 func runTrace(t *testing.T, file string) {
-	s := newStore(t)
-	r := &traceRun{t: t, s: s, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{},
-		leases: map[string]traceLease{}, blobs: map[ids.ObjectID]*blob{}}
+	r := &traceRun{t: t, sessions: map[string]*Session{}, closed: map[string]bool{}, ids: map[string]ids.ObjectID{},
+		leases: map[string]traceLease{}, blobs: map[ids.ObjectID]*blob{}, pins: map[string]*shm.PinView{},
+		slots: map[string]map[ids.ObjectID]uint64{}}
+	s, err := New(Config{Size: 1 << 20, Observer: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	r.s = s
 	defer func() {
 		for _, ss := range r.sessions {
 			ss.Close()
@@ -116,7 +144,6 @@ func runTrace(t *testing.T, file string) {
 		case want != "" && got.String() != want:
 			t.Fatalf("%s:%d: %s: got %v (%v), want %s", file, n, line, got, err, want)
 		}
-		r.noteBlobs()
 		if err := s.CheckInvariants(); err != nil {
 			t.Fatalf("%s:%d: after %s: %v", file, n, line, err)
 		}
@@ -126,13 +153,11 @@ func runTrace(t *testing.T, file string) {
 	}
 }
 
-// noteBlobs remembers the blobs the store holds, so that their states can
-// be expected after they are freed.
-func (r *traceRun) noteBlobs() {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	for id, b := range r.s.blobs {
-		r.blobs[id] = b
+// StoreEvent remembers every blob created, so that its state can be
+// expected after it is freed. It runs under the store's lock.
+func (r *traceRun) StoreEvent(e Event) {
+	if e.Kind == EventCreated && e.ID.IsBlob() {
+		r.blobs[e.ID] = r.s.blobs[e.ID]
 	}
 }
 
@@ -210,6 +235,9 @@ func (r *traceRun) step(line string) error {
 	case "clear":
 		r.s.Clear()
 		return nil
+	case "rescan":
+		r.s.RescanPins()
+		return nil
 	case "expect":
 		r.expect(f[1:])
 		return nil
@@ -257,6 +285,50 @@ func (r *traceRun) step(line string) error {
 			r.leases[f[0]] = traceLease{grant: g}
 		}
 		return err
+	case "pin":
+		slot, ok := r.pinView(f[0]).Set(uint64(r.id(args[0])))
+		if !ok {
+			r.fatalf("no free pin slot")
+		}
+		if r.slots[f[0]] == nil {
+			r.slots[f[0]] = map[ids.ObjectID]uint64{}
+		}
+		r.slots[f[0]][r.id(args[0])] = slot
+		return nil
+	case "unpin":
+		slot, ok := r.slots[f[0]][r.id(args[0])]
+		if !ok {
+			r.fatalf("%s has no pin of %s", f[0], args[0])
+		}
+		r.pinView(f[0]).Clear(slot)
+		delete(r.slots[f[0]], r.id(args[0]))
+		return nil
+	case "submit":
+		r.pinView(f[0]).Submit()
+		return nil
+	case "pput":
+		pins := r.pinView(f[0])
+		pinned := args[len(args)-1] == "pinned"
+		if pinned {
+			args = args[:len(args)-1]
+		}
+		bs := r.carve(f[0], args[2:])
+		root := (bs[len(bs)-1].ID + 1) &^ ids.BlobBit
+		r.ids[args[0]] = root
+		pins.Submit()
+		if pinned {
+			if err := r.step(f[0] + " pin " + args[0]); err != nil {
+				return err
+			}
+		}
+		_, err := ss.CreateLeased([]byte(args[1]), bs, root, true)
+		r.s.mu.Lock()
+		next := ss.lease.next // past the root, refused or not, as the client's view
+		r.s.mu.Unlock()
+		tl := r.leases[f[0]]
+		tl.next = uint64(next - tl.grant.FirstID)
+		r.leases[f[0]] = tl
+		return err
 	case "adopt":
 		tl := r.leases[f[0]]
 		var bs []LeaseBlob
@@ -288,6 +360,53 @@ func (r *traceRun) step(line string) error {
 	return nil
 }
 
+// pinView returns the client's view of session name's pin page, made at
+// its first use.
+func (r *traceRun) pinView(name string) *shm.PinView {
+	if v, ok := r.pins[name]; ok {
+		return v
+	}
+	fd, err := r.session(name).AttachPins()
+	if err != nil {
+		r.fatalf("attach pins: %v", err)
+	}
+	m, err := shm.Map(fd, shm.PinPageSize, true)
+	_ = unix.Close(fd)
+	if err != nil {
+		r.fatalf("map pins: %v", err)
+	}
+	r.t.Cleanup(func() { _ = m.Close() })
+	v, err := shm.NewPinView(m.Bytes())
+	if err != nil {
+		r.fatalf("pin view: %v", err)
+	}
+	r.pins[name] = v
+	return v
+}
+
+// carve turns B:OFF:SIZE[:K] arguments into blobs of session name's lease,
+// as adopt does, and remembers their ids.
+func (r *traceRun) carve(name string, args []string) []LeaseBlob {
+	tl := r.leases[name]
+	var bs []LeaseBlob
+	for _, a := range args {
+		p := strings.Split(a, ":")
+		if len(p) < 3 {
+			r.fatalf("want B:OFF:SIZE[:K], not %q", a)
+		}
+		k := tl.next
+		if len(p) > 3 {
+			k = r.number(p[3])
+		}
+		tl.next = k + 1
+		id := tl.grant.FirstID + ids.ObjectID(k)
+		r.ids[p[0]] = id
+		bs = append(bs, LeaseBlob{ID: id, Offset: tl.grant.Offset + r.number(p[1]), Size: r.number(p[2])})
+	}
+	r.leases[name] = tl
+	return bs
+}
+
 func (r *traceRun) expect(f []string) {
 	s := r.s
 	s.mu.Lock()
@@ -315,6 +434,20 @@ func (r *traceRun) expect(f []string) {
 		if ok {
 			got = b.state.String()
 		}
+	case "holds":
+		got, want = strconv.Itoa(s.holdCount), f[1]
+	case "hold":
+		ss := r.sessions[f[1]]
+		_, ok := ss.holds[r.id(f[2])]
+		got, want = strconv.FormatBool(ok), strconv.FormatBool(yes(f[3]))
+	case "handled":
+		got, want = strconv.FormatUint(r.sessions[f[1]].piped, 10), f[2]
+	case "published":
+		ok := false
+		if s.dir != nil {
+			_, ok = s.dir.entries[r.id(f[1])]
+		}
+		got, want = strconv.FormatBool(ok), strconv.FormatBool(yes(f[2]))
 	case "zombie":
 		_, ok := s.zombies[r.id(f[1])]
 		got, want = strconv.FormatBool(ok), strconv.FormatBool(yes(f[2]))
