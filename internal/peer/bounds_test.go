@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -155,5 +156,69 @@ func TestPeerStreamCap(t *testing.T) {
 		}
 		_, err = drain(cs)
 		return err == nil
+	})
+}
+
+// FuzzFetchRequest: whatever ranges a peer asks for (any blobs, offsets,
+// lengths, repeats, stream counts), the server sends at most the bytes of
+// the distinct blobs named per stream it serves, answers or refuses in
+// bounded time, and every pin is released afterwards.
+func FuzzFetchRequest(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0}, uint8(1))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, uint8(4))
+	f.Add([]byte{1, 0, 8, 0, 0, 0, 4, 1, 0, 0, 0, 0, 0, 4}, uint8(2))
+	f.Add([]byte{2, 255, 255, 255, 255, 255, 255}, uint8(0))
+	f.Add([]byte{0, 0, 1, 0, 0, 0, 255, 0, 0, 1, 0, 0, 0, 255}, uint8(3))
+	sizes := []int{1 << 20, 3000, 0}
+	src := newFakeSource()
+	for i, n := range sizes {
+		src.put(blobID(i), pattern(byte(i+1), n))
+	}
+	s, err := NewServer(ServerConfig{SplitAbove: 64 << 10, ChunkSize: 16 << 10}, src)
+	if err != nil {
+		f.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	defer s.Close()
+	f.Fuzz(func(t *testing.T, spec []byte, streams uint8) {
+		// Each 7 bytes name a range: blob (one of 4, the 4th unknown),
+		// offset and length (3 bytes each, scaled to reach past the ends).
+		var rs []Range
+		for ; len(spec) >= 7 && len(rs) < 64; spec = spec[7:] {
+			off := uint64(spec[1])<<16 | uint64(spec[2])<<8 | uint64(spec[3])
+			length := uint64(spec[4])<<16 | uint64(spec[5])<<8 | uint64(spec[6])
+			rs = append(rs, Range{Blob: blobID(int(spec[0] % 4)), Offset: off, Length: length})
+		}
+		if len(rs) == 0 {
+			return
+		}
+		var distinct uint64
+		seen := map[ids.ObjectID]bool{}
+		for _, r := range rs {
+			if i := int(r.Blob&^ids.BlobBit) - 0x1000; i < len(sizes) && !seen[r.Blob] {
+				seen[r.Blob] = true
+				distinct += uint64(sizes[i])
+			}
+		}
+		p := newRawPeer(t, lis.Addr().String())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cs, err := p.open(ctx, &fetchRequest{Ranges: rs, MaxStreams: uint32(streams)})
+		if err == nil {
+			got, err := drain(cs)
+			if err != nil && status.Code(err) == codes.DeadlineExceeded {
+				t.Fatalf("stream did not end: %v", err)
+			}
+			if uint64(got) > distinct {
+				t.Fatalf("%d bytes sent for %d bytes of distinct blobs (%v)", got, distinct, rs)
+			}
+		} else if status.Code(err) == codes.DeadlineExceeded {
+			t.Fatalf("no answer: %v", err)
+		}
+		eventually(t, "pins released", func() bool { return src.pins.Load() == 0 })
 	})
 }
