@@ -532,6 +532,15 @@ func (p *PinPage) Find(ids PinIDs, fn func(slot, id uint64)) {
 	}
 }
 
+// Hint returns how many slots the client says it used (the page's first
+// word, which it writes), at most PinSlots: what Find reads.
+func (p *PinPage) Hint() uint64 {
+	if p == nil || p.w == nil {
+		return 0
+	}
+	return min(atomic.LoadUint64(&p.w[0]), PinSlots)
+}
+
 // Holds reports whether slot holds id now: a hold made from a pin seen in
 // a slot (Find) lasts while the slot keeps the id, one load, not a read of
 // the page.

@@ -310,8 +310,20 @@ func (s *Store) holdPinnedLocked(order []ids.ObjectID) {
 		gone[i] = uint64(id)
 	}
 	pinIDs := shm.NewPinIDs(gone) // once, for every session's page
+	var later []*Session
 	for ss := range s.sessions {
+		if ss.pins == nil || ss == s.sweep {
+			continue
+		}
+		if ss.pins.Hint() > pinScanNow {
+			later = append(later, ss) // pinsweep.go: read after, one page per hold of the lock
+			continue
+		}
 		ss.pins.Find(pinIDs, func(slot, v uint64) { s.holdLocked(ss, ids.ObjectID(v), slot) })
+		s.pinReadsNow.Add(1)
+	}
+	if len(later) > 0 {
+		s.deferPinScanLocked(gone, order, later)
 	}
 }
 
@@ -391,7 +403,7 @@ func (s *Store) rescanPins() {
 // rescanLocked drops every hold no pin names any more.
 func (s *Store) rescanLocked() {
 	for ss := range s.sessions {
-		if len(ss.holds) == 0 {
+		if len(ss.holds) == 0 || ss == s.sweep { // the sweep's holds go with their scan (pinsweep.go)
 			continue
 		}
 		ss.rescanLocked()

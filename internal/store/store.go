@@ -136,11 +136,19 @@ type Store struct {
 
 	shapes map[string]*shape // trees built before, by text (shape.go)
 
-	dir         *directory // gets without a round trip; nil: none (directory.go)
-	holdCount   int        // holds of all sessions (directory.go)
-	pinPages    int        // sessions with a pin page (directory.go)
-	maxPinPages int        // Config.MaxPinPages
-	rescanArmed bool       // the pin rescan timer runs
+	dir       *directory // gets without a round trip; nil: none (directory.go)
+	holdCount int        // holds of all sessions (directory.go)
+	pinPages  int        // sessions with a pin page (directory.go)
+
+	// The deferred pin scans (pinsweep.go).
+	sweep        *Session     // holds the blobs of deleted ids until their scan ends; nil until needed
+	sweepJobs    []*sweepJob  // queued for the next pass
+	sweepCur     *sweepPass   // the pass being read; nil: none
+	sweepRunning bool         // sweepPins runs
+	sweepPages   atomic.Int64 // pages the sweep read (tests)
+	pinReadsNow  atomic.Int64 // pages deletes read themselves (tests)
+	maxPinPages  int          // Config.MaxPinPages
+	rescanArmed  bool         // the pin rescan timer runs
 }
 
 // New creates the arena and an empty store. On error, it closes
