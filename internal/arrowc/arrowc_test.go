@@ -2,8 +2,6 @@ package arrowc
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -18,6 +16,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/client"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/servertest"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -26,22 +25,11 @@ var mem = mallocator.NewMallocator()
 
 func startServer(t testing.TB, size ...uint64) *server.Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-arrow-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	arena := uint64(64 << 20)
 	if len(size) > 0 {
 		arena = size[0]
 	}
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: arena})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	<-srv.Ready()
-	return srv
+	return servertest.Start(t, server.Config{Size: arena})
 }
 
 func connect(t testing.TB, srv *server.Server) *client.Client {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/servertest"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -24,19 +24,7 @@ func startServer(t testing.TB, size uint64) *server.Server {
 // startServerWith starts a daemon of cfg on a socket of its own.
 func startServerWith(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg.Socket = filepath.Join(dir, "s.sock")
-	srv, err := server.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	<-srv.Ready()
-	return srv
+	return servertest.Start(t, cfg)
 }
 
 // refillFreed creates and fills 16 buffers of 64 KiB, to reuse memory a

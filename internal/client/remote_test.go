@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/servertest"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
@@ -18,19 +17,7 @@ import (
 // port; secret "" requires none.
 func startRPCServer(t testing.TB, size uint64, secret string) *server.Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := server.Start(server.Config{Socket: filepath.Join(dir, "s.sock"), Size: size,
-		RPCEndpoint: "127.0.0.1:0", RPCSecret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	<-srv.Ready()
-	return srv
+	return servertest.StartRPC(t, server.Config{Size: size}, secret)
 }
 
 func connectRPCTest(t testing.TB, srv *server.Server, opts ...Option) *Client {

@@ -14,16 +14,8 @@ import (
 // startEtcdDaemon starts a daemon with the etcd backend of srv.
 func startEtcdDaemon(t *testing.T, srv *etcdtest.Server) *Server {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, Meta: "etcd",
-		EtcdEndpoints: []string{srv.Endpoint()}, EtcdPrefix: "server-test", EtcdTimeout: 5 * time.Second,
-		EtcdLeaseTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
-	return s
+	return startCfg(t, Config{Meta: "etcd", EtcdEndpoints: []string{srv.Endpoint()}, EtcdPrefix: "server-test",
+		EtcdTimeout: 5 * time.Second, EtcdLeaseTTL: 5 * time.Second})
 }
 
 // clusterMetaOf asks for cluster_meta and returns its "meta".
@@ -108,15 +100,8 @@ func TestClusterMetaLocal(t *testing.T) {
 // exist on another instance.
 func TestGetWhileEtcdIsAwaySaysSo(t *testing.T) {
 	srv := etcdtest.Run(t)
-	dir := t.TempDir()
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, Meta: "etcd",
-		EtcdEndpoints: []string{srv.Endpoint()}, EtcdPrefix: "away-test", EtcdTimeout: time.Second,
-		EtcdLeaseTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
+	s := startCfg(t, Config{Meta: "etcd", EtcdEndpoints: []string{srv.Endpoint()}, EtcdPrefix: "away-test",
+		EtcdTimeout: time.Second, EtcdLeaseTTL: 5 * time.Second})
 	r := dial(t, s)
 	r.rpc(`{"type":"register_request","version":"0.24.0"}`)
 	created := r.rpc(`{"type":"create_data_request","content":{"typename":"t","x":1}}`)

@@ -23,15 +23,19 @@ import (
 	"github.com/v6d-io/v6d-go/internal/status"
 )
 
-// startCfg starts a server with cfg on a temp socket.
-func startCfg(t *testing.T, cfg Config) *Server {
+// startCfg starts a server with cfg on a temp socket (unless cfg names
+// one) and closes it when the test ends: the tests' one way to start a
+// server (internal/servertest is the same for other packages).
+func startCfg(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-srv-")
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Socket == "" {
+		dir, err := os.MkdirTemp("", "v6d-srv-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		cfg.Socket = filepath.Join(dir, "s.sock")
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg.Socket = filepath.Join(dir, "s.sock")
 	if cfg.Size == 0 {
 		cfg.Size = 4 << 20
 	}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,20 +13,9 @@ import (
 
 func startWith(t testing.TB, edit func(*Config)) *Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-srv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg := Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, MaxFrame: 1 << 16}
+	cfg := Config{MaxFrame: 1 << 16}
 	edit(&cfg)
-	s, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
-	return s
+	return startCfg(t, cfg)
 }
 
 // sendRaw writes bytes as they are.

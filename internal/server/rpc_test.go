@@ -20,15 +20,7 @@ import (
 
 func startRPC(t *testing.T, secret string) *Server {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 8 << 20, MaxFrame: 1 << 16,
-		RPCEndpoint: "127.0.0.1:0", RPCSecret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
-	return s
+	return startCfg(t, Config{Size: 8 << 20, MaxFrame: 1 << 16, RPCEndpoint: "127.0.0.1:0", RPCSecret: []byte(secret)})
 }
 
 func dialTCP(t *testing.T, s *Server) *raw {

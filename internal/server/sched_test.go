@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -77,13 +76,7 @@ func TestSchedAutoFollowsStreamingConnections(t *testing.T) {
 	threshold := streamThreshold
 	streamThreshold = func() int32 { return 2 }
 	defer func() { streamThreshold = threshold }()
-	dir := t.TempDir()
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 64 << 20, SchedBatch: SchedAuto})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	<-s.Ready()
+	s := startCfg(t, Config{Size: 64 << 20, SchedBatch: SchedAuto})
 	mk := func() *putter {
 		c := benchConn(t, s)
 		c.passFds = true

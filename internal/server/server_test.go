@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +19,7 @@ import (
 
 func start(t testing.TB) *Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "v6d-srv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := Start(Config{Socket: filepath.Join(dir, "s.sock"), Size: 4 << 20, MaxFrame: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	<-s.Ready()
-	return s
+	return startCfg(t, Config{MaxFrame: 1 << 16})
 }
 
 type raw struct {
