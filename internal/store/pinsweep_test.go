@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"math/rand"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,6 +127,108 @@ func TestDeleteReadsOnlyShortPinPages(t *testing.T) {
 	junkSessions[0].RescanPins()
 	if zombie(s, bid) {
 		t.Fatal("the blob's memory is held although no pin names it any more")
+	}
+	checkInvariants(t, s)
+}
+
+// TestPinSweepProperty: random pins (in long junk-filled pages and short
+// ones), clears, deletes and rescans. Whatever the order, the blob of a
+// deleted object that a pin stored before its delete still names is never
+// freed (it stays a zombie), and once every pin is cleared and the sweep
+// is done, every deleted blob is freed.
+func TestPinSweepProperty(t *testing.T) {
+	s, err := New(Config{Size: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	owner := s.NewSession()
+	t.Cleanup(owner.Close)
+	rng := rand.New(rand.NewSource(3))
+	type page struct {
+		ss   *Session
+		w    []uint64
+		long bool
+		pins map[uint64]ids.ObjectID // slot -> object
+	}
+	var pages []*page
+	for i := range 6 {
+		ss := s.NewSession()
+		t.Cleanup(ss.Close)
+		_, w := pinView(t, ss)
+		p := &page{ss: ss, w: w, long: i%2 == 0, pins: map[uint64]ids.ObjectID{}}
+		if p.long {
+			for j := 1; j <= shm.PinSlots; j += 7 {
+				atomic.StoreUint64(&w[j], uint64(j)|0x77<<48)
+			}
+			atomic.StoreUint64(&w[0], shm.PinSlots)
+		}
+		pages = append(pages, p)
+	}
+	blobOfObj := map[ids.ObjectID]ids.ObjectID{}
+	var live, deleted []ids.ObjectID
+	check := func(step int) {
+		for _, p := range pages {
+			for _, id := range p.pins {
+				if slices.Contains(deleted, id) && !zombie(s, blobOfObj[id]) {
+					t.Fatalf("step %d: the blob of %v was freed while a pin stored before its delete names it", step, id)
+				}
+			}
+		}
+	}
+	for step := range 400 {
+		switch r := rng.Intn(10); {
+		case r < 3 || len(live) == 0:
+			bid := blobOf(t, owner, 256)
+			obj := create(t, owner, fmt.Sprintf(`{"typename":"t","b":{"id":"%v"}}`, bid), bid)
+			if err := owner.Release(bid); err != nil {
+				t.Fatal(err)
+			}
+			blobOfObj[obj] = bid
+			live = append(live, obj)
+		case r < 6:
+			p := pages[rng.Intn(len(pages))]
+			id := live[rng.Intn(len(live))]
+			slot := uint64(1 + rng.Intn(900))
+			if p.long {
+				slot = uint64(1 + rng.Intn(shm.PinSlots))
+			} else if atomic.LoadUint64(&p.w[0]) < slot {
+				atomic.StoreUint64(&p.w[0], slot)
+			}
+			atomic.StoreUint64(&p.w[slot], uint64(id))
+			p.pins[slot] = id
+		case r < 7:
+			p := pages[rng.Intn(len(pages))]
+			for slot := range p.pins {
+				atomic.StoreUint64(&p.w[slot], 0)
+				delete(p.pins, slot)
+				break
+			}
+			p.ss.RescanPins()
+		default:
+			i := rng.Intn(len(live))
+			s.Delete([]ids.ObjectID{live[i]}, DeleteOptions{})
+			deleted = append(deleted, live[i])
+			live = slices.Delete(live, i, i+1)
+		}
+		check(step)
+		if step%50 == 0 {
+			checkInvariants(t, s)
+		}
+	}
+	waitFor(t, "the sweep to finish", s.pinSweepIdle)
+	check(-1)
+	for _, p := range pages {
+		for slot := range p.pins {
+			atomic.StoreUint64(&p.w[slot], 0)
+		}
+		p.pins = nil
+		p.ss.RescanPins()
+	}
+	for _, id := range deleted {
+		if zombie(s, blobOfObj[id]) {
+			t.Fatalf("the blob of %v is still held with no pin left", id)
+		}
 	}
 	checkInvariants(t, s)
 }
