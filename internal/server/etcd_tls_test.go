@@ -105,7 +105,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 
 	cfg := func(mod func(c *Config)) Config {
 		c := Config{Socket: filepath.Join(t.TempDir(), "s.sock"), Size: 4 << 20, Meta: "etcd",
-			EtcdEndpoints: []string{e.Endpoint()}, EtcdPrefix: "tls-test", EtcdTimeout: 3 * time.Second,
+			EtcdEndpoints: []string{e.Endpoint()}, EtcdPrefix: "tls-test", EtcdTimeout: 20 * time.Second,
 			EtcdCACert: pki.ca, EtcdCert: pki.clientCert, EtcdKey: pki.clientKey,
 			EtcdUser: "root", EtcdPassword: "root-pw"}
 		if mod != nil {
@@ -128,7 +128,9 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		"no user":        func(c *Config) { c.EtcdUser, c.EtcdPassword = "", "" },
 		"plain http":     func(c *Config) { c.EtcdEndpoints = []string{strings.Replace(e.Endpoint(), "https", "http", 1)} },
 	} {
-		if s, err := Start(cfg(mod)); err == nil {
+		c := cfg(mod)
+		c.EtcdTimeout = 3 * time.Second // each of these fails by timing out
+		if s, err := Start(c); err == nil {
 			_ = s.Close()
 			t.Errorf("%s: started", name)
 		} else {
