@@ -25,7 +25,8 @@ func (c *Client) CreateBuffer(size uint64) (ids.ObjectID, []byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.accels) > 0 {
-		bufs, ok, err := c.accels.buffers([]uint64{size})
+		c.oneSize[0] = size // an interface call's argument escapes: no slice made per call
+		bufs, ok, err := c.accels.buffers(c.oneSize[:])
 		if err != nil || ok {
 			if err != nil {
 				return 0, nil, err
@@ -278,7 +279,9 @@ func (c *Client) GetBuffers(idl []ids.ObjectID, unsafe bool) ([][]byte, error) {
 	if c.state.getHeld(idl, out) || c.state.accelGetBuffers(c.accels, idl, out) {
 		return out, nil
 	}
-	if err := c.d.getBuffers(idl, want, unsafe, out); err != nil {
+	// A copy for the dialect (an interface call's argument escapes), so
+	// that the caller's list, often Get's one id, is made on its stack.
+	if err := c.d.getBuffers(slices.Clone(idl), want, unsafe, out); err != nil {
 		return nil, err
 	}
 	return out, nil

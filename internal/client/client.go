@@ -57,8 +57,9 @@ type Client struct {
 	isClosed      atomic.Bool  // closed, readable without mu
 	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
 
-	mu sync.Mutex // serialises exchanges; guards w
-	w  wire       // the transport (wire.go)
+	mu      sync.Mutex // serialises exchanges; guards w and oneSize
+	w       wire       // the transport (wire.go)
+	oneSize [1]uint64  // CreateBuffer's size, as the accelerators take it
 
 	// The accelerators in use (accel.go), in the order they are asked;
 	// set by Connect, read without a lock.

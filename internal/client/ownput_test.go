@@ -19,7 +19,7 @@ func ownPutOf(c *Client, id ids.ObjectID) *ownPut {
 }
 
 // ownTree is the tree the client rebuilds of a put of tree as id (as a get
-// of its own put does, ownGetLocked): false for a tree ownTreeable refuses.
+// of its own put does, ownPuts.get): false for a tree ownTreeable refuses.
 func ownTree(tree []byte, id ids.ObjectID, instance uint64, blobs []shm.DirBlob) ([]byte, bool) {
 	t, ok := newOwnTemplate(tree, instance, len(blobs))
 	if !ok {
@@ -108,7 +108,7 @@ func TestOwnTreeIsTheDaemons(t *testing.T) {
 		}
 	}
 	// Trees it cannot rebuild are not remembered: their gets wait for the
-	// daemon (awaitOwnPuts).
+	// daemon (pipeline.settle).
 	for _, tree := range []string{
 		`{"typename":"t","m":{"typename":"u","b":{"inline":0}}}`, // a new member object
 		`{"typename":"t","b":{"inline":0,"x":1}}`,                // more than the index

@@ -57,7 +57,7 @@ type putError struct {
 	count int // failures in all since the last one was returned
 }
 
-// notePipelinedError records the PipelinedError frame body. w.mu must
+// notePipelinedError records the PipelinedError frame body. c.mu must
 // be held.
 func (w *wire) notePipelinedError(body []byte) error {
 	var pe protocol.PipelinedError
@@ -72,7 +72,7 @@ func (w *wire) notePipelinedError(body []byte) error {
 }
 
 // takePutError returns (once) the failure of an earlier pipelined
-// put, nil if none. w.mu must be held.
+// put, nil if none. c.mu must be held.
 func (w *wire) takePutError() error {
 	pe := w.putErr
 	if pe == nil {

@@ -208,7 +208,7 @@ func touch(b []byte, step uintptr) {
 }
 
 // populate maps [off, off+size) of the writable mapping ahead of the puts
-// that will write it: a new lease of small puts (ensureLeaseLocked), which
+// that will write it: a new lease of small puts (leaser.ensure), which
 // does not start the pre-touch. Each of its pages this process never mapped
 // would otherwise cost its first put a fault (~1-2 µs here, 16 for a put of
 // 64 KiB); one read per faultAround window maps them a window at a time,

@@ -30,7 +30,7 @@ func noFdsFollow(reply protocol.Reply) bool {
 }
 
 // readAhead reads the next reply frame through the read-ahead buffer
-// and returns its body, valid until the next read. w.mu must be held.
+// and returns its body, valid until the next read. c.mu must be held.
 func (w *wire) readAhead(limit int) ([]byte, error) {
 	if w.ahead == nil {
 		w.ahead = make([]byte, readAheadSize)

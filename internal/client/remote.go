@@ -318,7 +318,7 @@ func (r remote) fillLocked(idl []ids.ObjectID) error {
 
 // readBytes reads the bytes of ps, which follow a reply, into local
 // memory: one copy per payload, nil for an empty one. On error the
-// connection is lost (the stream is out of step). w.mu must be held.
+// connection is lost (the stream is out of step). c.mu must be held.
 func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
 	out := make([]*localMem, len(ps))
 	fail := func(err error) ([]*localMem, error) {
