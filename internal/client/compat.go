@@ -451,10 +451,11 @@ func (u upstream) create(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids
 }
 
 // getObject is upstreamGetObjectLocked.
-func (u upstream) getObject(id ids.ObjectID) (json.RawMessage, error) {
+func (u upstream) getObject(id ids.ObjectID) (json.RawMessage, uint64, error) {
 	u.c.mu.Lock()
 	defer u.c.mu.Unlock()
-	return u.upstreamGetObjectLocked(id)
+	tree, err := u.upstreamGetObjectLocked(id)
+	return tree, 0, err
 }
 
 // putInline is upstreamInline.

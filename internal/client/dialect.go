@@ -28,9 +28,10 @@ type dialect interface {
 	// tree. Each blob of toSeal then holds a reference, counted in
 	// Client.state, as after Seal. c.mu is held.
 	create(tree []byte, toSeal []ids.ObjectID, withTree bool) (ids.ObjectID, json.RawMessage, error)
-	// getObject is GetObject's exchange: the tree, and a reference to
+	// getObject is GetObject's exchange: the tree, the daemon's shape
+	// number of it when the reply has one (0: none), and a reference to
 	// each of its blobs, counted. No lock is held.
-	getObject(id ids.ObjectID) (json.RawMessage, error)
+	getObject(id ids.ObjectID) (json.RawMessage, uint64, error)
 	// putInline is CreateInline after its checks (sizes of data, in
 	// all at most MaxInline). No lock is held.
 	putInline(tree []byte, data [][]byte, sizes []uint64) (ids.ObjectID, []ids.ObjectID, error)

@@ -164,30 +164,35 @@ func (c *Client) getObject(id ids.ObjectID, into func(tree []byte, shape uint64)
 	if ok {
 		return tree, nil
 	}
-	tree, err := c.d.getObject(id)
+	tree, shape, err := c.d.getObject(id)
 	if err == nil && into != nil {
-		into(tree, 0)
+		into(tree, shape)
 	}
 	return tree, err
 }
 
-// getObject is GetObject's round trip: get_data with buffers.
-func (o ours) getObject(id ids.ObjectID) (json.RawMessage, error) {
+// getObject is GetObject's round trip: get_data with buffers, whose reply
+// carries the daemon's shape number of the tree.
+func (o ours) getObject(id ids.ObjectID) (json.RawMessage, uint64, error) {
 	c := o.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
 	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
 	if err := c.callLocked(req, &reply); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	tree, err := treeOf(&reply, id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	var shape uint64
+	if len(reply.Shapes) == 1 {
+		shape = reply.Shapes[0]
 	}
 	views, err := c.w.views(reply.Payloads)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	c.state.Lock()
 	defer c.state.Unlock()
@@ -195,11 +200,11 @@ func (o ours) getObject(id ids.ObjectID) (json.RawMessage, error) {
 		if id != ids.EmptyBlob {
 			v, ok := views[id]
 			if !ok {
-				return nil, errBadReply("no payload for blob %v", id)
+				return nil, 0, errBadReply("no payload for blob %v", id)
 			}
 			c.state.pinLocked(id, v)
 		}
-		return tree, nil
+		return tree, shape, nil
 	}
 	pinned := make([]ids.ObjectID, 0, len(views))
 	for i := range reply.Payloads {
@@ -214,7 +219,7 @@ func (o ours) getObject(id ids.ObjectID) (json.RawMessage, error) {
 	if reply.MetaEpoch != nil {
 		c.state.cacheTreeLocked(id, tree, append([]ids.ObjectID(nil), pinned...), *reply.MetaEpoch)
 	}
-	return tree, nil
+	return tree, shape, nil
 }
 
 // treeOf returns the tree of id in a get_data reply's content map

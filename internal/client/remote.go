@@ -422,9 +422,16 @@ func firstIndex(l []ids.ObjectID, id ids.ObjectID) int {
 	return -1
 }
 
-// getObject is GetObject in remote mode: get_data with buffers, whose
-// reply the blobs' bytes follow.
-func (r remote) getObject(id ids.ObjectID) (json.RawMessage, error) {
+// getObject is GetObject in remote mode (getTree; no shape number: the
+// trees are copies the client keeps, not the daemon's records).
+func (r remote) getObject(id ids.ObjectID) (json.RawMessage, uint64, error) {
+	tree, err := r.getTree(id)
+	return tree, 0, err
+}
+
+// getTree is GetObject in remote mode: get_data with buffers, whose reply
+// the blobs' bytes follow.
+func (r remote) getTree(id ids.ObjectID) (json.RawMessage, error) {
 	c := r.c
 	if !c.ext.withBuffers {
 		return nil, errUpstreamRemote("getting an object with its blobs")

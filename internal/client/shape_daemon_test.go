@@ -23,8 +23,8 @@ func getShape(t *testing.T, c *Client, id ids.ObjectID) (string, uint64, uint64)
 	return text, daemons, c.TreeShapeOf(daemons, []byte(text))
 }
 
-// TestShapesFromTheDaemon: a directory get hands over the daemon's shape
-// number of the tree; TreeShapeOf turns it into the process's number, the
+// TestShapesFromTheDaemon: a get, from the directory or by round trip,
+// hands over the daemon's shape number of the tree; TreeShapeOf turns it into the process's number, the
 // one TreeShape finds in the text. Two daemons number their first shapes
 // alike, but the process's numbers of different shapes stay apart.
 func TestShapesFromTheDaemon(t *testing.T) {
@@ -39,6 +39,16 @@ func TestShapesFromTheDaemon(t *testing.T) {
 	}
 	if p1 == 0 || p1 != p2 || p1 != TreeShape([]byte(text1)) {
 		t.Fatalf("process shapes %d and %d, TreeShape %d", p1, p2, TreeShape([]byte(text1)))
+	}
+	// A round trip's get_data reply carries the same number.
+	rt, err := Connect(srv1.Socket(), WithoutDirectory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Close() }()
+	before := rt.roundTrips.Load()
+	if _, d, p := getShape(t, rt, id2); d != d1 || p != p1 || rt.roundTrips.Load() == before {
+		t.Fatalf("by round trip: daemon's %d, process's %d; by the directory %d, %d", d, p, d1, p1)
 	}
 	id3, _ := put(t, b, []byte("a longer value")) // another shape, on another daemon
 	_, d3, p3 := getShape(t, b, id3)

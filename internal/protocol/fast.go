@@ -196,6 +196,9 @@ func (r *GetDataReply) appendJSON(dst []byte) ([]byte, bool) {
 	if r.MetaEpoch != nil {
 		dst = appendUint(dst, "meta_epoch", *r.MetaEpoch)
 	}
+	if len(r.Shapes) > 0 {
+		dst = appendUints(dst, "shapes", r.Shapes)
+	}
 	if r.SyncError != "" {
 		dst = AppendString(appendKey(dst, "sync_error"), r.SyncError)
 	}

@@ -33,7 +33,7 @@ func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
 			&LeaseGrant{Offset: 4096, Size: 1 << 20, StoreFd: 9, FirstID: 1<<63 | 5, IDs: 1024}}},
 		{"create_buffers lease", &BuffersReply{Header: Header{Type: "create_buffers_reply"}, Payloads: []Payload{},
 			Fds: []int{9}, Lease: &LeaseGrant{Offset: 64, Size: 128, StoreFd: 9, FirstID: 1 << 63, IDs: 1}}},
-		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize, ""}},
+		{"get_data", &GetDataReply{Header{Type: "get_data_reply"}, tree, []Payload{p}, []int{4}, &p.DataSize, []uint64{7}, ""}},
 		{"get_data sync error", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`),
 			SyncError: "etcd: context deadline exceeded \"<x>\""}},
 		{"get_data plain", &GetDataReply{Header: Header{Type: "get_data_reply"}, Content: json.RawMessage(`{}`)}},

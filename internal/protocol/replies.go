@@ -168,6 +168,11 @@ type GetDataReply struct {
 	// MetaEpoch (our extension, with_buffers only) is the daemon's meta
 	// epoch when the trees were read: they stay valid while it reads the same.
 	MetaEpoch *uint64 `json:"meta_epoch,omitempty"`
+	// Shapes (our extension, with_buffers only) is the daemon's shape
+	// number of each tree in Content, in Content's order (0: none), as
+	// its directory records carry them (docs/design.md, "internal/tree").
+	// Upstream's clients read the keys they know and ignore it.
+	Shapes []uint64 `json:"shapes,omitempty"`
 	// SyncError (our extension) is set when the daemon could not catch up
 	// with etcd before answering: an id missing from Content may then exist
 	// on another instance all the same. Our client says so in its

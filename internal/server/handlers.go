@@ -323,12 +323,13 @@ func (c *conn) getData(r *protocol.GetDataRequest, rs *responder) error {
 		rs.Reply(&protocol.GetDataReply{Content: content, SyncError: errText(serr)}, nil)
 		return nil
 	}
-	content, extents, epoch, err := c.sess.GetDataWithBuffers(r.ID)
+	content, extents, shapes, epoch, err := c.sess.GetDataWithShapes(r.ID)
 	if err != nil {
 		return err
 	}
 	payloads := payloadsOf(extents)
-	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch, SyncError: errText(serr)}
+	out := &protocol.GetDataReply{Content: content, Payloads: payloads, MetaEpoch: &epoch, Shapes: shapes,
+		SyncError: errText(serr)}
 	if !c.passFds { // no fds: the bytes follow the reply (rpc_transfer.go)
 		return rs.replyThenBytes(protocol.KindGetData, out, extents)
 	}

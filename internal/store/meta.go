@@ -528,12 +528,14 @@ func (s *Store) Exists(id ids.ObjectID) bool {
 func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.contentLocked(dedupe(idl), 0)
+	return s.contentLocked(dedupe(idl), 0, nil)
 }
 
 // contentLocked writes the trees of idl (without repeats), failing once the
-// reply, with reserve bytes more, would exceed the limit.
-func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool, error) {
+// reply, with reserve bytes more, would exceed the limit. With shapes, it
+// appends to *shapes the shape number of each tree written, in order
+// (treeShapeLocked; 0 without a directory).
+func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64, shapes *[]uint64) ([]byte, bool, error) {
 	all := true
 	out := make([]byte, 0, 256)
 	out = append(out, '{')
@@ -550,9 +552,17 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool,
 		out = append(out, '"')
 		out = id.AppendText(out)
 		out = append(out, '"', ':')
+		at := len(out)
 		out = s.appendTreeLocked(out, id)
 		if err := s.checkReplyLocked(uint64(len(out)) + reserve); err != nil {
 			return nil, false, err
+		}
+		if shapes != nil {
+			n := uint64(0)
+			if s.dir != nil {
+				n = s.treeShapeLocked(id, out[at:])
+			}
+			*shapes = append(*shapes, n)
 		}
 	}
 	return append(out, '}'), all, nil
@@ -564,6 +574,18 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64) ([]byte, bool,
 // larger than Config.MaxReplyBytes fails with status.Invalid, taking no
 // reference.
 func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uint64, error) {
+	content, extents, _, epoch, err := ss.getDataWithBuffers(idl, false)
+	return content, extents, epoch, err
+}
+
+// GetDataWithShapes is GetDataWithBuffers that also returns the shape
+// number of each tree of the content, in its order (the directory's
+// numbers, as its records carry them; 0s without a directory).
+func (ss *Session) GetDataWithShapes(idl []ids.ObjectID) ([]byte, []Extent, []uint64, uint64, error) {
+	return ss.getDataWithBuffers(idl, true)
+}
+
+func (ss *Session) getDataWithBuffers(idl []ids.ObjectID, withShapes bool) ([]byte, []Extent, []uint64, uint64, error) {
 	s := ss.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -573,9 +595,14 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uin
 	for _, id := range idl {
 		bl = s.blobsOfLocked(bl, id, seen)
 	}
-	content, _, err := s.contentLocked(idl, uint64(len(bl))*extentBytes)
+	var shapes []uint64
+	var into *[]uint64
+	if withShapes {
+		into = &shapes
+	}
+	content, _, err := s.contentLocked(idl, uint64(len(bl))*extentBytes, into)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	extents := make([]Extent, 0, len(bl))
 	for _, b := range bl {
@@ -585,7 +612,7 @@ func (ss *Session) GetDataWithBuffers(idl []ids.ObjectID) ([]byte, []Extent, uin
 		ss.addRefLocked(b)
 		extents = append(extents, s.extent(b))
 	}
-	return content, extents, s.epochLocked(), nil
+	return content, extents, shapes, s.epochLocked(), nil
 }
 
 // Persist marks an object and its non-blob members persisted. The backend
