@@ -127,6 +127,7 @@ class Client:
         self._session = Session(Conn(out.value, remote=bool(rpc)), self)
         self.ipc_socket = path
         self.rpc_endpoint = rpc
+        self._password = password
         iid = ctypes.c_uint64()
         _ffi.call("v6d_instance_id", out.value, ctypes.byref(iid))
         self.instance_id = iid.value
@@ -165,6 +166,16 @@ class Client:
         """Closes the client. Views got from it stay valid: the connection is
         released when the last of them is gone. Idempotent."""
         self._session.conn = None
+
+    def fork(self) -> Client:
+        """A new connection to the same daemon (socket or endpoint, secret,
+        timeout), as upstream's: for another thread that wants a connection
+        of its own. The client itself is safe to share between threads. In a
+        child process forked after the library was loaded it raises
+        :class:`~vineyard.ForkError`, as :func:`connect` does: the Go runtime
+        does not survive ``fork()``; start children with ``spawn``."""
+        return Client(self.ipc_socket or None, self.timeout, endpoint=self.rpc_endpoint or None,
+                      password=self._password)
 
     def __enter__(self) -> Self:
         return self

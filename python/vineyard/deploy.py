@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Daemon", "DaemonError", "daemon_path", "init", "launch", "log_path", "shutdown", "start_vineyardd"]
 
+# Upstream's submodule vineyard.deploy.local lives in the folder deploy/
+# beside this file: a module with a __path__ is a package to the import
+# system, so `import vineyard.deploy.local` finds it there.
+__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")]
+
 
 def daemon_path() -> str:
     """The daemon binary: env VINEYARDD, the package's bin/vineyardd, or the

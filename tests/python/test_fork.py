@@ -54,6 +54,7 @@ CALLS = {
     "get": "c.get(oid)",
     "get_object": "c.get_object(oid)",
     "is_shared_memory": "c.is_shared_memory(arr)",
+    "fork": "c.fork()",
 }
 # Names that need no library: they answer from Python state.
 NO_LIBRARY = {

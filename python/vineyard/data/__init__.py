@@ -36,8 +36,16 @@ from .registry import (
     resolve,
 )
 
-__all__ = ["build", "build_meta", "object_type", "register_builder", "register_object_type",
-           "register_protocol_builder", "register_resolver", "resolve"]
+__all__ = ["build", "build_meta", "object_type", "register_builder", "register_builtin_types",
+           "register_object_type", "register_protocol_builder", "register_resolver", "resolve"]
+
+
+def register_builtin_types(builder_ctx: object = None, resolver_ctx: object = None) -> None:
+    """Upstream's call to register the built-in types on its contexts
+    (``register_builtin_types(default_builder_context,
+    default_resolver_context)``). Ours are registered when the package is
+    imported and the contexts are views of one registry, so there is nothing
+    left to do: kept so that upstream's code runs unchanged."""
 
 
 def _register_builtins() -> None:

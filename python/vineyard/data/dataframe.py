@@ -36,6 +36,15 @@ __all__ = ["build_dataframe", "dataframe_plan", "register", "resolve_dataframe"]
 DATAFRAME = "vineyard::DataFrame"
 
 
+def __getattr__(name: str) -> Any:
+    # Upstream's name, imported on first use: its module imports pandas.
+    if name == "NDArrayArray":
+        from .ndarray_array import NDArrayArray
+
+        return NDArrayArray
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build_dataframe(session: Any, df: Any, **kw: Any) -> ObjectMeta:
     """Builder of ``client.put(df)``."""
 

@@ -17,6 +17,10 @@ _protocol_builders: list[tuple[Callable[[Any], bool], Builder]] = []
 _resolvers: dict[str, Resolver] = {}
 _by_type: dict[type, Builder] = {}  # resolved lookups, cleared on every registration
 _by_typename: dict[str, Resolver] = {}  # the same for resolvers
+# Scoped registrations (vineyard.core's builder_context / resolver_context):
+# the innermost scope first, looked up before the registries above, never cached.
+_builder_scopes: list[dict[type | str, Builder]] = []
+_resolver_scopes: list[dict[str, Resolver]] = []
 
 
 def register_builder(pytype: type | str, fn: Builder) -> None:
@@ -40,8 +44,21 @@ def register_resolver(typename_prefix: str, fn: Resolver) -> None:
     _by_typename.clear()
 
 
+def _scoped_builder(klass: type) -> Builder | None:
+    for scope in reversed(_builder_scopes):
+        for k in klass.__mro__:
+            fn = scope.get(k) or scope.get(f"{k.__module__}.{k.__qualname__}")
+            if fn is not None:
+                return fn
+    return None
+
+
 def _builder_for(value: Any) -> Builder:
     klass = type(value)
+    if _builder_scopes:
+        fn = _scoped_builder(klass)
+        if fn is not None:
+            return fn
     fn = _by_type.get(klass)
     if fn is not None:
         return fn
@@ -85,6 +102,10 @@ def resolve(session: Any, tree: dict[str, Any], pin: Any) -> Any:
 
 def resolver_of(typename: str) -> Any:
     """The resolver of ``typename`` (its longest registered prefix), or None."""
+    for scope in reversed(_resolver_scopes):
+        best = max((p for p in scope if typename.startswith(p)), key=len, default=None)
+        if best is not None:
+            return scope[best]
     fn = _by_typename.get(typename)
     if fn is None:
         best = ""

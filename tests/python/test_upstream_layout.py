@@ -1,0 +1,170 @@
+"""The module layout upstream's users import (vineyard.core, vineyard.data.*,
+vineyard.deploy.local, vineyard._C, Client.fork), as layers over ours.
+Upstream's own tests of them run in make test-upstream-suite."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+import vineyard
+
+
+def test_fork_is_a_new_connection_to_the_same_daemon(client):
+    other = client.fork()
+    try:
+        assert other is not client
+        assert other._handle() != client._handle()
+        assert other.instance_id == client.instance_id
+        assert other.timeout == client.timeout
+        oid = client.put(np.arange(10))
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(other.get(oid).sum()))
+        t.start()
+        t.join()
+        assert got == [45]
+        client.close()
+        assert other.get(oid).sum() == 45  # the fork lives on its own
+    finally:
+        other.close()
+
+
+def test_resolver_context_scopes_a_resolver(client):
+    from vineyard.core import resolver_context
+    from vineyard.core.resolver import resolver_context as same
+
+    assert same is resolver_context
+    oid = client.put((1, 2, 3))
+    seen = []
+
+    def fake(obj, resolver):
+        seen.append((obj.typename, obj.id))
+        return "faked"
+
+    with resolver_context({"vineyard::Sequence": fake}):
+        assert client.get(oid) == "faked"
+        with resolver_context() as ctx:
+            ctx.register("vineyard::Sequence", lambda obj, resolver: "inner")
+            assert client.get(oid) == "inner"
+        assert client.get(oid) == "faked"
+    assert client.get(oid) == (1, 2, 3)
+    assert seen == [("vineyard::Sequence", oid)] * 2
+
+
+def test_resolver_gets_members_through_its_context(client):
+    from vineyard.core import resolver_context
+
+    oid = client.put((1, "two"))
+
+    def firsts(obj, resolver):
+        return resolver.run(obj.member("__elements_-0"))
+
+    with resolver_context({"vineyard::Sequence": firsts}):
+        assert client.get(oid) == 1
+
+
+class Point:  # pickled by reference: module level
+    def __init__(self, x):
+        self.x = x
+
+
+def test_builder_context_scopes_a_builder(client):
+    from vineyard.core import builder_context, default_builder_context
+
+    def build_point(c, value, builder, **kw):
+        assert builder is not None
+        return c.put(value.x * 10)
+
+    with builder_context({Point: build_point}):
+        oid = client.put(Point(4))
+    assert client.get(oid) == 40
+    assert client.get(client.put(Point(5))).x == 5  # pickled again outside the block
+    default_builder_context.register(Point, build_point)
+    try:
+        assert client.get(client.put(Point(6))) == 60
+    finally:
+        from vineyard.data import registry
+
+        registry._builders.pop(Point)
+        registry._by_type.clear()
+
+
+def test_register_builtin_types_is_accepted():
+    from vineyard.core import default_builder_context, default_resolver_context
+    from vineyard.data import register_builtin_types
+
+    register_builtin_types(default_builder_context, default_resolver_context)
+
+
+@pytest.mark.parametrize("value", [b"x" * 10, memoryview(b"abc"), {"a": np.ones(3)}, list(range(1000))])
+def test_pickled_reader_and_writer_round_trip(value):
+    from vineyard.data.pickle import PickledReader, PickledWriter
+
+    reader = PickledReader(value)
+    writer = PickledWriter(reader.store_size)
+    while block := reader.read(7):
+        writer.write(block)
+    assert writer.value is None
+    writer.close()
+    got = writer.value
+    if isinstance(value, dict):
+        np.testing.assert_array_equal(got["a"], value["a"])
+    else:
+        assert got == value
+
+
+def test_pickled_writer_refuses_short_and_long_input():
+    from vineyard.data.pickle import PickledReader, PickledWriter
+
+    reader = PickledReader(123)
+    writer = PickledWriter(reader.store_size)
+    with pytest.raises(ValueError, match="announced"):
+        writer.close()
+    with pytest.raises(ValueError, match="announced"):
+        writer.write(b"x" * (reader.store_size + 1))
+
+
+def test_ndarray_array_column_round_trips(client):
+    pd = pytest.importorskip("pandas")
+    from vineyard.data.dataframe import NDArrayArray
+
+    rows = np.arange(60, dtype=float).reshape(20, 3)
+    df = pd.DataFrame({"data": NDArrayArray(rows), "label": np.arange(20)})
+    assert df.shape == (20, 2)
+    got = client.get(client.put(df))
+    assert got.shape == df.shape
+    np.testing.assert_array_equal(np.asarray(got["data"].array.values), rows)
+    np.testing.assert_array_equal(got["label"], np.arange(20))
+
+
+def test_c_module_names():
+    from vineyard import _C
+
+    assert _C.ObjectMeta is vineyard.ObjectMeta
+    assert _C.ObjectID is vineyard.ObjectID
+    assert _C.IPCClient is vineyard.Client and _C.RPCClient is vineyard.Client
+    meta = _C.ObjectMeta()
+    meta["typename"] = "vineyard::Pair"
+    assert meta.typename == "vineyard::Pair"
+
+
+def test_deploy_local_try_init_and_shutdown(monkeypatch):
+    from vineyard.deploy import local
+
+    monkeypatch.delenv("VINEYARD_IPC_SOCKET", raising=False)
+    socket = local.try_init()
+    try:
+        assert os.environ["VINEYARD_IPC_SOCKET"] == socket == local.get_current_socket()
+        with pytest.raises(ValueError, match="already set"):
+            local.try_init()
+        c = vineyard.connect()
+        assert c.get(c.put(1024)) == 1024
+        c.close()
+    finally:
+        local.shutdown()
+    assert "VINEYARD_IPC_SOCKET" not in os.environ
+    with pytest.raises(ValueError, match="try_init"):
+        local.get_current_socket()
+    assert not os.path.exists(socket)
