@@ -65,7 +65,7 @@ func (ss *Session) Close() {
 	ss.closed = true
 	delete(s.sessions, ss)
 	for _, b := range ss.created {
-		s.dropUnsealedLocked(b)
+		s.life.dropUnsealedLocked(b)
 	}
 	ss.returnLeaseLocked()
 	for id := range ss.refs {
@@ -97,18 +97,19 @@ func (ss *Session) releaseLocked(id ids.ObjectID) bool {
 	delete(ss.refs, id)
 	b.refs--
 	if b.refs == 0 && b.state == stateZombie {
-		ss.s.freeLocked(b)
+		ss.s.life.freeLocked(b)
 	}
 	return true
 }
 
 // freeLocked returns b's memory (a blob deleted and no longer referenced)
 // to the allocator.
-func (s *Store) freeLocked(b *blob) {
+func (part *blobLife) freeLocked(b *blob) {
+	s := part.s
 	if b.state == stateZombie {
 		delete(s.zombies, b.id)
 	}
-	s.setStateLocked(b, stateFreed)
+	s.life.setStateLocked(b, stateFreed)
 	if b.id == ids.EmptyBlob || b.hollow || s.closed {
 		return
 	}
@@ -123,7 +124,8 @@ func (s *Store) freeLocked(b *blob) {
 }
 
 // retireLocked removes b from view; its memory goes when no session holds it.
-func (s *Store) retireLocked(b *blob, trim bool) {
+func (part *blobLife) retireLocked(b *blob, trim bool) {
+	s := part.s
 	delete(s.blobs, b.id)
 	if b.owner != nil {
 		delete(b.owner.created, b.id)
@@ -131,17 +133,18 @@ func (s *Store) retireLocked(b *blob, trim bool) {
 	}
 	b.trim = trim
 	if b.refs == 0 {
-		s.freeLocked(b)
+		s.life.freeLocked(b)
 		return
 	}
-	s.setStateLocked(b, stateZombie)
+	s.life.setStateLocked(b, stateZombie)
 	s.zombies[b.id] = b
 }
 
 // dropUnsealedLocked frees an unsealed blob of a closing or aborting session.
-func (s *Store) dropUnsealedLocked(b *blob) {
+func (part *blobLife) dropUnsealedLocked(b *blob) {
+	s := part.s
 	owner := b.owner
-	s.retireLocked(b, false)
+	s.life.retireLocked(b, false)
 	s.emitIDLocked(EventDeleted, b.id, FlagUnsealed)
 	if owner != nil {
 		owner.releaseLocked(b.id)
@@ -168,9 +171,9 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 		}
 		return nil, status.Errorf(status.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}
-	s.noteAllocLocked(off, size)
+	s.pf.noteAllocLocked(off, size)
 	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
-	s.setStateLocked(b, stateUnsealed)
+	s.life.setStateLocked(b, stateUnsealed)
 	s.blobs[b.id] = b
 	ss.created[b.id] = b
 	ss.addRefLocked(b)
@@ -206,7 +209,7 @@ func (ss *Session) CreateBuffers(sizes []uint64) ([]Extent, error) {
 		if err != nil {
 			for _, m := range made {
 				if m != emptyBlob {
-					s.dropUnsealedLocked(m)
+					s.life.dropUnsealedLocked(m)
 				}
 			}
 			return nil, err
@@ -256,7 +259,7 @@ func (ss *Session) sealFlagsLocked(id ids.ObjectID, f EventFlags) error {
 		return err
 	}
 	s := ss.s
-	s.setStateLocked(b, stateSealed)
+	s.life.setStateLocked(b, stateSealed)
 	b.owner = nil
 	delete(ss.created, id)
 	ss.addRefLocked(b)
@@ -281,7 +284,7 @@ func (ss *Session) DropBuffer(id ids.ObjectID) error {
 	if err != nil {
 		return err
 	}
-	s.dropUnsealedLocked(b)
+	s.life.dropUnsealedLocked(b)
 	return nil
 }
 

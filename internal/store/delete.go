@@ -9,6 +9,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/ids"
 )
 
+// userIndex is the reverse index of member links: the users of every
+// object and blob.
+type userIndex struct{ s *Store }
+
 // DeleteOptions are upstream's delete flags.
 type DeleteOptions struct {
 	Force      bool // also delete every object that uses a deleted one
@@ -26,7 +30,8 @@ type DeleteOptions struct {
 // of links), nil for an unknown id, for the empty blob and for an object or
 // blob nothing has as a member. The map is the
 // index itself: callers must not change it.
-func (s *Store) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
+func (part *userIndex) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
+	s := part.s
 	if id.IsBlob() {
 		if b, ok := s.blobs[id]; ok {
 			return b.users
@@ -40,7 +45,8 @@ func (s *Store) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
 }
 
 // linkLocked records that user has id as a member.
-func (s *Store) linkLocked(user, id ids.ObjectID) {
+func (part *userIndex) linkLocked(user, id ids.ObjectID) {
+	s := part.s
 	if id.IsBlob() {
 		b, ok := s.blobs[id]
 		if !ok {
@@ -62,8 +68,9 @@ func (s *Store) linkLocked(user, id ids.ObjectID) {
 
 // unlinkLocked undoes one linkLocked(user, id); a member already deleted is
 // skipped.
-func (s *Store) unlinkLocked(user, id ids.ObjectID) {
-	users := s.usersOfLocked(id)
+func (part *userIndex) unlinkLocked(user, id ids.ObjectID) {
+	s := part.s
+	users := s.users.usersOfLocked(id)
 	if users == nil {
 		return
 	}
@@ -135,7 +142,7 @@ func (d *deletion) add(id ids.ObjectID) {
 // object goes too.
 func (d *deletion) addUsers() {
 	for i := 0; i < len(d.order); i++ {
-		for u := range d.s.usersOfLocked(d.order[i]) {
+		for u := range d.s.users.usersOfLocked(d.order[i]) {
 			d.add(u)
 		}
 	}
@@ -173,7 +180,7 @@ func (d *deletion) keepUsedRoots() {
 
 // usedOutside reports whether an object outside the set uses id.
 func (d *deletion) usedOutside(id ids.ObjectID) bool {
-	for u := range d.s.usersOfLocked(id) {
+	for u := range d.s.users.usersOfLocked(id) {
 		if !d.set[u] {
 			return true
 		}
@@ -197,7 +204,7 @@ func (d *deletion) addMembers(deep bool) {
 			if d.set[m.id] || (!deep && !m.id.IsBlob()) {
 				continue
 			}
-			users := d.s.usersOfLocked(m.id)
+			users := d.s.users.usersOfLocked(m.id)
 			if users == nil {
 				continue // missing or the empty blob
 			}
@@ -244,12 +251,12 @@ func (d *deletion) apply(trim, trimLater bool) []ids.ObjectID {
 	for _, id := range d.order {
 		s.emitIDLocked(EventDeleted, id, 0) // the directory retires the entries first
 	}
-	s.holdPinnedLocked(d.order) // before anything is freed
+	s.pins.holdPinnedLocked(d.order) // before anything is freed
 	var deleted, persisted []ids.ObjectID
 	for _, id := range d.order {
 		if id.IsBlob() {
 			if b, ok := s.blobs[id]; ok {
-				s.retireLocked(b, trim && (!trimLater || b.refs > 0))
+				s.life.retireLocked(b, trim && (!trimLater || b.refs > 0))
 				deleted = append(deleted, id)
 			}
 			continue
@@ -277,7 +284,7 @@ func (s *Store) removeObjectLocked(id ids.ObjectID) {
 		return
 	}
 	for _, m := range o.members {
-		s.unlinkLocked(id, m.id)
+		s.users.unlinkLocked(id, m.id)
 	}
 	for name := range o.names {
 		// Queued like the trees' deletion (apply), and only while the name

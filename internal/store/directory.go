@@ -10,6 +10,14 @@ import (
 	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
+// pinHolds turns the pins of deleted ids into holds and drops them when
+// the pins go (directory.go).
+type pinHolds struct{ s *Store }
+
+// publisher keeps the directory's entries equal to the store's trees: it
+// publishes and retires records as the events say (directory.go).
+type publisher struct{ s *Store }
+
 // The directory (shm/directory.go has its layout and protocol; docs/design.md,
 // "Gets without a round trip", the argument). The store publishes an entry
 // for every sealed blob and for the root of every object created whose tree
@@ -148,32 +156,33 @@ func (dir *directory) apply(s *Store, e Event) {
 	switch e.Kind {
 	case EventCreated:
 		if !e.ID.IsBlob() && e.Flags&FlagInTree == 0 {
-			s.publishLocked(e.ID)
+			s.pub.publishLocked(e.ID)
 		}
 	case EventSealed:
 		if e.Flags&FlagInTree == 0 {
-			s.publishLocked(e.ID)
+			s.pub.publishLocked(e.ID)
 		}
 	case EventTreeChanged:
 		if e.Flags&FlagRemote == 0 {
-			s.treeChangedLocked(e.ID)
+			s.pub.treeChangedLocked(e.ID)
 		}
 	case EventDeleted:
-		s.unpublishLocked(e.ID)
+		s.pub.unpublishLocked(e.ID)
 	}
 }
 
 // publishLocked publishes id (a sealed blob, or an object whose tree is
 // local), unless it is published already, too large, or the directory full.
-func (s *Store) publishLocked(id ids.ObjectID) {
+func (part *publisher) publishLocked(id ids.ObjectID) {
+	s := part.s
 	dir := s.dir
 	if dir == nil || s.closed || id == ids.EmptyBlob {
 		return
 	}
-	if _, ok := dir.entries[id]; ok || !s.localTreeLocked(id, 0) {
+	if _, ok := dir.entries[id]; ok || !s.pub.localTreeLocked(id, 0) {
 		return
 	}
-	text, extents := s.recordLocked(id)
+	text, extents := s.pub.recordLocked(id)
 	size := shm.RecordSize(len(text), len(extents))
 	if size > maxDirRecord {
 		return
@@ -183,7 +192,7 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 		dir.noteFull()
 		return
 	}
-	dir.d.WriteRecord(dir.recOff+off, uint64(id), text, s.treeShapeLocked(id, text), extents)
+	dir.d.WriteRecord(dir.recOff+off, uint64(id), text, s.shapec.treeShapeLocked(id, text), extents)
 	slot, ok := dir.d.Publish(uint64(id), dir.recOff+off, size)
 	if !ok {
 		_ = dir.recs.Free(off)
@@ -196,13 +205,14 @@ func (s *Store) publishLocked(id ids.ObjectID) {
 // recordLocked returns what the record of id holds when published now: its
 // tree as get_data returns it and the extents of its blobs. Both are the
 // directory's scratch, valid until the next call.
-func (s *Store) recordLocked(id ids.ObjectID) ([]byte, []shm.DirBlob) {
+func (part *publisher) recordLocked(id ids.ObjectID) ([]byte, []shm.DirBlob) {
+	s := part.s
 	dir := s.dir
 	if dir.seen == nil {
 		dir.seen = map[ids.ObjectID]bool{}
 	}
-	dir.tree = s.appendTreeLocked(dir.tree[:0], id)
-	dir.blobs = s.blobsOfLocked(dir.blobs[:0], id, dir.seen)
+	dir.tree = s.text.appendTreeLocked(dir.tree[:0], id)
+	dir.blobs = s.text.blobsOfLocked(dir.blobs[:0], id, dir.seen)
 	if len(dir.seen) > 64 { // clearing a large map costs its size each time
 		dir.seen = nil
 	} else {
@@ -235,7 +245,8 @@ func (dir *directory) noteFull() {
 
 // localTreeLocked reports whether id is a live sealed blob, or a live
 // object whose members are, recursively: a tree the directory may hold.
-func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
+func (part *publisher) localTreeLocked(id ids.ObjectID, depth int) bool {
+	s := part.s
 	if depth > maxDirDepth {
 		return false
 	}
@@ -248,7 +259,7 @@ func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
 		return false
 	}
 	for m := range distinctMembers(o.members) {
-		if !s.localTreeLocked(m.id, depth+1) {
+		if !s.pub.localTreeLocked(m.id, depth+1) {
 			return false
 		}
 	}
@@ -257,7 +268,8 @@ func (s *Store) localTreeLocked(id ids.ObjectID, depth int) bool {
 
 // unpublishLocked retires the entry of id, if any. Readers that copied it
 // see the change when they validate.
-func (s *Store) unpublishLocked(id ids.ObjectID) {
+func (part *publisher) unpublishLocked(id ids.ObjectID) {
+	s := part.s
 	dir := s.dir
 	if dir == nil {
 		return
@@ -276,7 +288,8 @@ func (s *Store) unpublishLocked(id ids.ObjectID) {
 // treeChangedLocked retires the entries of id and of every object whose
 // tree contains it (its users, recursively): their published trees are
 // stale. Called after an existing object's fields change.
-func (s *Store) treeChangedLocked(id ids.ObjectID) {
+func (part *publisher) treeChangedLocked(id ids.ObjectID) {
+	s := part.s
 	if s.dir == nil || len(s.dir.entries) == 0 {
 		return
 	}
@@ -287,8 +300,8 @@ func (s *Store) treeChangedLocked(id ids.ObjectID) {
 			return
 		}
 		seen[id] = true
-		s.unpublishLocked(id)
-		for u := range s.usersOfLocked(id) {
+		s.pub.unpublishLocked(id)
+		for u := range s.users.usersOfLocked(id) {
 			walk(u)
 		}
 	}
@@ -301,7 +314,8 @@ func (s *Store) treeChangedLocked(id ids.ObjectID) {
 // matters: a client that pins after the entry is retired sees the
 // retirement when it validates its pin, and a pin stored before it is seen
 // here.
-func (s *Store) holdPinnedLocked(order []ids.ObjectID) {
+func (part *pinHolds) holdPinnedLocked(order []ids.ObjectID) {
+	s := part.s
 	if s.dir == nil {
 		return
 	}
@@ -319,11 +333,11 @@ func (s *Store) holdPinnedLocked(order []ids.ObjectID) {
 			later = append(later, ss) // pinsweep.go: read after, one page per hold of the lock
 			continue
 		}
-		ss.pins.Find(pinIDs, func(slot, v uint64) { s.holdLocked(ss, ids.ObjectID(v), slot) })
+		ss.pins.Find(pinIDs, func(slot, v uint64) { s.pins.holdLocked(ss, ids.ObjectID(v), slot) })
 		s.pinReadsNow.Add(1)
 	}
 	if len(later) > 0 {
-		s.deferPinScanLocked(gone, order, later)
+		s.pins.deferPinScanLocked(gone, order, later)
 	}
 }
 
@@ -337,12 +351,13 @@ type hold struct {
 
 // holdLocked gives ss a hold on the blobs of id (one reference each), once,
 // and has it watch slot.
-func (s *Store) holdLocked(ss *Session, id ids.ObjectID, slot uint64) {
+func (part *pinHolds) holdLocked(ss *Session, id ids.ObjectID, slot uint64) {
+	s := part.s
 	if h, ok := ss.holds[id]; ok {
 		h.slots = append(h.slots, slot)
 		return
 	}
-	bl := s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
+	bl := s.text.blobsOfLocked(nil, id, map[ids.ObjectID]bool{})
 	kept := bl[:0]
 	for _, b := range bl {
 		if b.id != ids.EmptyBlob {
@@ -351,13 +366,14 @@ func (s *Store) holdLocked(ss *Session, id ids.ObjectID, slot uint64) {
 		}
 	}
 	if len(kept) > 0 {
-		s.addHoldLocked(ss, id, &hold{blobs: kept, slots: []uint64{slot}})
+		s.pins.addHoldLocked(ss, id, &hold{blobs: kept, slots: []uint64{slot}})
 	}
 }
 
 // addHoldLocked gives ss the hold of id, its blobs each already counted one
 // reference for it, and has the holds rescanned until it goes.
-func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, h *hold) {
+func (part *pinHolds) addHoldLocked(ss *Session, id ids.ObjectID, h *hold) {
+	s := part.s
 	if ss.holds == nil {
 		ss.holds = map[ids.ObjectID]*hold{}
 	}
@@ -366,16 +382,17 @@ func (s *Store) addHoldLocked(ss *Session, id ids.ObjectID, h *hold) {
 	s.holdCount++
 	if !s.rescanArmed {
 		s.rescanArmed = true
-		time.AfterFunc(pinRescan, s.rescanPins)
+		time.AfterFunc(pinRescan, s.pins.rescanPins)
 	}
 }
 
 // dropHoldLocked drops a hold, freeing deleted blobs nothing else holds.
-func (s *Store) dropHoldLocked(ss *Session, id ids.ObjectID) {
+func (part *pinHolds) dropHoldLocked(ss *Session, id ids.ObjectID) {
+	s := part.s
 	for _, b := range ss.holds[id].blobs {
 		b.refs--
 		if b.refs == 0 && b.state == stateZombie {
-			s.freeLocked(b)
+			s.life.freeLocked(b)
 		}
 	}
 	delete(ss.holds, id)
@@ -385,23 +402,25 @@ func (s *Store) dropHoldLocked(ss *Session, id ids.ObjectID) {
 
 // rescanPins drops the holds whose pins are gone; it runs on a timer while
 // there are holds.
-func (s *Store) rescanPins() {
+func (part *pinHolds) rescanPins() {
+	s := part.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		s.rescanArmed = false
 		return
 	}
-	s.rescanLocked()
+	s.pins.rescanLocked()
 	if s.holdCount == 0 {
 		s.rescanArmed = false
 		return
 	}
-	time.AfterFunc(pinRescan, s.rescanPins)
+	time.AfterFunc(pinRescan, s.pins.rescanPins)
 }
 
 // rescanLocked drops every hold no pin names any more.
-func (s *Store) rescanLocked() {
+func (part *pinHolds) rescanLocked() {
+	s := part.s
 	for ss := range s.sessions {
 		if len(ss.holds) == 0 || ss == s.sweep { // the sweep's holds go with their scan (pinsweep.go)
 			continue
@@ -415,7 +434,7 @@ func (s *Store) rescanLocked() {
 func (ss *Session) rescanLocked() {
 	for id, h := range ss.holds {
 		if !slices.ContainsFunc(h.slots, func(slot uint64) bool { return ss.pins.Holds(slot, uint64(id)) }) {
-			ss.s.dropHoldLocked(ss, id)
+			ss.s.pins.dropHoldLocked(ss, id)
 		}
 	}
 }
@@ -440,7 +459,7 @@ func (ss *Session) RescanPins() {
 func (s *Store) RescanPins() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rescanLocked()
+	s.pins.rescanLocked()
 }
 
 // Holds returns the number of holds of all sessions (tests).
@@ -465,7 +484,7 @@ func (s *Store) Published() int {
 func (ss *Session) closePinsLocked() {
 	ss.pins.Revoke() // first: the client stops pinning before any hold goes
 	for id := range ss.holds {
-		ss.s.dropHoldLocked(ss, id)
+		ss.s.pins.dropHoldLocked(ss, id)
 	}
 	if ss.pins != nil {
 		ss.s.pinPages--

@@ -137,7 +137,7 @@ func (s *Store) emitLocked(e Event) {
 		s.dir.apply(s, e)
 	}
 	s.idx.apply(s, e)
-	s.epochApply(e)
+	s.ep.epochApply(e)
 	s.waiters.apply(e)
 	if s.observer != nil {
 		s.observer.StoreEvent(e)

@@ -8,6 +8,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
+// epoch is the meta epoch in the arena header: it moves when a tree a
+// client may have cached changes.
+type epoch struct{ s *Store }
+
 // The arena header's layout is defined in internal/shm (shm.HeaderSize, ...);
 // these names keep the store's uses short.
 const (
@@ -18,7 +22,8 @@ const (
 )
 
 // initHeader allocates the header at offset 0 and writes its magic.
-func (s *Store) initHeader() error {
+func (part *epoch) initHeader() error {
+	s := part.s
 	off, err := s.alloc.Alloc(HeaderSize)
 	if err != nil {
 		return err
@@ -35,7 +40,8 @@ func (s *Store) initHeader() error {
 }
 
 // epochWord returns the meta epoch in the arena, or nil without a mapping.
-func (s *Store) epochWord() *uint64 {
+func (part *epoch) epochWord() *uint64 {
+	s := part.s
 	b := s.arena.Bytes()
 	if len(b) < HeaderSize {
 		return nil
@@ -46,13 +52,14 @@ func (s *Store) epochWord() *uint64 {
 // epochApply is the meta epoch's subscription to the store's events
 // (events.go): the epoch moves when a tree a client may have cached
 // changes or goes (a delete of what was never sealed changes no tree).
-func (s *Store) epochApply(e Event) {
+func (part *epoch) epochApply(e Event) {
+	s := part.s
 	switch e.Kind {
 	case EventTreeChanged:
-		s.bumpEpochLocked()
+		s.ep.bumpEpochLocked()
 	case EventDeleted:
 		if e.Flags&FlagUnsealed == 0 {
-			s.bumpEpochLocked()
+			s.ep.bumpEpochLocked()
 		}
 	}
 }
@@ -60,8 +67,9 @@ func (s *Store) epochApply(e Event) {
 // bumpEpochLocked publishes that existing metadata changed, under s.mu and
 // before the reply, so a client that sees the reply and then reads the
 // epoch sees the new value.
-func (s *Store) bumpEpochLocked() {
-	if w := s.epochWord(); w != nil && !s.closed {
+func (part *epoch) bumpEpochLocked() {
+	s := part.s
+	if w := s.ep.epochWord(); w != nil && !s.closed {
 		atomic.AddUint64(w, 1)
 	}
 }
@@ -70,11 +78,12 @@ func (s *Store) bumpEpochLocked() {
 func (s *Store) Epoch() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.epochLocked()
+	return s.ep.epochLocked()
 }
 
-func (s *Store) epochLocked() uint64 {
-	if w := s.epochWord(); w != nil && !s.closed {
+func (part *epoch) epochLocked() uint64 {
+	s := part.s
+	if w := s.ep.epochWord(); w != nil && !s.closed {
 		return atomic.LoadUint64(w)
 	}
 	return 0

@@ -151,7 +151,8 @@ func (x *idIndex) scan(from ids.ObjectID, most int, fn func(ids.ObjectID) bool) 
 
 // checkIDIndexLocked reports an object, blob or remote object the index
 // lacks, and a count that is not its size.
-func (s *Store) checkIDIndexLocked(fail func(string, ...any)) {
+func (part *checker) checkIDIndexLocked(fail func(string, ...any)) {
+	s := part.s
 	x := &s.idx
 	n := 0
 	for i, c := range x.chunks {

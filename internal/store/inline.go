@@ -77,7 +77,7 @@ func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.Obje
 		}
 		for _, id := range inline {
 			if b, ok := ss.created[id]; ok {
-				s.dropUnsealedLocked(b)
+				s.life.dropUnsealedLocked(b)
 			} else if id != ids.EmptyBlob {
 				s.deleteLocked([]ids.ObjectID{id}, DeleteOptions{})
 			}
@@ -86,7 +86,7 @@ func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.Obje
 	}
 	var out Created
 	if len(content) > 0 && string(content) != "null" {
-		objs, err := s.buildTreeLocked(content, inline, root, leasedSignature(root))
+		objs, err := s.build.buildTreeLocked(content, inline, root, leasedSignature(root))
 		if err != nil {
 			return fail(err)
 		}
@@ -95,7 +95,7 @@ func (ss *Session) createInlineLocked(content json.RawMessage, inline []ids.Obje
 				return fail(err)
 			}
 		}
-		o := s.insertAllLocked(objs)
+		o := s.build.insertAllLocked(objs)
 		sig, _ := parseSignature(o)
 		out = Created{ID: o.id, Signature: sig}
 	} else {

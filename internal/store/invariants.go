@@ -11,6 +11,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/meta"
 )
 
+// checker runs the checks of CheckInvariants, each over one part of the
+// store's bookkeeping.
+type checker struct{ s *Store }
+
 // CheckInvariants checks the store's bookkeeping against itself and returns
 // every violation found (nil if none). It holds the store lock and costs
 // O(size of the store): it is meant for tests and fuzzing, not for serving.
@@ -43,18 +47,19 @@ func (s *Store) CheckInvariants() error {
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(format, args...))
 	}
-	s.checkRefsLocked(fail)
-	s.checkNamesLocked(fail)
-	s.checkIndexLocked(fail)
-	s.checkIDIndexLocked(fail)
-	s.checkAllocLocked(fail)
-	s.checkDirectoryLocked(fail)
-	s.checkStatesLocked(fail)
+	s.chk.checkRefsLocked(fail)
+	s.chk.checkNamesLocked(fail)
+	s.chk.checkIndexLocked(fail)
+	s.chk.checkIDIndexLocked(fail)
+	s.chk.checkAllocLocked(fail)
+	s.chk.checkDirectoryLocked(fail)
+	s.chk.checkStatesLocked(fail)
 	return errors.Join(errs...)
 }
 
 // checkRefsLocked checks references, zombies and ownership.
-func (s *Store) checkRefsLocked(fail func(string, ...any)) {
+func (part *checker) checkRefsLocked(fail func(string, ...any)) {
+	s := part.s
 	held := map[*blob]int{}
 	for ss := range s.sessions {
 		if ss.closed {
@@ -112,7 +117,8 @@ func (s *Store) checkRefsLocked(fail func(string, ...any)) {
 
 // checkNamesLocked checks names both ways, and, with the local backend,
 // that the persisted trees are those of the live persisted objects.
-func (s *Store) checkNamesLocked(fail func(string, ...any)) {
+func (part *checker) checkNamesLocked(fail func(string, ...any)) {
+	s := part.s
 	names, err := s.meta.ListNames()
 	if err != nil {
 		if !s.closed && !errors.Is(err, meta.ErrEtcd) { // etcd may be down
@@ -171,7 +177,8 @@ func (s *Store) checkNamesLocked(fail func(string, ...any)) {
 
 // checkIndexLocked recomputes the reverse index from the members of live
 // objects and compares.
-func (s *Store) checkIndexLocked(fail func(string, ...any)) {
+func (part *checker) checkIndexLocked(fail func(string, ...any)) {
+	s := part.s
 	want := map[ids.ObjectID]map[ids.ObjectID]int{}
 	for id, o := range s.objects {
 		if o.id != id {
@@ -216,7 +223,8 @@ func (s *Store) checkIndexLocked(fail func(string, ...any)) {
 
 // checkAllocLocked checks that the allocator's usage is the header plus the
 // extents of live blobs and zombies.
-func (s *Store) checkAllocLocked(fail func(string, ...any)) {
+func (part *checker) checkAllocLocked(fail func(string, ...any)) {
+	s := part.s
 	if s.closed {
 		return
 	}
@@ -254,7 +262,7 @@ func (s *Store) checkAllocLocked(fail func(string, ...any)) {
 	for _, b := range s.zombies {
 		count(b)
 	}
-	lused, llive := s.checkLeasesLocked(fail, offsets)
+	lused, llive := s.chk.checkLeasesLocked(fail, offsets)
 	used += lused
 	live += llive
 	if s.alloc.Used() != used || s.alloc.Live() != live {
@@ -264,7 +272,8 @@ func (s *Store) checkAllocLocked(fail func(string, ...any)) {
 }
 
 // checkDirectoryLocked checks the directory's entries and the hold count.
-func (s *Store) checkDirectoryLocked(fail func(string, ...any)) {
+func (part *checker) checkDirectoryLocked(fail func(string, ...any)) {
+	s := part.s
 	holds := 0
 	for ss := range s.sessions {
 		holds += len(ss.holds)
@@ -281,7 +290,7 @@ func (s *Store) checkDirectoryLocked(fail func(string, ...any)) {
 		return
 	}
 	for id, e := range s.dir.entries {
-		if !s.localTreeLocked(id, 0) {
+		if !s.pub.localTreeLocked(id, 0) {
 			fail("directory entry %v names no live local object or sealed blob", id)
 			continue
 		}
@@ -290,7 +299,7 @@ func (s *Store) checkDirectoryLocked(fail func(string, ...any)) {
 			fail("directory entry %v (slot %d) is not found by a reader (%v, slot %d)", id, e.slot, ok, slot)
 			continue
 		}
-		tree, extents := s.recordLocked(id)
+		tree, extents := s.pub.recordLocked(id)
 		if !bytes.Equal(rec.Tree, tree) || !slices.Equal(rec.Blobs, extents) {
 			fail("the directory's record of %v is stale: it holds %s %v, the tree is now %s %v",
 				id, rec.Tree, rec.Blobs, tree, extents)

@@ -95,7 +95,7 @@ func (ss *Session) Lease(want, need uint64) (Lease, error) {
 			s.leased += size
 			// The pre-fault keeps the memory above the lease's start
 			// resident: the lease is where this client writes next.
-			s.noteAllocLocked(off, 0)
+			s.pf.noteAllocLocked(off, 0)
 		case need > 0 && errors.Is(err, alloc.ErrNotEnoughMemory):
 			used, limit := s.usageLocked()
 			return Lease{}, status.Errorf(status.NotEnoughMemory,
@@ -181,9 +181,9 @@ func (ss *Session) adoptLeaseBlobsLocked(bs []LeaseBlob) {
 			_ = s.alloc.Split(lb.Offset, end)
 		}
 		cur = end
-		s.noteAllocLocked(lb.Offset, lb.Size)
+		s.pf.noteAllocLocked(lb.Offset, lb.Size)
 		b := &blob{id: lb.ID, offset: lb.Offset, size: lb.Size, owner: ss}
-		s.setStateLocked(b, stateUnsealed)
+		s.life.setStateLocked(b, stateUnsealed)
 		s.blobs[b.id] = b
 		ss.created[b.id] = b
 		ss.addRefLocked(b)
@@ -241,7 +241,8 @@ func (s *Store) Leased() uint64 {
 
 // checkLeasesLocked adds the leases to the allocator's expected usage and
 // checks their total (CheckInvariants).
-func (s *Store) checkLeasesLocked(fail func(string, ...any), offsets map[uint64]ids.ObjectID) (used uint64, live int) {
+func (part *checker) checkLeasesLocked(fail func(string, ...any), offsets map[uint64]ids.ObjectID) (used uint64, live int) {
+	s := part.s
 	var total uint64
 	for ss := range s.sessions {
 		l := ss.lease

@@ -63,7 +63,7 @@ func (s *Store) List(pattern string, regex bool, limit uint64) ([]byte, error) {
 		out = append(out, '"')
 		out = id.AppendText(out)
 		out = append(out, '"', ':')
-		out = s.appendTreeLocked(out, id)
+		out = s.text.appendTreeLocked(out, id)
 		if err = s.checkReplyLocked(uint64(len(out))); err != nil {
 			return false
 		}

@@ -14,6 +14,13 @@ import (
 	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
+// treeWriter writes the trees the store returns and persists: get_data's,
+// the directory's records, the backend's.
+type treeWriter struct{ s *Store }
+
+// treeBuilder validates a tree put by a client and makes objects of it.
+type treeBuilder struct{ s *Store }
+
 // BlobTypename is the typename of blobs in metadata trees.
 const BlobTypename = tree.BlobTypename
 
@@ -118,24 +125,26 @@ func (o *object) setField(key string, value any) {
 }
 
 // appendBlobTree appends the metadata tree of blob b.
-func (s *Store) appendBlobTree(dst []byte, b *blob) []byte {
+func (part *treeWriter) appendBlobTree(dst []byte, b *blob) []byte {
+	s := part.s
 	return tree.AppendBlob(dst, b.id, b.size, s.instance)
 }
 
 // appendTreeLocked appends the full tree of id (object or blob). Missing
 // members (possible only for blobs retired by a forced delete of a member) are
 // written as null.
-func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
+func (part *treeWriter) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
+	s := part.s
 	if id.IsBlob() {
 		if b, ok := s.lookupBlobLocked(id); ok {
-			return s.appendBlobTree(dst, b)
+			return s.text.appendBlobTree(dst, b)
 		}
 		return append(dst, "null"...)
 	}
 	o, ok := s.objects[id]
 	if !ok {
 		if r, ok := s.remote[id]; ok {
-			return s.appendRemoteTreeLocked(dst, r, 0)
+			return s.rtext.appendRemoteTreeLocked(dst, r, 0)
 		}
 		return append(dst, "null"...)
 	}
@@ -143,13 +152,14 @@ func (s *Store) appendTreeLocked(dst []byte, id ids.ObjectID) []byte {
 	dst = append(dst, o.encoded...)
 	for i, m := range o.members {
 		dst = tree.AppendFieldKey(dst, len(o.encoded)+i, m.key)
-		dst = s.appendTreeLocked(dst, m.id)
+		dst = s.text.appendTreeLocked(dst, m.id)
 	}
 	return append(dst, '}')
 }
 
 // blobsOfLocked appends every blob reachable from id.
-func (s *Store) blobsOfLocked(dst []*blob, id ids.ObjectID, seen map[ids.ObjectID]bool) []*blob {
+func (part *treeWriter) blobsOfLocked(dst []*blob, id ids.ObjectID, seen map[ids.ObjectID]bool) []*blob {
+	s := part.s
 	if seen[id] {
 		return dst
 	}
@@ -162,7 +172,7 @@ func (s *Store) blobsOfLocked(dst []*blob, id ids.ObjectID, seen map[ids.ObjectI
 	}
 	if o, ok := s.objects[id]; ok {
 		for _, m := range o.members {
-			dst = s.blobsOfLocked(dst, m.id, seen)
+			dst = s.text.blobsOfLocked(dst, m.id, seen)
 		}
 	}
 	return dst
@@ -179,10 +189,10 @@ type Created struct {
 func (s *Store) Tree(id ids.ObjectID) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.knownLocked(id) {
+	if !s.rtext.knownLocked(id) {
 		return nil, false
 	}
-	return s.appendTreeLocked(nil, id), true
+	return s.text.appendTreeLocked(nil, id), true
 }
 
 // CreateData stores a metadata tree. The blobs in seal, created by this
@@ -199,11 +209,11 @@ func (ss *Session) CreateData(content json.RawMessage, seal []ids.ObjectID) (Cre
 			return Created{}, err
 		}
 	}
-	objs, err := s.buildTreeLocked(content, nil, 0, 0)
+	objs, err := s.build.buildTreeLocked(content, nil, 0, 0)
 	if err != nil {
 		return Created{}, err
 	}
-	o := s.insertAllLocked(objs)
+	o := s.build.insertAllLocked(objs)
 	sig, _ := parseSignature(o)
 	return Created{ID: o.id, Signature: sig}, nil
 }
@@ -224,11 +234,11 @@ func (ss *Session) CreateDatas(contents []json.RawMessage, seal []ids.ObjectID) 
 	}
 	out := make([]Created, 0, len(contents))
 	for _, c := range contents {
-		objs, err := s.buildTreeLocked(c, nil, 0, 0)
+		objs, err := s.build.buildTreeLocked(c, nil, 0, 0)
 		if err != nil {
 			return out, err
 		}
-		o := s.insertAllLocked(objs)
+		o := s.build.insertAllLocked(objs)
 		sig, _ := parseSignature(o)
 		out = append(out, Created{ID: o.id, Signature: sig})
 	}
@@ -267,11 +277,12 @@ func leasedSignature(root ids.ObjectID) uint64 { return uint64(root) }
 // of an inline create (nil otherwise); root is the id of the root (0: a
 // fresh one), sig its signature when the tree gives none (0: a
 // fresh one).
-func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID, sig uint64) ([]*object, error) {
+func (part *treeBuilder) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, root ids.ObjectID, sig uint64) ([]*object, error) {
+	s := part.s
 	tb := &treeBuild{inline: inline, root: root, sig: sig}
 	if inline != nil {
 		if sh := s.shapes[string(content)]; sh != nil && sh.fits(inline) {
-			s.objectOfShapeLocked(sh, tb)
+			s.shapec.objectOfShapeLocked(sh, tb)
 			return tb.objs, nil
 		}
 		tb.shape = &shape{}
@@ -285,21 +296,22 @@ func (s *Store) buildTreeLocked(content json.RawMessage, inline []ids.ObjectID, 
 	// The objects keep slices of the tree (their raw fields): give them a
 	// copy of their own, not the connection's read buffer.
 	content = append(json.RawMessage(nil), content...)
-	if _, err := s.buildObjectLocked(content, 0, tb); err != nil {
+	if _, err := s.build.buildObjectLocked(content, 0, tb); err != nil {
 		return nil, err
 	}
 	if tb.shape != nil {
 		root := tb.objs[len(tb.objs)-1]
 		tb.shape.finishShape(root)
 		root.fromShape = tb.shape
-		s.keepShapeLocked(content, tb.shape)
+		s.shapec.keepShapeLocked(content, tb.shape)
 	}
 	return tb.objs, nil
 }
 
 // insertAllLocked inserts objects built by buildTreeLocked and returns the
 // root.
-func (s *Store) insertAllLocked(objs []*object) *object {
+func (part *treeBuilder) insertAllLocked(objs []*object) *object {
+	s := part.s
 	root := objs[len(objs)-1]
 	for _, o := range objs {
 		f := FlagInTree
@@ -313,7 +325,8 @@ func (s *Store) insertAllLocked(objs []*object) *object {
 
 // buildObjectLocked validates the tree content at nesting depth and makes an
 // object of it, appending it (after its new members) to objs.
-func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBuild) (*object, error) {
+func (part *treeBuilder) buildObjectLocked(content json.RawMessage, depth int, tb *treeBuild) (*object, error) {
+	s := part.s
 	if depth > maxTreeDepth {
 		return nil, status.Errorf(status.MetaTreeInvalid, "metadata nests new members deeper than %d", maxTreeDepth)
 	}
@@ -357,20 +370,21 @@ func (s *Store) buildObjectLocked(content json.RawMessage, depth int, tb *treeBu
 		if tree.IsDaemonField(m.Key) {
 			return nil, status.Errorf(status.MetaTreeInvalid, "member %q: the daemon sets the field %q, it cannot be a member", m.Key, m.Key)
 		}
-		mid, err := s.memberLocked(m.Key, m.Raw, depth, tb, global)
+		mid, err := s.build.memberLocked(m.Key, m.Raw, depth, tb, global)
 		if err != nil {
 			return nil, err
 		}
 		o.members = append(o.members, member{key: m.Key, id: mid})
 	}
-	s.finishObjectLocked(o, depth, tb)
+	s.build.finishObjectLocked(o, depth, tb)
 	return o, nil
 }
 
 // finishObjectLocked sets the fields the daemon sets on a new object (id,
 // signature unless the tree gives one, instance_id, transient, nbytes unless
 // given), encodes its fields and appends it to tb.objs.
-func (s *Store) finishObjectLocked(o *object, depth int, tb *treeBuild) {
+func (part *treeBuilder) finishObjectLocked(o *object, depth int, tb *treeBuild) {
+	s := part.s
 	// The fields the daemon sets, their values in one buffer.
 	vals := make([]byte, 0, 64)
 	vals = append(vals, '"')
@@ -426,7 +440,8 @@ func readString(raw []byte, out *string) bool {
 // object it links, or of a new object built from it (appended to objs). A
 // global object (global: true) may also link objects persisted by other
 // instances (its partitions), as upstream's global objects do.
-func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *treeBuild, global bool) (ids.ObjectID, error) {
+func (part *treeBuilder) memberLocked(key string, raw json.RawMessage, depth int, tb *treeBuild, global bool) (ids.ObjectID, error) {
+	s := part.s
 	var link struct {
 		ID, Typename, Inline json.RawMessage
 	}
@@ -459,7 +474,7 @@ func (s *Store) memberLocked(key string, raw json.RawMessage, depth int, tb *tre
 			return 0, status.Errorf(status.MetaTreeInvalid,
 				"member %q has neither an \"id\" (an existing object) nor a \"typename\" (a new one)", key)
 		}
-		o, err := s.buildObjectLocked(raw, depth+1, tb)
+		o, err := s.build.buildObjectLocked(raw, depth+1, tb)
 		if err != nil {
 			return 0, err
 		}
@@ -499,7 +514,7 @@ func parseTreeID(raw json.RawMessage) (ids.ObjectID, error) {
 // insertLocked inserts o and emits its EventCreated with flags f.
 func (s *Store) insertLocked(o *object, f EventFlags) {
 	for _, m := range o.members {
-		s.linkLocked(o.id, m.id)
+		s.users.linkLocked(o.id, m.id)
 	}
 	s.objects[o.id] = o
 	s.emitIDLocked(EventCreated, o.id, f)
@@ -519,7 +534,7 @@ func (s *Store) existsLocked(id ids.ObjectID) bool {
 func (s *Store) Exists(id ids.ObjectID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.knownLocked(id)
+	return s.rtext.knownLocked(id)
 }
 
 // GetData returns the JSON object {"o…": tree} of those ids that exist, and
@@ -528,20 +543,21 @@ func (s *Store) Exists(id ids.ObjectID) bool {
 func (s *Store) GetData(idl []ids.ObjectID) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.contentLocked(dedupe(idl), 0, nil)
+	return s.text.contentLocked(dedupe(idl), 0, nil)
 }
 
 // contentLocked writes the trees of idl (without repeats), failing once the
 // reply, with reserve bytes more, would exceed the limit. With shapes, it
 // appends to *shapes the shape number of each tree written, in order
 // (treeShapeLocked; 0 without a directory).
-func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64, shapes *[]uint64) ([]byte, bool, error) {
+func (part *treeWriter) contentLocked(idl []ids.ObjectID, reserve uint64, shapes *[]uint64) ([]byte, bool, error) {
+	s := part.s
 	all := true
 	out := make([]byte, 0, 256)
 	out = append(out, '{')
 	first := true
 	for _, id := range idl {
-		if !s.knownLocked(id) {
+		if !s.rtext.knownLocked(id) {
 			all = false
 			continue
 		}
@@ -553,14 +569,14 @@ func (s *Store) contentLocked(idl []ids.ObjectID, reserve uint64, shapes *[]uint
 		out = id.AppendText(out)
 		out = append(out, '"', ':')
 		at := len(out)
-		out = s.appendTreeLocked(out, id)
+		out = s.text.appendTreeLocked(out, id)
 		if err := s.checkReplyLocked(uint64(len(out)) + reserve); err != nil {
 			return nil, false, err
 		}
 		if shapes != nil {
 			n := uint64(0)
 			if s.dir != nil {
-				n = s.treeShapeLocked(id, out[at:])
+				n = s.shapec.treeShapeLocked(id, out[at:])
 			}
 			*shapes = append(*shapes, n)
 		}
@@ -593,14 +609,14 @@ func (ss *Session) getDataWithBuffers(idl []ids.ObjectID, withShapes bool) ([]by
 	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
 	for _, id := range idl {
-		bl = s.blobsOfLocked(bl, id, seen)
+		bl = s.text.blobsOfLocked(bl, id, seen)
 	}
 	var shapes []uint64
 	var into *[]uint64
 	if withShapes {
 		into = &shapes
 	}
-	content, _, err := s.contentLocked(idl, uint64(len(bl))*extentBytes, into)
+	content, _, err := s.text.contentLocked(idl, uint64(len(bl))*extentBytes, into)
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
@@ -612,7 +628,7 @@ func (ss *Session) getDataWithBuffers(idl []ids.ObjectID, withShapes bool) ([]by
 		ss.addRefLocked(b)
 		extents = append(extents, s.extent(b))
 	}
-	return content, extents, shapes, s.epochLocked(), nil
+	return content, extents, shapes, s.ep.epochLocked(), nil
 }
 
 // Persist marks an object and its non-blob members persisted. The backend
@@ -636,7 +652,7 @@ func (s *Store) Persist(id ids.ObjectID) error {
 		return status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
 	var fresh []*object
-	s.collectTransientLocked(o, map[*object]bool{}, &fresh)
+	s.text.collectTransientLocked(o, map[*object]bool{}, &fresh)
 	if len(fresh) == 0 {
 		s.mu.Unlock()
 		return nil
@@ -645,7 +661,7 @@ func (s *Store) Persist(id ids.ObjectID) error {
 	for i, o := range fresh {
 		o.setField("transient", false)
 		o.encodeFields()
-		trees[i] = meta.Tree{ID: o.id, Content: s.persistedTreeLocked(o)}
+		trees[i] = meta.Tree{ID: o.id, Content: s.text.persistedTreeLocked(o)}
 		o.setField("transient", true) // until the backend has it
 		o.encodeFields()
 	}
@@ -667,7 +683,7 @@ func (s *Store) Persist(id ids.ObjectID) error {
 		o.setField("transient", false)
 		o.encodeFields()
 		o.persisted = true
-		if !bytes.Equal(s.persistedTreeLocked(o), trees[i].Content) {
+		if !bytes.Equal(s.text.persistedTreeLocked(o), trees[i].Content) {
 			_ = s.persistTreesLocked(o) // changed meanwhile: queued like a label
 		}
 		s.emitIDLocked(EventTreeChanged, o.id, 0)
@@ -680,7 +696,8 @@ func (s *Store) Persist(id ids.ObjectID) error {
 
 // collectTransientLocked appends o and its non-blob members, recursively,
 // that are not persisted yet, each once.
-func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]*object) {
+func (part *treeWriter) collectTransientLocked(o *object, seen map[*object]bool, out *[]*object) {
+	s := part.s
 	if o.persisted || seen[o] {
 		return
 	}
@@ -688,7 +705,7 @@ func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]
 	*out = append(*out, o)
 	for _, m := range o.members {
 		if mo, ok := s.objects[m.id]; ok {
-			s.collectTransientLocked(mo, seen, out)
+			s.text.collectTransientLocked(mo, seen, out)
 		}
 	}
 }
@@ -697,12 +714,13 @@ func (s *Store) collectTransientLocked(o *object, seen map[*object]bool, out *[]
 // and its members as links {"id":"o…"}; blobs, which are never persisted on
 // their own, are written whole (with their instance_id), so other instances
 // know their size and where they live.
-func (s *Store) persistedTreeLocked(o *object) []byte {
+func (part *treeWriter) persistedTreeLocked(o *object) []byte {
+	s := part.s
 	dst := append([]byte{'{'}, o.encoded...)
 	for i, m := range o.members {
 		dst = tree.AppendFieldKey(dst, len(o.encoded)+i, m.key)
 		if b, ok := s.lookupBlobLocked(m.id); m.id.IsBlob() && ok {
-			dst = s.appendBlobTree(dst, b)
+			dst = s.text.appendBlobTree(dst, b)
 			continue
 		}
 		dst = append(dst, `{"id":"`...)
@@ -718,7 +736,7 @@ func (s *Store) persistedTreeLocked(o *object) []byte {
 // once closed, and then keeps the older tree.
 func (s *Store) persistTreesLocked(o *object) error {
 	if o.persisted {
-		return s.meta.Update([]meta.Tree{{ID: o.id, Content: s.persistedTreeLocked(o)}})
+		return s.meta.Update([]meta.Tree{{ID: o.id, Content: s.text.persistedTreeLocked(o)}})
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func (s *Store) MigrationSource(id ids.ObjectID) (tree []byte, blobs []RemoteBlo
 		s.mu.Unlock()
 		return nil, nil, false, status.Errorf(status.ObjectNotExists, "object %v does not exist", id)
 	}
-	tree = s.appendRemoteTreeLocked(nil, r, 0)
+	tree = s.rtext.appendRemoteTreeLocked(nil, r, 0)
 	s.mu.Unlock()
 	seen := map[ids.ObjectID]bool{}
 	if err := s.collectRemoteBlobs(tree, seen, &blobs, 0); err != nil {

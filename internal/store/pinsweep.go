@@ -57,7 +57,8 @@ type sweepPass struct {
 // deferPinScanLocked makes the sweep session hold the blobs of the ids of
 // order and queues the read of pages. s.mu is held, before the delete
 // takes anything apart.
-func (s *Store) deferPinScanLocked(gone []uint64, order []ids.ObjectID, pages []*Session) {
+func (part *pinHolds) deferPinScanLocked(gone []uint64, order []ids.ObjectID, pages []*Session) {
+	s := part.s
 	if s.sweep == nil {
 		s.sweep = &Session{s: s, refs: map[ids.ObjectID]*blob{}, created: map[ids.ObjectID]*blob{}}
 		s.sessions[s.sweep] = struct{}{}
@@ -68,14 +69,14 @@ func (s *Store) deferPinScanLocked(gone []uint64, order []ids.ObjectID, pages []
 			continue
 		}
 		var kept []*blob
-		for _, b := range s.blobsOfLocked(nil, id, map[ids.ObjectID]bool{}) {
+		for _, b := range s.text.blobsOfLocked(nil, id, map[ids.ObjectID]bool{}) {
 			if b.id != ids.EmptyBlob {
 				b.refs++
 				kept = append(kept, b)
 			}
 		}
 		if len(kept) > 0 {
-			s.addHoldLocked(s.sweep, id, &hold{blobs: kept})
+			s.pins.addHoldLocked(s.sweep, id, &hold{blobs: kept})
 			job.idl = append(job.idl, id)
 		}
 	}
@@ -85,21 +86,23 @@ func (s *Store) deferPinScanLocked(gone []uint64, order []ids.ObjectID, pages []
 	s.sweepJobs = append(s.sweepJobs, job)
 	if !s.sweepRunning {
 		s.sweepRunning = true
-		go s.sweepPins()
+		go s.pins.sweepPins()
 	}
 }
 
 // sweepPins reads the queued pages, one per hold of the store lock, until
 // no job is left or the store closes.
-func (s *Store) sweepPins() {
-	for s.sweepStep() {
+func (part *pinHolds) sweepPins() {
+	s := part.s
+	for s.pins.sweepStep() {
 		runtime.Gosched()
 	}
 }
 
 // sweepStep starts a pass with the queued jobs, reads one page of it, or
 // ends it; false when there is nothing left to do.
-func (s *Store) sweepStep() bool {
+func (part *pinHolds) sweepStep() bool {
+	s := part.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.sweepCur
@@ -130,14 +133,14 @@ func (s *Store) sweepStep() bool {
 		ss := p.pages[0]
 		p.pages = p.pages[1:]
 		if !ss.closed && ss.pins != nil {
-			ss.pins.Find(p.ids, func(slot, v uint64) { s.holdSweptLocked(ss, ids.ObjectID(v), slot) })
+			ss.pins.Find(p.ids, func(slot, v uint64) { s.pins.holdSweptLocked(ss, ids.ObjectID(v), slot) })
 			s.sweepPages.Add(1)
 		}
 		return true
 	}
 	for _, id := range p.idl {
 		if _, ok := s.sweep.holds[id]; ok {
-			s.dropHoldLocked(s.sweep, id)
+			s.pins.dropHoldLocked(s.sweep, id)
 		}
 	}
 	s.sweepCur = nil
@@ -146,7 +149,8 @@ func (s *Store) sweepStep() bool {
 
 // holdSweptLocked is holdLocked for a pin the sweep found: the id's tree is
 // gone, its blobs are those the sweep holds for it.
-func (s *Store) holdSweptLocked(ss *Session, id ids.ObjectID, slot uint64) {
+func (part *pinHolds) holdSweptLocked(ss *Session, id ids.ObjectID, slot uint64) {
+	s := part.s
 	if h, ok := ss.holds[id]; ok {
 		h.slots = append(h.slots, slot)
 		return
@@ -159,12 +163,13 @@ func (s *Store) holdSweptLocked(ss *Session, id ids.ObjectID, slot uint64) {
 	for _, b := range bl {
 		b.refs++
 	}
-	s.addHoldLocked(ss, id, &hold{blobs: bl, slots: []uint64{slot}})
+	s.pins.addHoldLocked(ss, id, &hold{blobs: bl, slots: []uint64{slot}})
 }
 
 // pinSweepIdle reports whether no deferred pin scan is queued or running
 // (tests).
-func (s *Store) pinSweepIdle() bool {
+func (part *pinHolds) pinSweepIdle() bool {
+	s := part.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.sweepJobs) == 0 && s.sweepCur == nil

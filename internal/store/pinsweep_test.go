@@ -110,7 +110,7 @@ func TestDeleteReadsOnlyShortPinPages(t *testing.T) {
 	if !honest.HasHolds() {
 		t.Fatal("the pin of a short page was not found by the delete")
 	}
-	waitFor(t, "the sweep to read the long pages", s.pinSweepIdle)
+	waitFor(t, "the sweep to read the long pages", s.pins.pinSweepIdle)
 	if n := s.sweepPages.Load() - swept; n != junkPages {
 		t.Fatalf("the sweep read %d pages, want %d", n, junkPages)
 	}
@@ -216,7 +216,7 @@ func TestPinSweepProperty(t *testing.T) {
 			checkInvariants(t, s)
 		}
 	}
-	waitFor(t, "the sweep to finish", s.pinSweepIdle)
+	waitFor(t, "the sweep to finish", s.pins.pinSweepIdle)
 	check(-1)
 	for _, p := range pages {
 		for slot := range p.pins {

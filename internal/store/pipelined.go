@@ -166,10 +166,10 @@ func (ss *Session) holdFailedLocked(root ids.ObjectID, inline []ids.ObjectID) {
 			b.refs++ // the hold's reference
 			held = append(held, b)
 		}
-		s.dropUnsealedLocked(b)
+		s.life.dropUnsealedLocked(b)
 	}
 	if len(held) > 0 {
-		s.addHoldLocked(ss, root, &hold{blobs: held, slots: slots})
+		s.pins.addHoldLocked(ss, root, &hold{blobs: held, slots: slots})
 	}
 }
 
@@ -239,7 +239,7 @@ func (ss *Session) Visible(idl []ids.ObjectID) bool {
 			return false
 		}
 		for _, id := range idl {
-			if !s.knownLocked(id) {
+			if !s.rtext.knownLocked(id) {
 				return false
 			}
 		}

@@ -9,6 +9,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/shm"
 )
 
+// prefaulter keeps never-allocated arena memory resident ahead of the
+// allocations (prefault.go).
+type prefaulter struct{ s *Store }
+
 // The background pre-fault (Config.PrefaultAhead). The first write to a page
 // of the arena costs 15-30 µs on the project's VMs (the kernel allocates and
 // zeroes it, and the hypervisor backs it), so a put into memory no put
@@ -42,7 +46,8 @@ const prefaultChunk = 2 << 20
 // MADV_POPULATE_WRITE and a timer each (~1.7 futex calls and 0.4 madvise
 // per put); so the reserve above the mark may run up to a step short until
 // the next crossing.
-func (s *Store) noteAllocLocked(off, size uint64) {
+func (part *prefaulter) noteAllocLocked(off, size uint64) {
+	s := part.s
 	if end := off + size; end > s.hwm {
 		crossed := s.prefaultStep > 0 && end/s.prefaultStep != s.hwm/s.prefaultStep
 		s.hwm = end
@@ -57,12 +62,13 @@ func (s *Store) noteAllocLocked(off, size uint64) {
 
 // restartPrefaultLocked makes the pre-fault start over from the high-water
 // mark, after memory above it was trimmed. Callers hold s.mu.
-func (s *Store) restartPrefaultLocked() {
+func (part *prefaulter) restartPrefaultLocked() {
+	s := part.s
 	if s.prefaultKick == nil {
 		return
 	}
 	s.prefaultGen++
-	s.publishPrefaultedLocked(s.hwm)
+	s.pf.publishPrefaultedLocked(s.hwm)
 	select {
 	case s.prefaultKick <- struct{}{}:
 	default:
@@ -70,17 +76,19 @@ func (s *Store) restartPrefaultLocked() {
 }
 
 // startPrefault starts the background pre-fault of ahead bytes.
-func (s *Store) startPrefault(ahead uint64) {
+func (part *prefaulter) startPrefault(ahead uint64) {
+	s := part.s
 	s.prefaultStep = min(prefaultChunk, ahead)
 	s.prefaultKick = make(chan struct{}, 1)
 	s.prefaultStop = make(chan struct{})
 	s.prefaultDone = make(chan struct{})
-	go s.prefaultLoop(ahead)
+	go s.pf.prefaultLoop(ahead)
 }
 
 // stopPrefault stops the background pre-fault and waits for it; s.mu must
 // not be held.
-func (s *Store) stopPrefault() {
+func (part *prefaulter) stopPrefault() {
+	s := part.s
 	if s.prefaultStop == nil {
 		return
 	}
@@ -91,7 +99,8 @@ func (s *Store) stopPrefault() {
 // prefaultLoop is the pre-fault goroutine. It works towards a target taken
 // when it starts and at each wake-up (a kick), not after every chunk:
 // chasing the mark as it moves would make a page-sized chunk per small put.
-func (s *Store) prefaultLoop(ahead uint64) {
+func (part *prefaulter) prefaultLoop(ahead uint64) {
+	s := part.s
 	defer close(s.prefaultDone)
 	nice.Background()
 	size := s.arena.Size()
@@ -130,7 +139,7 @@ func (s *Store) prefaultLoop(ahead uint64) {
 		s.mu.Lock()
 		if s.prefaultGen == gen { // else trimmed meanwhile: start over
 			done = end
-			s.publishPrefaultedLocked(done)
+			s.pf.publishPrefaultedLocked(done)
 		}
 		s.mu.Unlock()
 		// Rest as long as the chunk took: at most half a CPU.
@@ -144,7 +153,8 @@ func (s *Store) prefaultLoop(ahead uint64) {
 
 // publishPrefaultedLocked stores the pre-faulted end and the high-water
 // mark in the arena header. Callers hold s.mu.
-func (s *Store) publishPrefaultedLocked(end uint64) {
+func (part *prefaulter) publishPrefaultedLocked(end uint64) {
+	s := part.s
 	b := s.arena.Bytes()
 	if s.closed || len(b) < HeaderSize {
 		return

@@ -13,6 +13,13 @@ import (
 	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
+// remoteTrees reads the persisted trees of other instances' objects.
+type remoteTrees struct{ s *Store }
+
+// cluster applies the changes other instances made, as the metadata
+// backend reports them.
+type cluster struct{ s *Store }
+
 // remoteObject is the persisted tree of an object of another instance, as
 // the metadata backend reported it: its own fields, members as links. Its
 // blobs live on their own instance; this store serves the metadata only.
@@ -23,18 +30,20 @@ type remoteObject struct {
 
 // follow applies the backend's changes until the backend closes its
 // channel. It runs in its own goroutine for the store's life.
-func (s *Store) follow(changes <-chan meta.Change) {
+func (part *cluster) follow(changes <-chan meta.Change) {
+	s := part.s
 	for c := range changes {
 		s.mu.Lock()
 		if !s.closed {
-			s.applyChangeLocked(c)
+			s.cl.applyChangeLocked(c)
 		}
 		s.mu.Unlock()
 	}
 }
 
 // applyChangeLocked applies one change made by another instance.
-func (s *Store) applyChangeLocked(c meta.Change) {
+func (part *cluster) applyChangeLocked(c meta.Change) {
+	s := part.s
 	switch c.Kind {
 	case meta.Persisted:
 		if _, local := s.objects[c.ID]; local {
@@ -62,7 +71,7 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 			s.emitIDLocked(EventDeleted, c.ID, FlagRemote)
 		}
 	case meta.NamePut, meta.NameDropped:
-		s.applyNameLocked(c)
+		s.cl.applyNameLocked(c)
 	}
 	if c.Revision > s.metaRev {
 		s.metaRev = c.Revision
@@ -74,7 +83,8 @@ func (s *Store) applyChangeLocked(c meta.Change) {
 // set, moved or dropped in the cluster (by any daemon, this one included:
 // the watch reports them in etcd's order, so the last one wins here as it
 // does in etcd). It scans the objects: names change rarely.
-func (s *Store) applyNameLocked(c meta.Change) {
+func (part *cluster) applyNameLocked(c meta.Change) {
+	s := part.s
 	for id, o := range s.objects {
 		_, listed := o.names[c.Name]
 		switch {
@@ -100,7 +110,8 @@ func (s *Store) applyNameLocked(c meta.Change) {
 
 // knownLocked reports whether id is a local object or blob, or the
 // persisted object of another instance.
-func (s *Store) knownLocked(id ids.ObjectID) bool {
+func (part *remoteTrees) knownLocked(id ids.ObjectID) bool {
+	s := part.s
 	if s.existsLocked(id) {
 		return true
 	}
@@ -111,7 +122,8 @@ func (s *Store) knownLocked(id ids.ObjectID) bool {
 // appendRemoteTreeLocked appends the full tree of a remote object: its own
 // fields, each member link replaced by the member's tree (local or remote;
 // blob members are persisted whole, so they are copied as they are).
-func (s *Store) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) []byte {
+func (part *remoteTrees) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) []byte {
+	s := part.s
 	dst = append(dst, '{')
 	first := true
 	_ = jsonscan.ObjectFields(r.tree, func(key string, raw []byte) error {
@@ -139,9 +151,9 @@ func (s *Store) appendRemoteTreeLocked(dst []byte, r *remoteObject, depth int) [
 			return nil
 		}
 		if m, ok := s.remote[mid]; ok {
-			dst = s.appendRemoteTreeLocked(dst, m, depth+1)
+			dst = s.rtext.appendRemoteTreeLocked(dst, m, depth+1)
 		} else if s.existsLocked(mid) {
-			dst = s.appendTreeLocked(dst, mid)
+			dst = s.text.appendTreeLocked(dst, mid)
 		} else {
 			dst = append(dst, raw...) // not (yet) known here: the link
 		}

@@ -9,6 +9,10 @@ import (
 	"github.com/v6d-io/v6d-go/internal/tree"
 )
 
+// shapeCache keeps what the store made of tree texts put before, to build
+// the next tree of the same text by copying (shape.go).
+type shapeCache struct{ s *Store }
+
 // Tree shapes. A client putting arrays of one dtype and shape sends the same
 // tree text with every put, its members naming the put's blobs by position
 // ({"inline": i}). What buildObjectLocked makes of such a text, everything but
@@ -88,7 +92,8 @@ func (sh *shape) finishShape(o *object) {
 // keepShapeLocked keeps sh as the shape of content, a copy the objects built
 // from it share and nobody writes (buildTreeLocked), so the key is a view of
 // it, not another copy.
-func (s *Store) keepShapeLocked(content []byte, sh *shape) {
+func (part *shapeCache) keepShapeLocked(content []byte, sh *shape) {
+	s := part.s
 	if s.shapes == nil || len(s.shapes) >= maxShapes {
 		s.shapes = make(map[string]*shape)
 	}
@@ -99,7 +104,8 @@ func (s *Store) keepShapeLocked(content []byte, sh *shape) {
 // buildObjectLocked and finishObjectLocked would have
 // (TestShapesBuildWhatTheTextDoes), and appends it to tb.objs.
 // sh.fits(tb.inline) must hold.
-func (s *Store) objectOfShapeLocked(sh *shape, tb *treeBuild) {
+func (part *shapeCache) objectOfShapeLocked(sh *shape, tb *treeBuild) {
+	s := part.s
 	o := &object{id: tb.root, typename: sh.typename}
 	if o.id == 0 {
 		o.id = s.gen.Object()
@@ -149,13 +155,14 @@ func (s *Store) objectOfShapeLocked(sh *shape, tb *treeBuild) {
 // its blobs have the sizes the shape's last numbered object had, else by
 // cutting the text (tree.Shapes.Number), a few hundred nanoseconds a put
 // spares. s.dir must not be nil.
-func (s *Store) treeShapeLocked(id ids.ObjectID, text []byte) uint64 {
+func (part *shapeCache) treeShapeLocked(id ids.ObjectID, text []byte) uint64 {
+	s := part.s
 	o, ok := s.objects[id]
 	if !ok || o.fromShape == nil {
 		return s.dir.shapes.Number(text)
 	}
 	sh := o.fromShape
-	if sh.treeShape != 0 && len(sh.treeSizes) == len(o.members) && s.blobSizesAreLocked(o.members, sh.treeSizes) {
+	if sh.treeShape != 0 && len(sh.treeSizes) == len(o.members) && s.shapec.blobSizesAreLocked(o.members, sh.treeSizes) {
 		return sh.treeShape
 	}
 	n := s.dir.shapes.Number(text)
@@ -172,7 +179,8 @@ func (s *Store) treeShapeLocked(id ids.ObjectID, text []byte) uint64 {
 }
 
 // blobSizesAreLocked reports whether the blobs of members have sizes.
-func (s *Store) blobSizesAreLocked(members []member, sizes []uint64) bool {
+func (part *shapeCache) blobSizesAreLocked(members []member, sizes []uint64) bool {
+	s := part.s
 	for i, m := range members {
 		if b, ok := s.lookupBlobLocked(m.id); !ok || b.size != sizes[i] {
 			return false

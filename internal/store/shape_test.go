@@ -39,13 +39,13 @@ func TestShapesBuildWhatTheTextDoes(t *testing.T) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.shapes = nil
-			_, _ = s.buildTreeLocked(json.RawMessage(tc.tree), first, 101, 101)
+			_, _ = s.build.buildTreeLocked(json.RawMessage(tc.tree), first, 101, 101)
 			if kept := s.shapes[tc.tree] != nil; kept != tc.kept {
 				t.Fatalf("shape kept: %v, want %v", kept, tc.kept)
 			}
-			got, gotErr := s.buildTreeLocked(json.RawMessage(tc.tree), tc.blobs, 202, 303)
+			got, gotErr := s.build.buildTreeLocked(json.RawMessage(tc.tree), tc.blobs, 202, 303)
 			s.shapes = nil
-			want, wantErr := s.buildTreeLocked(json.RawMessage(tc.tree), tc.blobs, 202, 303)
+			want, wantErr := s.build.buildTreeLocked(json.RawMessage(tc.tree), tc.blobs, 202, 303)
 			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 				t.Fatalf("error from the shape %v, from the text %v", gotErr, wantErr)
 			}
@@ -85,7 +85,7 @@ func TestShapesAreBounded(t *testing.T) {
 	defer s.mu.Unlock()
 	for i := range 3 * maxShapes {
 		tree := `{"typename":"T","n":` + string(rune('0'+i%10)) + `,"i":"` + ids.ObjectID(i).String() + `"}`
-		if _, err := s.buildTreeLocked(json.RawMessage(tree), []ids.ObjectID{}, 0, 0); err != nil {
+		if _, err := s.build.buildTreeLocked(json.RawMessage(tree), []ids.ObjectID{}, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		if len(s.shapes) > maxShapes {

@@ -2,6 +2,10 @@ package store
 
 import "fmt"
 
+// blobLife moves blobs between states (states.go): every change of a
+// blob's state, its retirement and the return of its memory go through it.
+type blobLife struct{ s *Store }
+
 // blobState is where a blob is in its life. Which map holds a blob follows
 // from it: Store.blobs the live states (unsealed, sealed, spilled,
 // loading), Store.zombies a zombie, none a freed blob.
@@ -66,7 +70,8 @@ func (st blobState) readable() bool { return st == stateSealed }
 // changes. An edge the table does not allow is a bug in the store: it is
 // refused, recorded, and reported by CheckInvariants, not a crash of the
 // daemon.
-func (s *Store) setStateLocked(b *blob, to blobState) {
+func (part *blobLife) setStateLocked(b *blob, to blobState) {
+	s := part.s
 	from := b.state
 	if from >= numBlobStates || to >= numBlobStates || !legalEdges[from][to] {
 		if len(s.badEdges) < 16 {
@@ -79,7 +84,8 @@ func (s *Store) setStateLocked(b *blob, to blobState) {
 
 // checkStatesLocked checks that every blob's state is legal, was reached by
 // a legal edge, and matches the map that holds it (CheckInvariants).
-func (s *Store) checkStatesLocked(fail func(string, ...any)) {
+func (part *checker) checkStatesLocked(fail func(string, ...any)) {
+	s := part.s
 	for _, e := range s.badEdges {
 		fail("illegal state change: %s", e)
 	}

@@ -19,8 +19,8 @@ func TestStateEdges(t *testing.T) {
 	id := blobOf(t, ss, 64)
 	s.mu.Lock()
 	b := s.blobs[id]
-	s.setStateLocked(b, stateFreed)  // legal: unsealed → freed
-	s.setStateLocked(b, stateSealed) // illegal: freed → sealed, refused
+	s.life.setStateLocked(b, stateFreed)  // legal: unsealed → freed
+	s.life.setStateLocked(b, stateSealed) // illegal: freed → sealed, refused
 	state := b.state
 	s.mu.Unlock()
 	if state != stateFreed {

@@ -129,6 +129,20 @@ type Store struct {
 	prefaultDone chan struct{}
 	prefaultOnce sync.Once
 
+	// The parts of the store, one concept each, sharing its state and lock.
+	pub    publisher
+	pins   pinHolds
+	chk    checker
+	pf     prefaulter
+	ep     epoch
+	cl     cluster
+	users  userIndex
+	shapec shapeCache
+	build  treeBuilder
+	text   treeWriter
+	life   blobLife
+	rtext  remoteTrees
+
 	clearHook func()  // tests: runs between Clear's batches, without mu
 	listHook  func()  // tests: runs between List's batches, without mu
 	idx       idIndex // every id in order, for List (idindex.go)
@@ -195,13 +209,25 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		sessions: make(map[*Session]struct{}),
 		observer: cfg.Observer,
 	}
+	s.pub = publisher{s}
+	s.pins = pinHolds{s}
+	s.chk = checker{s}
+	s.pf = prefaulter{s}
+	s.ep = epoch{s}
+	s.cl = cluster{s}
+	s.users = userIndex{s}
+	s.shapec = shapeCache{s}
+	s.build = treeBuilder{s}
+	s.text = treeWriter{s}
+	s.life = blobLife{s}
+	s.rtext = remoteTrees{s}
 	if s.maxReply == 0 {
 		s.maxReply = DefaultMaxReplyBytes
 	}
 	if b := arena.Bytes(); len(b) > 0 {
 		s.base = uint64(uintptrOf(b))
 	}
-	if err := s.initHeader(); err != nil {
+	if err := s.ep.initHeader(); err != nil {
 		_ = arena.Close()
 		return nil, err
 	}
@@ -216,9 +242,9 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		}
 		s.maxPinPages = cfg.MaxPinPages
 	}
-	go s.follow(backend.Changes())
+	go s.cl.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
-		s.startPrefault(cfg.PrefaultAhead)
+		s.pf.startPrefault(cfg.PrefaultAhead)
 	}
 	return s, nil
 }
@@ -226,7 +252,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 // Close unmaps the arena. Clients that mapped it keep their mappings. Close is
 // idempotent; the store must not be used afterwards.
 func (s *Store) Close() error {
-	s.stopPrefault()
+	s.pf.stopPrefault()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -270,7 +296,7 @@ func (s *Store) MemoryTrim() (bool, error) {
 			firstErr = err
 		}
 	})
-	s.restartPrefaultLocked()
+	s.pf.restartPrefaultLocked()
 	return released > 0, firstErr
 }
 
