@@ -282,3 +282,37 @@ def test_a_planned_frame_copies_on_write(client, vineyard_socket, monkeypatch):
         again = other.get(ids[1])
         pd.testing.assert_frame_equal(again, _frame(1))
         assert again.columns.name is None
+
+
+def test_shape_numbers_agree_across_paths_and_daemons(client, vineyard_socket, monkeypatch):
+    """The daemon numbers shapes (its directory records and get_data replies
+    carry the numbers); libv6d turns them into the process's numbers, so a
+    get from the directory, one by round trip and one from another daemon
+    give one shape one number, while two fresh daemons, which number their
+    first shapes alike, never give two shapes one number."""
+    from vineyard.deploy import start_vineyardd
+
+    a = client.put(np.arange(6, dtype=np.int64))
+    client.get(a)  # the daemon has it: the directory answers the next get
+    first = _shape_of(client, a)
+    monkeypatch.setenv("V6D_ACCEL", "-directory")
+    plain = vineyard.connect(vineyard_socket)
+    try:
+        assert _shape_of(plain, a) == first  # by round trip: get_data's number
+    finally:
+        plain.close()
+    monkeypatch.delenv("V6D_ACCEL")
+    with start_vineyardd(size="64Mi") as one, start_vineyardd(size="64Mi") as two:
+        # Puts by one connection, gets by another: not answered from one's
+        # own puts (whose numbers libv6d cuts from the text), but by the
+        # daemon's numbers.
+        c1, c2, r1, r2 = (vineyard.connect(s) for s in (one, two, one, two))
+        try:
+            x = c1.put(np.arange(9, dtype=np.float32))  # each daemon's first object, of two shapes
+            y = c2.put(np.arange(5, dtype=np.uint8))
+            sx, sy = _shape_of(r1, x), _shape_of(r2, y)
+            assert 0 not in (sx, sy) and sx != sy
+            assert _shape_of(r2, c2.put(np.arange(6, dtype=np.int64) * 3)) == first  # one shape, one number
+        finally:
+            for c in (c1, c2, r1, r2):
+                c.close()
