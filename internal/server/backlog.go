@@ -38,11 +38,19 @@ type backlog struct {
 	idle     bool   // the last read found the socket empty (under rmu)
 	handled  atomic.Uint64
 	blocking atomic.Bool // in a blocking request (conn.wait)
+
+	oneID [1]ids.ObjectID // visibleIDs' scratch
 }
 
 // visibleIDs returns the ids a request resolves that its client may not
-// have created itself: the barrier runs for them before its handler.
-func visibleIDs(req protocol.Request) []ids.ObjectID {
+// have created itself: the barrier runs for them before its handler. A
+// single id is returned in the connection's scratch (no allocation per
+// request), valid until the next call.
+func (c *conn) visibleIDs(req protocol.Request) []ids.ObjectID {
+	one := func(id ids.ObjectID) []ids.ObjectID {
+		c.backlog.oneID[0] = id
+		return c.backlog.oneID[:]
+	}
 	switch r := req.(type) {
 	case *protocol.GetDataRequest:
 		return r.ID
@@ -55,19 +63,19 @@ func visibleIDs(req protocol.Request) []ids.ObjectID {
 	case *protocol.IncreaseReferenceCountRequest:
 		return r.IDs
 	case *protocol.ExistsRequest:
-		return []ids.ObjectID{r.ID}
+		return one(r.ID)
 	case *protocol.PersistRequest:
-		return []ids.ObjectID{r.ID}
+		return one(r.ID)
 	case *protocol.IfPersistRequest:
-		return []ids.ObjectID{r.ID}
+		return one(r.ID)
 	case *protocol.LabelRequest:
-		return []ids.ObjectID{r.ID}
+		return one(r.ID)
 	case *protocol.ShallowCopyRequest:
-		return []ids.ObjectID{r.ID}
+		return one(r.ID)
 	case *protocol.PutNameRequest:
-		return []ids.ObjectID{r.ObjectID}
+		return one(r.ObjectID)
 	case *protocol.MigrateObjectRequest:
-		return []ids.ObjectID{r.ObjectID}
+		return one(r.ObjectID)
 	}
 	return nil
 }

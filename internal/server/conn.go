@@ -150,7 +150,7 @@ func (c *conn) handleFrame(body []byte) bool {
 		if c.sess.HasHolds() {
 			c.sess.RescanPins() // pins cleared since count as released by this request
 		}
-		if idl := visibleIDs(f.Req); len(idl) > 0 {
+		if idl := c.visibleIDs(f.Req); len(idl) > 0 {
 			c.sess.Visible(idl) // before the handler looks (backlog.go)
 		}
 		reply, fds, err = c.answer(f.Kind, f.Req)
