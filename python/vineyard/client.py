@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -24,7 +25,7 @@ from .data.arrow import arrow_plan
 from .data.dataframe import dataframe_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
-from .errors import ForkError, TimeoutException
+from .errors import ForkError, ObjectNotExistsException, TimeoutException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
 
@@ -60,6 +61,9 @@ def _address(arr: np.ndarray) -> int:
 
 
 _ID_END = 1 << 64
+# An object id no daemon mints (ids carry a timestamp in their high bits):
+# the probe of Client.sync_meta.
+_SYNC_PROBE = 1
 
 
 def _id(value: IdLike) -> int:
@@ -255,6 +259,17 @@ class Client:
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
         _ffi.call("v6d_get_metadata", self._session.handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
         return ObjectMeta(json.loads(_ffi.take_string(p, n)))
+
+    def sync_meta(self) -> None:
+        """Upstream's: this client's daemon catches up with the cluster's
+        metadata (etcd) before the call returns, so that what another
+        instance persisted or deleted a moment ago is seen by the next list
+        or get. Through a get of an id no daemon mints (``_SYNC_PROBE``): a
+        daemon with ``--meta etcd`` that does not know an id catches up first
+        (bounded by its ``--etcd-timeout``); with ``--meta local`` it is one
+        round trip that changes nothing."""
+        with contextlib.suppress(ObjectNotExistsException):
+            self.get_meta(_SYNC_PROBE)
 
     def get_metas(self, object_ids: Sequence[IdLike], sync_remote: bool = True) -> list[ObjectMeta]:
         """:meth:`get_meta` of each id (``sync_remote`` is ignored as there)."""

@@ -153,6 +153,21 @@ def test_delete_propagates(cluster: Cluster) -> None:
             other.get_meta(oid)
 
 
+def test_sync_meta_sees_what_another_instance_just_persisted_and_deleted(cluster: Cluster) -> None:
+    # Upstream's Client.sync_meta: the daemon catches up with etcd before it
+    # returns, so the next list on b sees a's persist, and then a's delete.
+    a, b = cluster.a.connect(), cluster.b.connect()
+    oid = a.put(np.arange(7))
+    a.persist(oid)
+    b.sync_meta()
+    assert oid in [m.id for m in b.list_metadatas("vineyard::Tensor*", limit=100000)]
+    a.delete(oid)
+    b.sync_meta()
+    assert oid not in [m.id for m in b.list_metadatas("vineyard::Tensor*", limit=100000)]
+    a.close()
+    b.close()
+
+
 def test_killed_daemon_disappears_after_its_lease(cluster: Cluster) -> None:
     d = cluster.start_daemon("doomed")
     doomed = d.connect()
@@ -224,3 +239,4 @@ def test_etcd_stopped_and_restarted(cluster: Cluster) -> None:
     assert a.get_name("after_outage") == after
     assert a.get_meta(after).instance_id == b.instance_id
     assert sorted(a.meta) == sorted(b.meta)
+

@@ -55,6 +55,7 @@ CALLS = {
     "get_object": "c.get_object(oid)",
     "is_shared_memory": "c.is_shared_memory(arr)",
     "fork": "c.fork()",
+    "sync_meta": "c.sync_meta()",
 }
 # Names that need no library: they answer from Python state.
 NO_LIBRARY = {

@@ -145,6 +145,47 @@ def single_daemon(tmp: str):
         yield ["--vineyard-ipc-socket", d.socket, "--vineyard-endpoint", str(d.rpc_endpoint)], d.socket
 
 
+@contextlib.contextmanager
+def cluster(tmp: str):
+    """etcd (build/v6d-etcd, V6D_ETCD) and two daemons of ours sharing it
+    (--meta etcd): the options of upstream's cluster tests."""
+    from vineyard.deploy import launch
+
+    etcd_bin = os.environ.get("V6D_ETCD") or str(ROOT / "build" / "v6d-etcd")
+    url_file = f"{tmp}/etcd.url"
+    with open(f"{tmp}/etcd.log", "wb") as log:
+        etcd = subprocess.Popen([etcd_bin, "-data-dir", f"{tmp}/etcd-data", "-endpoint-file", url_file],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(url_file) and os.path.getsize(url_file) > 0):
+            if etcd.poll() is not None or time.monotonic() > deadline:
+                raise DaemonStartError(f"v6d-etcd did not start: {Path(tmp, 'etcd.log').read_text()[-1500:]}")
+            time.sleep(0.05)
+        url = Path(url_file).read_text().strip()
+        flags = ["--meta", "etcd", "--etcd-endpoint", url, "--etcd-prefix", f"upstream-{os.getpid()}",
+                 "--rpc-socket-port", "0"]
+        with contextlib.ExitStack() as daemons:
+            ds = [daemons.enter_context(launch("1Gi", f"{tmp}/vineyard{i}.sock", flags, rpc=True,
+                                               log=f"{tmp}/vineyardd{i}.log")) for i in range(2)]
+            sockets = ",".join(d.socket for d in ds)
+            endpoints = ",".join(str(d.rpc_endpoint) for d in ds)
+            yield ["--vineyard-ipc-sockets", sockets, "--vineyard-endpoints", endpoints,
+                   "--vineyard-ipc-socket", ds[0].socket, "--vineyard-endpoint", str(ds[0].rpc_endpoint)], ds[0].socket
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(etcd.pid, signal.SIGTERM)
+        try:
+            etcd.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(etcd.pid, signal.SIGKILL)
+            etcd.wait()
+
+
+class DaemonStartError(RuntimeError):
+    pass
+
+
 def run_file(rel: str, args: argparse.Namespace, results: dict[str, tuple[str, str]]) -> None:
     tmp = tempfile.mkdtemp(prefix="v6d-upstream-")
     out = Path(tmp) / "results.jsonl"
@@ -155,10 +196,13 @@ def run_file(rel: str, args: argparse.Namespace, results: dict[str, tuple[str, s
     from vineyard.deploy import DaemonError
 
     try:
-        with single_daemon(tmp) as (opts, _), open(Path(tmp) / "pytest.log", "w") as log:
+        daemons = cluster(tmp) if rel in CLUSTER_FILES else single_daemon(tmp)
+        # upstream's cluster tests wait for their daemons (one sleeps 80 s)
+        timeout = max(args.per_test, 120) if rel in CLUSTER_FILES else args.per_test
+        with daemons as (opts, _), open(Path(tmp) / "pytest.log", "w") as log:
             argv = [sys.executable, "-m", "pytest", str(SRC / rel), "-p", "vineyard.conftest", "-p", "plugin",
                     "-c", os.devnull, "--rootdir", str(SRC), "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
-                    f"--timeout={args.per_test}", *opts, *args.pytest_args]
+                    f"--timeout={timeout}", *opts, *args.pytest_args]
             proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             try:
@@ -170,7 +214,7 @@ def run_file(rel: str, args: argparse.Namespace, results: dict[str, tuple[str, s
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    except DaemonError as e:  # every test of the file fails
+    except (DaemonError, DaemonStartError) as e:  # every test of the file fails
         results[rel] = ("failed", f"daemon: {e}")
         return
     last = None
