@@ -437,9 +437,7 @@ func (v *DirectoryView) Seq(i uint64) uint64 {
 const (
 	// PinPageSize is the size of the pin pages this daemon makes: 65,531
 	// slots, so that a process holding tens of thousands of got values
-	// still gets without a round trip (with 64 KiB, the 8,188th held value
-	// fell back to a round trip of 80-95 µs against 5-6 µs; docs/performance.md,
-	// "December 5"). The memfd's pages are allocated as slots are first
+	// still gets without a round trip. The memfd's pages are allocated as slots are first
 	// used (lowest first), and the daemon reads slots only up to the
 	// client's hint, so an idle connection costs two pages whatever the size.
 	PinPageSize = 512 << 10

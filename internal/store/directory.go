@@ -90,10 +90,9 @@ type dirEntry struct {
 }
 
 // DirectoryEntriesFor returns the directory's default entry count for an
-// arena of size bytes (Config.DirectoryEntries). Until December 4 it was
-// 65,536 for every arena: a store of more small objects than that got each
-// further one by round trip (4.7 µs against 90-110 µs from Python on the
-// project's VMs), whatever its arena.
+// arena of size bytes (Config.DirectoryEntries): one entry per
+// dirArenaPerEntry bytes of arena, within [dirMinEntries, dirMaxEntries], so
+// that a store of many small objects still gets them without a round trip.
 func DirectoryEntriesFor(size uint64) uint64 {
 	return min(max(size/dirArenaPerEntry, dirMinEntries), dirMaxEntries)
 }
