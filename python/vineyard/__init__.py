@@ -24,15 +24,15 @@ __all__ = [
 ]
 
 
-def put(value: Any, persist: bool = False, name: str | None = None, **kw: Any) -> ObjectID:
+def put(value: Any, builder: Any = None, persist: bool = False, name: str | None = None, **kw: Any) -> ObjectID:
     """Puts ``value`` through a fresh connection to VINEYARD_IPC_SOCKET; see
     :meth:`Client.put` for the types, keywords and rules."""
     with connect() as client:
-        return client.put(value, persist=persist, name=name, **kw)
+        return client.put(value, builder, persist, name, **kw)
 
 
-def get(object_id: Any = None, name: str | None = None, **kw: Any) -> Any:
+def get(object_id: Any = None, name: str | None = None, resolver: Any = None, fetch: bool = False, **kw: Any) -> Any:
     """Gets a value through a connection to VINEYARD_IPC_SOCKET (kept alive
     by the value's views); see :meth:`Client.get` for the types, keywords
     and the zero-copy, read-only rules."""
-    return connect().get(object_id, name=name, **kw)
+    return connect().get(object_id, name, resolver, fetch, **kw)

@@ -428,7 +428,8 @@ class Client:
         pin.root = (tree, raw)
         return tree, pin
 
-    def put(self, value: Any, persist: bool = False, name: str | None = None, **kwargs: Any) -> ObjectID:
+    def put(self, value: Any, builder: Any = None, persist: bool = False, name: str | None = None,
+            **kwargs: Any) -> ObjectID:
         """Stores ``value`` in the daemon and returns its :class:`ObjectID`.
 
         Accepted values, and what :meth:`get` returns for them:
@@ -465,7 +466,10 @@ class Client:
         of them (``vineyard::GlobalTensor`` of tensors, ...; see
         :mod:`vineyard.data.global_objects`).
 
-        Keyword arguments: ``persist`` makes the object visible to every
+        The arguments have upstream's positions (``put(value, builder,
+        persist, name)``): ``builder``, a context of
+        :func:`vineyard.core.builder_context`, is looked up first for this
+        put. ``persist`` makes the object visible to every
         daemon of the cluster (and required for ``name``); ``name`` then
         names it (:meth:`get_name`); other keywords go to the value's
         builder (the built-in ones accept and ignore them, as upstream's
@@ -477,13 +481,21 @@ class Client:
         ``NotEnoughMemoryException`` when the daemon's memory is full
         (nothing is left half stored), ``ConnectionError`` when the daemon
         is gone."""
+        table = None if builder is None else _scope_of(builder, "put(value, builder)")
+        if table is not None:
+            data.registry._builder_scopes.append(table)
+            try:
+                return self.put(value, None, persist, name, **kwargs)
+            finally:
+                data.registry._builder_scopes.remove(table)
         oid: ObjectID | None
         if kwargs.pop("global_", False):
             if not isinstance(value, (list, tuple)):
                 raise TypeError("put(..., global_=True) takes a list of the ids of its partitions, "
                                 f"not {type(value).__name__}")
             oid = make_global_object(self, value).id
-        elif type(value) is np.ndarray and not kwargs and data.registry._by_type.get(np.ndarray) is _build_numpy:
+        elif (type(value) is np.ndarray and not kwargs and not data.registry._builder_scopes
+              and data.registry._by_type.get(np.ndarray) is _build_numpy):
             oid = self._put_small_array(value)
             if oid is None:
                 oid = data.build(self._session, value)
@@ -524,7 +536,8 @@ class Client:
             _array_trees[key] = body
         return self._session.put_tree_inline(body, _address(arr), nbytes)
 
-    def get(self, object_id: IdLike | None = None, name: str | None = None, fetch: bool = False, **kwargs: Any) -> Any:
+    def get(self, object_id: IdLike | None = None, name: str | None = None, resolver: Any = None, fetch: bool = False,
+            **kwargs: Any) -> Any:
         """Returns the value stored as ``object_id`` (an :class:`ObjectID`,
         its int, its text ``"o…"``, or an :class:`ObjectMeta`), or under
         ``name`` when ``object_id`` is None.
@@ -534,8 +547,11 @@ class Client:
         its :class:`ObjectMeta`. Resolvers registered with
         :func:`vineyard.register_resolver` take precedence for their
         typenames. With ``fetch=True`` an object of another instance is
-        migrated here first (:meth:`migrate`). Other keyword arguments are
-        accepted for upstream's signature and ignored.
+        migrated here first (:meth:`migrate`). The arguments have upstream's
+        positions (``get(object_id, name, resolver, fetch)``): ``resolver``,
+        a context of :func:`vineyard.core.resolver_context`, is looked up
+        first for this get. Other keyword arguments are accepted for
+        upstream's signature and ignored.
 
         Zero-copy and read-only: one round trip, whatever the size; the
         result's buffers are the store's shared memory, not a copy. NumPy
@@ -559,6 +575,8 @@ class Client:
             object_id = _id(object_id)
         if fetch:
             object_id = _id(self.migrate(object_id))
+        if resolver is not None or data.registry._resolver_scopes:
+            return self._get_scoped(object_id, resolver)
         value, raw, pin, shape = self._session.get_planned(object_id, _plans)
         if raw is None:
             return value
@@ -582,6 +600,25 @@ class Client:
             _text_plans[shape] = arrow_plan(tree) or dataframe_plan(tree, raw)
         return value
 
+    def _get_scoped(self, object_id: int, resolver: Any) -> Any:
+        """A get while resolvers are scoped (vineyard.core): every tree goes
+        through the registry, never a plan made without them."""
+        table = None if resolver is None else _scope_of(resolver, "get(object_id, name, resolver)")
+        if table is not None:
+            data.registry._resolver_scopes.append(table)
+        try:
+            _, raw, pin, _ = self._session.get_planned(object_id, {})
+            assert raw is not None and pin is not None
+            tree = _trees.loads(raw)
+            pin.root = (tree, raw)
+            try:
+                return data.resolve(self._session, tree, pin)
+            finally:
+                pin.root = None
+        finally:
+            if table is not None:
+                data.registry._resolver_scopes.remove(table)
+
     def get_object(self, object_id: IdLike, fetch: bool = False) -> Object:
         """Returns the object (its metadata) without resolving it to a value,
         with its blobs pinned while it lives (one round trip). An Arrow object
@@ -601,6 +638,16 @@ class Client:
         out = ctypes.c_int32()
         _ffi.call("v6d_is_shared_memory", self._session.handle(), _target_address(target), ctypes.byref(out))
         return bool(out.value)
+
+
+def _scope_of(context: Any, call: str) -> Any:
+    """The table of a vineyard.core context given to put/get (None for a
+    default context: the registry itself); TypeError for anything else."""
+    from .core import BuilderContext, ResolverContext
+
+    if not isinstance(context, (BuilderContext, ResolverContext)):
+        raise TypeError(f"vineyard: {call} takes a context of vineyard.core, not {type(context).__name__}")
+    return context._table
 
 
 def _target_address(target: Any) -> int:

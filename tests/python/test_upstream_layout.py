@@ -168,3 +168,35 @@ def test_deploy_local_try_init_and_shutdown(monkeypatch):
     with pytest.raises(ValueError, match="try_init"):
         local.get_current_socket()
     assert not os.path.exists(socket)
+
+
+def test_scoped_resolver_applies_to_a_get_that_has_a_plan(client):
+    # A tensor got once has a plan (the hot path); a scoped resolver must
+    # still be asked while its block runs, and the plan serve again after.
+    from vineyard.core import resolver_context
+
+    oid = client.put(np.arange(5))
+    assert client.get(oid).sum() == 10
+    assert client.get(oid).sum() == 10
+    with resolver_context({"vineyard::Tensor": lambda obj, resolver: "scoped"}):
+        assert client.get(oid) == "scoped"
+    assert client.get(oid).sum() == 10
+
+
+def test_put_and_get_take_upstreams_positions(client):
+    from vineyard.core import builder_context, default_builder_context, resolver_context
+
+    with builder_context({Point: lambda c, value, builder, **kw: c.put(value.x + 1)}) as b:
+        pass
+    oid = client.put(Point(1), b)  # put(value, builder, persist, name)
+    assert client.get(oid) == 2
+    named = client.put(7, default_builder_context, True, "upstream-positions")
+    assert client.get(None, "upstream-positions") == 7 and client.get_name("upstream-positions") == named
+    with resolver_context() as r:
+        r.register("vineyard::Scalar", lambda obj, resolver: "by position")
+    assert client.get(named, None, r) == "by position"  # get(object_id, name, resolver, fetch)
+    assert client.get(named) == 7
+    with pytest.raises(TypeError, match="vineyard.core"):
+        client.put(1, True)
+    with pytest.raises(TypeError, match="vineyard.core"):
+        client.get(named, None, True)
