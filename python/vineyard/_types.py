@@ -87,6 +87,7 @@ class ObjectMeta:
         self._seal: list[int] = []  # unsealed blobs of ours this tree references
         self._builders: list[Any] = []  # the BlobBuilders among them, told when sealed
         self._inline: list[tuple[dict[str, Any], Any]] = []  # (placeholder, data) of inline blobs
+        self._here: int | None = None  # the instance of the client that returned it (islocal)
         if global_:
             self._tree["global"] = True
 
@@ -204,14 +205,27 @@ class ObjectMeta:
         value = self._tree[key]
         if not isinstance(value, dict):
             raise KeyError(f"{key!r} is not a member")
-        return ObjectMeta(value)
+        return self._child(value)
+
+    def _child(self, tree: dict[str, Any]) -> ObjectMeta:
+        child = ObjectMeta(tree)
+        child._here = self._here
+        return child
+
+    @property
+    def islocal(self) -> bool:
+        """Upstream's: True when the object lives on the instance of the
+        client that returned this metadata (``get_meta``,
+        ``list_metadatas``), False for an object of another instance of the
+        cluster; a tree being built is local."""
+        return self._here is None or self.instance_id == self._here
 
     def __contains__(self, key: object) -> bool:
         return key in self._tree
 
     def __getitem__(self, key: str) -> Any:
         value = self._tree[key]
-        return ObjectMeta(value) if isinstance(value, dict) else value
+        return self._child(value) if isinstance(value, dict) else value
 
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self._tree else default

@@ -258,7 +258,9 @@ class Client:
         moment ago is found, and a known object never waits on etcd."""
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
         _ffi.call("v6d_get_metadata", self._session.handle(), _id(object_id), ctypes.byref(p), ctypes.byref(n))
-        return ObjectMeta(json.loads(_ffi.take_string(p, n)))
+        meta = ObjectMeta(json.loads(_ffi.take_string(p, n)))
+        meta._here = self.instance_id
+        return meta
 
     def sync_meta(self) -> None:
         """Upstream's: this client's daemon catches up with the cluster's
@@ -282,7 +284,10 @@ class Client:
         ``nobuffer`` is accepted for upstream's signature; the trees never
         carry blob bytes here, so it changes nothing."""
         content = self._json_out("v6d_list", pattern.encode(), 1 if regex else 0, limit)
-        return [ObjectMeta(t) for t in (content or {}).values()]
+        metas = [ObjectMeta(t) for t in (content or {}).values()]
+        for m in metas:
+            m._here = self.instance_id
+        return metas
 
     def list_objects(self, pattern: str = "*", regex: bool = False, limit: int = 5) -> list[ObjectID]:
         """The ids of :meth:`list_metadatas`."""
@@ -677,9 +682,21 @@ def connect(socket: str | None = None, port: int | str | None = None, *, timeout
       bytes are copied over the connection. ``password`` is the daemon's
       shared secret (default: env VINEYARD_RPC_SECRET).
 
+    With no argument and neither VINEYARD_IPC_SOCKET nor
+    VINEYARD_RPC_ENDPOINT set, it starts a local daemon for this process
+    first, as upstream's (:func:`vineyard.deploy.local.try_init`: stopped by
+    ``vineyard.deploy.local.shutdown()`` or at exit; VINEYARD_IPC_SOCKET
+    then names it).
+
     ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
     Raises ConnectionError naming the socket or endpoint tried.
     """
+    if (socket is None and port is None and host is None and endpoint is None
+            and not os.environ.get("VINEYARD_IPC_SOCKET") and not os.environ.get("VINEYARD_RPC_ENDPOINT")):
+        from .deploy.local import try_init
+
+        os.environ.pop("VINEYARD_IPC_SOCKET", None)  # set but empty
+        try_init()
     return Client(socket, timeout, port=port, host=host, endpoint=endpoint, username=username, password=password)
 
 

@@ -200,3 +200,32 @@ def test_put_and_get_take_upstreams_positions(client):
         client.put(1, True)
     with pytest.raises(TypeError, match="vineyard.core"):
         client.get(named, None, True)
+
+
+def test_connect_with_nothing_set_starts_a_local_daemon(monkeypatch):
+    from vineyard.deploy import local
+
+    monkeypatch.delenv("VINEYARD_IPC_SOCKET", raising=False)
+    monkeypatch.delenv("VINEYARD_RPC_ENDPOINT", raising=False)
+    c = vineyard.connect()
+    try:
+        socket = os.environ["VINEYARD_IPC_SOCKET"]
+        assert socket == local.get_current_socket() == c.ipc_socket
+        c2 = vineyard.connect()  # the same daemon, not a second one
+        assert c2.instance_id == c.instance_id and c2.get(c.put(1024)) == 1024
+        c2.close()
+    finally:
+        c.close()
+        local.shutdown()
+    assert not os.path.exists(socket)
+
+
+def test_islocal_names_the_instance_of_the_client(client):
+    oid = client.put((1, 2))
+    meta = client.get_meta(oid)
+    assert meta.islocal and meta.member("__elements_-0").islocal and meta["__elements_-1"].islocal
+    assert all(m.islocal for m in client.list_metadatas("vineyard::Sequence", limit=0))
+    other = vineyard.ObjectMeta(meta._tree)
+    other._here = client.instance_id + 1  # as if another instance's client returned it
+    assert not other.islocal and not other.member("__elements_-0").islocal
+    assert vineyard.ObjectMeta().islocal  # a tree being built
