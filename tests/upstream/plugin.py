@@ -34,6 +34,15 @@ def _why(report: Any) -> str:
     return str(report.longrepr or "").strip().splitlines()[-1][:300] if report.longrepr else ""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Shorter timeouts for listed tests known to hang (V6D_UPSTREAM_TIMEOUTS:
+    # JSON {node id: seconds}, from the list's "[timeout=N]" entries).
+    timeouts = json.loads(os.environ.get("V6D_UPSTREAM_TIMEOUTS") or "{}")
+    for item in items:
+        if item.nodeid in timeouts:
+            item.add_marker(pytest.mark.timeout(timeouts[item.nodeid]))
+
+
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     _write({"start": nodeid})
 

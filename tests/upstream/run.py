@@ -18,7 +18,8 @@ was in counted failed), so nothing hangs.
 
 tests/upstream/expected-failures.txt lists, one line each, the tests that
 fail with the reason (an entry may be a file, for a file that fails to
-import, and `*` in an entry matches anything). A test not listed must pass (or skip); a listed test
+import, and `*` in an entry matches anything; a reason that starts with
+"[timeout=N]" gives a test known to hang N seconds instead of --per-test). A test not listed must pass (or skip); a listed test
 that passes is reported as XPASS and fails the run too, so the list stays
 true. Prints the counts: passed / expected failures / skipped / total.
 """
@@ -191,6 +192,7 @@ def run_file(rel: str, args: argparse.Namespace, results: dict[str, tuple[str, s
     out = Path(tmp) / "results.jsonl"
     env = env_for()
     env["V6D_UPSTREAM_RESULTS"] = str(out)
+    env["V6D_UPSTREAM_TIMEOUTS"] = json.dumps(args.short)
     env["TMPDIR"] = tmp
     started = time.monotonic()
     from vineyard.deploy import DaemonError
@@ -265,6 +267,9 @@ def main() -> int:
     not_run = [f for f in files if f in CLUSTER_FILES and not args.cluster]
     files = [f for f in files if f not in not_run]
     expected = load_list()
+    # "[timeout=N] reason": a listed test known to hang until its timeout
+    # gets N seconds instead of --per-test (exact ids only).
+    args.short = {t: int(m.group(1)) for t, why in expected.items() if (m := re.match(r"\[timeout=(\d+)\]", why))}
     results: dict[str, tuple[str, str]] = {}
     print(f"upstream-suite: {len(files)} files of {pkg} (vineyard 0.24.2) against ours", flush=True)
     for rel in files:
