@@ -552,7 +552,8 @@ class Client:
         its :class:`ObjectMeta`. Resolvers registered with
         :func:`vineyard.register_resolver` take precedence for their
         typenames. With ``fetch=True`` an object of another instance is
-        migrated here first (:meth:`migrate`). The arguments have upstream's
+        migrated here first (:meth:`migrate`); without it too when its blobs
+        are not here (upstream's plain get serves such an object). The arguments have upstream's
         positions (``get(object_id, name, resolver, fetch)``): ``resolver``,
         a context of :func:`vineyard.core.resolver_context`, is looked up
         first for this get. Other keyword arguments are accepted for
@@ -582,6 +583,16 @@ class Client:
             object_id = _id(self.migrate(object_id))
         if resolver is not None or data.registry._resolver_scopes:
             return self._get_scoped(object_id, resolver)
+        try:
+            return self._get_here(object_id)
+        except ObjectNotExistsException:
+            # An object of another instance whose blobs are not here: as
+            # upstream, a plain get serves it (migrated here, as fetch=True).
+            if fetch or not self._remote(object_id):
+                raise
+            return self.get(object_id, name, resolver, True, **kwargs)
+
+    def _get_here(self, object_id: int) -> Any:
         value, raw, pin, shape = self._session.get_planned(object_id, _plans)
         if raw is None:
             return value
@@ -604,6 +615,13 @@ class Client:
             _plans[shape] = numpy_plan(tree, pin)
             _text_plans[shape] = arrow_plan(tree) or dataframe_plan(tree, raw)
         return value
+
+    def _remote(self, object_id: int) -> bool:
+        """True when the daemon knows the object as one of another instance."""
+        try:
+            return self.get_meta(object_id).instance_id != self.instance_id
+        except ObjectNotExistsException:
+            return False
 
     def _get_scoped(self, object_id: int, resolver: Any) -> Any:
         """A get while resolvers are scoped (vineyard.core): every tree goes

@@ -196,3 +196,16 @@ def test_migrate_unknown_object(cluster: Cluster) -> None:
     b = cluster.b.connect()
     with pytest.raises(vineyard.ObjectNotExistsException):
         b.migrate(vineyard.ObjectID(0x1234))
+
+
+def test_plain_get_of_another_instances_object_serves_it(cluster: Cluster) -> None:
+    # Upstream's plain get (no fetch=True) of a blob-backed object persisted
+    # on another instance returns it; ours migrates it, as fetch=True.
+    a, b = cluster.a.connect(), cluster.b.connect()
+    value = np.arange(1000, dtype=np.int64)
+    oid = a.put(value, persist=True)
+    np.testing.assert_array_equal(b.get(oid), value)
+    with pytest.raises(vineyard.errors.ObjectNotExistsException):
+        b.get(vineyard.ObjectID(5))  # unknown everywhere: still the error
+    a.close()
+    b.close()
