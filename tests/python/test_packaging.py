@@ -25,6 +25,10 @@ def test_wheel_contents(tmp_path):
         daemon = names["vineyard/bin/vineyardd"]
         assert (daemon.external_attr >> 16) & stat.S_IXUSR
         assert "vineyard/__init__.py" in names
+        # upstream's module layout (docs/protocol.md, "Upstream's own test suite")
+        for name in ("vineyard/core/__init__.py", "vineyard/core/resolver.py", "vineyard/deploy/local.py",
+                     "vineyard/deploy.py", "vineyard/conftest.py", "vineyard/_C.py", "vineyard/data/pickle.py"):
+            assert name in names, name
 
 
 def test_check_prereqs_names_each_missing_tool_and_its_fix():
