@@ -8,6 +8,9 @@ Modules, from the bottom up:
 - ``values``    the data every system stores: NumPy arrays, DataFrames, Arrow tables.
 - ``systems/``  one module per system under test (ours and each peer), all behind one
                 interface (``systems.base.System``).
+- ``jsonlines`` the JSON-lines agent protocol: ``serve`` (an agent's loop) and ``Agent``
+                (a driver's handle on one agent process); the interop suite's clients
+                (tests/interop/agent.py) speak it too.
 - ``agent``     the process that drives one system: it runs inside that system's Python
                 environment and answers JSON-lines commands, so the harness never
                 imports a peer (upstream Vineyard's import name collides with ours).

@@ -1,10 +1,10 @@
 """The agent: drives one system from inside that system's Python environment.
 
 Run as ``python -m harness.agent NAME`` with benchmarks/ on the path (and, for ours,
-python/). It reads one JSON command per line on stdin and writes one JSON reply per line
-on the stdout it was started with; everything else the process prints goes to stderr.
-A reply is ``{"ok": true, ...}``, ``{"ok": false, "na": why}`` when the figure does not
-apply to the system, or ``{"ok": false, "error": ..., "trace": ...}``.
+python/). It answers the JSON-lines commands of harness/jsonlines.py (one per line on
+stdin, one reply per line on the stdout it was started with; everything else the process
+prints goes to stderr). A reply is ``{"ok": true, ...}``, ``{"ok": false, "na": why}``
+when the figure does not apply to the system, or ``{"ok": false, "error": ..., "trace": ...}``.
 
 Every timed loop runs with the garbage collector off (as ``timeit`` does) and times only
 the operation named; making values, handing references over and deleting are outside.
@@ -18,15 +18,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import json
-import os
 import sys
 import time
-import traceback
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from . import values
+from . import jsonlines, values
 from .systems import NAMES
 from .systems.base import Consumer, NotApplicable, System
 
@@ -200,29 +197,14 @@ class Agent:
 
 
 def main() -> int:
-    name = sys.argv[1]
-    # Replies go to the original stdout; whatever else prints (Ray, daemons) to stderr.
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    agent = Agent(importlib.import_module(NAMES[name]).SYSTEM())
+    replies = jsonlines.take_stdout()  # before the system's modules are imported
+    agent = Agent(importlib.import_module(NAMES[sys.argv[1]]).SYSTEM())
     handlers: dict[str, Callable[..., dict[str, Any]]] = {
         "start": agent.start, "stop": agent.stop, "put_small": agent.put_small, "put_warm": agent.put_warm,
         "put_cold": agent.put_cold, "get": agent.get, "concurrency": agent.concurrency,
     }
     try:
-        for line in sys.stdin:
-            req = json.loads(line)
-            cmd = req.pop("cmd")
-            try:
-                reply = {"ok": True, **handlers[cmd](**req)}
-            except NotApplicable as e:
-                reply = {"ok": False, "na": str(e)}
-            except Exception as e:  # noqa: BLE001 - every failure is reported, the agent goes on
-                reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
-            replies.write(json.dumps(reply) + "\n")
-            if cmd == "stop":
-                return 0
+        jsonlines.serve(handlers, replies=replies, answers={NotApplicable: "na"}, last=("stop",))
     finally:
         # The harness went away without a stop (Ctrl-C, a crash): stop the daemons and
         # consumers anyway, so that none outlives the run.

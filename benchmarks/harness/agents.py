@@ -12,19 +12,14 @@ does not start is skipped, with the reason.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
-import selectors
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from . import daemons
+from . import jsonlines
 
 BENCH = Path(__file__).resolve().parents[1]
 ROOT = BENCH.parent
@@ -85,58 +80,13 @@ def environment(name: str) -> dict[str, str]:
     return env
 
 
-class AgentProcess:
-    """An agent subprocess; ``call`` sends one command and waits for its reply."""
+class AgentProcess(jsonlines.Agent):
+    """An agent subprocess of one system (harness/agent.py); ``call`` sends one command
+    and waits for its reply."""
 
     def __init__(self, name: str, python: str, log_path: Path) -> None:
-        self.name = name
-        log = daemons.log_fd(str(log_path))
-        try:
-            self.proc = subprocess.Popen([python, "-m", "harness.agent", name], cwd=str(BENCH), env=environment(name),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         start_new_session=True)
-        finally:
-            os.close(log)
-        self._sel = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buf = b""
+        super().__init__([python, "-m", "harness.agent", name], name=f"{name} agent", env=environment(name), cwd=str(BENCH),
+                         log=log_path, timeout=600)
 
-    def call(self, cmd: str, timeout: float = 600, **args: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write((json.dumps({"cmd": cmd, **args}) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise RuntimeError(f"{self.name} agent exited with status {self.proc.poll()}") from None
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise TimeoutError(f"{self.name} agent: {cmd} took more than {timeout:.0f} s")
-            if self._sel.select(left):
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    raise RuntimeError(f"{self.name} agent exited with status {self.proc.wait()} during {cmd}")
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(Exception):  # stopping anyway
-                self.call("stop", timeout=120)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        """Kills the agent and what it started (its own process group)."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+    def close(self, stop: str | None = "stop", wait: float = 30) -> None:
+        super().close(stop, wait)

@@ -7,9 +7,7 @@ is put in one process and got in another."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -25,17 +23,20 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+try:
+    from harness import agents as harness_agents
+    from harness import jsonlines
+finally:
+    sys.path.pop(0)
+
+
 @pytest.fixture(scope="session")
 def upstream_python() -> str:
     """The Python of the upstream venv; made on first use (pip, minutes)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from harness import agents
-    finally:
-        sys.path.pop(0)
-    try:
-        return agents.ensure_venv("upstream", sys.stderr)
-    except agents.Skip as e:
+        return harness_agents.ensure_venv("upstream", sys.stderr)
+    except harness_agents.Skip as e:
         pytest.fail(f"cannot make upstream's venv: {e}")
 
 
@@ -76,46 +77,6 @@ def sockets(upstream_python: str) -> Iterator[dict[str, str]]:
                 proc.wait()
 
 
-class Agent:
-    """A client process (see agent.py); call() sends one command."""
-
-    def __init__(self, python: str, env: dict[str, str], socket: str) -> None:
-        self.proc = subprocess.Popen([python, str(HERE / "agent.py"), socket], env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.sel = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
-
-    def call(self, timeout: float = 120, **req: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps(req) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise RuntimeError(f"agent exited: {self.stderr()}") from None
-        if not self.sel.select(timeout):
-            self.proc.kill()
-            raise TimeoutError(f"agent: {req} took more than {timeout} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"agent exited ({self.proc.wait()}): {self.stderr()}")
-        return json.loads(line)
-
-    def stderr(self) -> str:
-        self.proc.kill()
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-3000:]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
 def client_env(which: str) -> dict[str, str]:
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = "1"
@@ -130,17 +91,21 @@ def client_env(which: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def agents(upstream_python: str, sockets: dict[str, str]) -> Iterator[Any]:
-    """agents(client, daemon) -> Agent, one process each, made on first use."""
-    made: dict[tuple[str, str], Agent] = {}
+def agents(upstream_python: str, sockets: dict[str, str],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """agents(client, daemon) -> a client process (agent.py, a jsonlines.Agent: call()
+    sends one command), one per client and daemon, made on first use."""
+    made: dict[tuple[str, str], jsonlines.Agent] = {}
+    logs = tmp_path_factory.mktemp("agents")
 
-    def get(client: str, daemon: str) -> Agent:
+    def get(client: str, daemon: str) -> jsonlines.Agent:
         key = (client, daemon)
         if key not in made or made[key].proc.poll() is not None:
             python = upstream_python if client == "upstream" else sys.executable
-            made[key] = Agent(python, client_env(client), sockets[daemon])
+            made[key] = jsonlines.Agent([python, str(HERE / "agent.py"), sockets[daemon]], name=f"{client} agent on {daemon}",
+                                        env=client_env(client), log=logs / f"{client}-{daemon}.log", timeout=120)
         return made[key]
 
     yield get
     for a in made.values():
-        a.close()
+        a.close(wait=10)
