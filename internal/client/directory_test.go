@@ -255,6 +255,13 @@ func TestDirectoryPinsMany(t *testing.T) {
 		t.Fatalf("deleted %d blobs (sorted %v) of %d objects: %v", len(deleted), slices.IsSorted(deleted), held, err)
 	}
 	checkStore(t, srv)
+	// b's page is longer than a delete reads itself: the daemon's sweep reads
+	// it afterwards, holding every deleted id until its pass ends, and turns
+	// b's pins into holds of b (store/pinsweep.go).
+	waitFor(t, srv.Store().PinSweepIdle)
+	if n := srv.Store().Holds(); n != shm.PinSlots {
+		t.Fatalf("%d holds after the sweep, want one per pinned slot (%d)", n, shm.PinSlots)
+	}
 	for _, id := range objs {
 		if err := b.Release(id); err != nil {
 			t.Fatal(err)

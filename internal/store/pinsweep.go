@@ -174,3 +174,7 @@ func (part *pinHolds) pinSweepIdle() bool {
 	defer s.mu.Unlock()
 	return len(s.sweepJobs) == 0 && s.sweepCur == nil
 }
+
+// PinSweepIdle reports whether no deferred pin scan is queued or running
+// (tests: the sweep's own holds count in Holds until its pass ends).
+func (s *Store) PinSweepIdle() bool { return s.pins.pinSweepIdle() }
