@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/shm"
 	"github.com/v6d-io/v6d-go/internal/status"
@@ -33,20 +31,7 @@ func leasingSession(t *testing.T) (*Store, *Session) {
 func pinningSession(t *testing.T) (*Store, *Session, *shm.PinView, Lease) {
 	t.Helper()
 	s, ss := leasingSession(t)
-	fd, err := ss.AttachPins()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := shm.Map(fd, shm.PinPageSize, true)
-	_ = unix.Close(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	pins, err := shm.NewPinView(m.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pins, _ := pinView(t, ss)
 	l, err := ss.Lease(1<<20, 4096)
 	if err != nil {
 		t.Fatal(err)
