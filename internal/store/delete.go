@@ -293,6 +293,7 @@ func (s *Store) removeObjectLocked(id ids.ObjectID) {
 	}
 	delete(s.objects, id)
 	for name := range o.names {
+		s.unlistNameLocked(o, name)
 		s.emitLocked(Event{Kind: EventUnnamed, ID: id, Name: name})
 	}
 }

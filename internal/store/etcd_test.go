@@ -289,3 +289,56 @@ func TestClusterSyncOtherKeys(t *testing.T) {
 		synced(t, a)
 	}
 }
+
+// TestClusterNameChangesVisitOnlyTheirObjects: a name set, moved and dropped
+// by another daemon changes the "__name" of the objects here that list it,
+// and the watch's apply looks at those objects only, not at every object
+// of the store (it scanned them all).
+func TestClusterNameChangesVisitOnlyTheirObjects(t *testing.T) {
+	srv := etcdtest.Run(t)
+	a := clusterStore(t, srv, "a", 10*time.Second)
+	b := clusterStore(t, srv, "b", 10*time.Second)
+	ss := a.NewSession()
+	defer ss.Close()
+	const many = 300
+	objs := make([]ids.ObjectID, many)
+	for i := range objs {
+		objs[i] = create(t, ss, fmt.Sprintf(`{"typename":"vineyard::Many","i":%d}`, i))
+		if err := a.Persist(objs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := objs[0], objs[1]
+	if err := a.PutName("n", first); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, a)
+	synced(t, b)
+	a.mu.Lock()
+	before := a.nameVisits
+	a.mu.Unlock()
+	if err := b.PutName("n", second); err != nil { // moved by the other daemon
+		t.Fatal(err)
+	}
+	synced(t, a)
+	if tree, _ := a.Tree(first); strings.Contains(string(tree), `"__name"`) {
+		t.Fatalf("the object the name left still carries it: %s", tree)
+	}
+	if tree, _ := a.Tree(second); !strings.Contains(string(tree), `"__name":"n"`) {
+		t.Fatalf("the object the name moved to does not carry it: %s", tree)
+	}
+	if err := b.DropName("n"); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, a)
+	if tree, _ := a.Tree(second); strings.Contains(string(tree), `"__name"`) {
+		t.Fatalf("a dropped name is still carried: %s", tree)
+	}
+	checkInvariants(t, a)
+	a.mu.Lock()
+	visits := a.nameVisits - before
+	a.mu.Unlock()
+	if visits > 8 {
+		t.Fatalf("two name changes looked at %d objects of %d", visits, many)
+	}
+}

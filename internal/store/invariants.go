@@ -126,6 +126,7 @@ func (part *checker) checkNamesLocked(fail func(string, ...any)) {
 		}
 		return
 	}
+	part.checkNameIndexLocked(fail)
 	_, alone := s.meta.(*meta.Local)
 	for name, id := range names {
 		o, ok := s.objects[id]
@@ -304,5 +305,30 @@ func (part *checker) checkDirectoryLocked(fail func(string, ...any)) {
 			fail("the directory's record of %v is stale: it holds %s %v, the tree is now %s %v",
 				id, rec.Tree, rec.Blobs, tree, extents)
 		}
+	}
+}
+
+// checkNameIndexLocked checks that Store.listedBy names exactly the local
+// objects whose o.names list each name.
+func (part *checker) checkNameIndexLocked(fail func(string, ...any)) {
+	s := part.s
+	listed := 0
+	for id, o := range s.objects {
+		for name := range o.names {
+			listed++
+			if _, ok := s.listedBy[name][id]; !ok {
+				fail("%v lists name %q, which the name index does not record", id, name)
+			}
+		}
+	}
+	indexed := 0
+	for name, by := range s.listedBy {
+		if len(by) == 0 {
+			fail("the name index keeps an empty set for %q", name)
+		}
+		indexed += len(by)
+	}
+	if indexed != listed {
+		fail("the name index records %d listings, the objects list %d", indexed, listed)
 	}
 }

@@ -46,10 +46,7 @@ func (s *Store) PutName(name string, id ids.ObjectID) error {
 	if prev, ok := s.objects[old]; ok && prev != o {
 		s.unnameLocked(prev, name)
 	}
-	if o.names == nil {
-		o.names = map[string]struct{}{}
-	}
-	o.names[name] = struct{}{}
+	s.listNameLocked(o, name)
 	o.setField("__name", name)
 	o.encodeFields()
 	_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
@@ -78,7 +75,7 @@ func (s *Store) putRemoteNameLocked(name string, id ids.ObjectID) error {
 // unnameLocked takes name off local object o after the backend moved or
 // dropped it: o's "__name" follows, and its persisted tree.
 func (s *Store) unnameLocked(o *object, name string) {
-	delete(o.names, name)
+	s.unlistNameLocked(o, name)
 	o.refreshName()
 	_ = s.persistTreesLocked(o) // "__name" changed: written or queued (meta.Backend.Update)
 	s.emitIDLocked(EventTreeChanged, o.id, 0)
@@ -203,4 +200,32 @@ func globToRegexp(glob string) string {
 		}
 	}
 	return b.String()
+}
+
+// listNameLocked records that local object o lists name (its "__name"
+// follows from o.names), in o.names and in the index a name change from
+// the cluster consults (applyNameLocked), so that it touches only the
+// objects that list the name, not every object.
+func (s *Store) listNameLocked(o *object, name string) {
+	if o.names == nil {
+		o.names = map[string]struct{}{}
+	}
+	o.names[name] = struct{}{}
+	by := s.listedBy[name]
+	if by == nil {
+		by = map[ids.ObjectID]struct{}{}
+		s.listedBy[name] = by
+	}
+	by[o.id] = struct{}{}
+}
+
+// unlistNameLocked undoes listNameLocked.
+func (s *Store) unlistNameLocked(o *object, name string) {
+	delete(o.names, name)
+	if by := s.listedBy[name]; by != nil {
+		delete(by, o.id)
+		if len(by) == 0 {
+			delete(s.listedBy, name)
+		}
+	}
 }

@@ -82,19 +82,29 @@ func (part *cluster) applyChangeLocked(c meta.Change) {
 // applyNameLocked makes the "__name" of this daemon's objects follow a name
 // set, moved or dropped in the cluster (by any daemon, this one included:
 // the watch reports them in etcd's order, so the last one wins here as it
-// does in etcd). It scans the objects: names change rarely.
+// does in etcd). It visits only the objects that list the name and the
+// object it now names (Store.listedBy), never the whole table.
 func (part *cluster) applyNameLocked(c meta.Change) {
 	s := part.s
-	for id, o := range s.objects {
+	touched := make([]ids.ObjectID, 0, len(s.listedBy[c.Name])+1)
+	for id := range s.listedBy[c.Name] {
+		touched = append(touched, id)
+	}
+	if _, listed := s.listedBy[c.Name][c.ID]; !listed {
+		touched = append(touched, c.ID)
+	}
+	s.nameVisits += uint64(len(touched))
+	for _, id := range touched {
+		o, ok := s.objects[id]
+		if !ok {
+			continue
+		}
 		_, listed := o.names[c.Name]
 		switch {
 		case listed && (c.Kind == meta.NameDropped || id != c.ID):
-			delete(o.names, c.Name)
+			s.unlistNameLocked(o, c.Name)
 		case !listed && c.Kind == meta.NamePut && id == c.ID && o.persisted:
-			if o.names == nil {
-				o.names = map[string]struct{}{}
-			}
-			o.names[c.Name] = struct{}{}
+			s.listNameLocked(o, c.Name)
 		default:
 			continue
 		}

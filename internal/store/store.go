@@ -105,17 +105,19 @@ type Store struct {
 
 	mu           sync.Mutex
 	alloc        *alloc.Allocator
-	blobs        map[ids.ObjectID]*blob         // live blobs, sealed or not
-	zombies      map[ids.ObjectID]*blob         // deleted blobs still referenced
-	objects      map[ids.ObjectID]*object       // live non-blob objects
-	remote       map[ids.ObjectID]*remoteObject // persisted objects of other instances
-	metaRev      int64                          // the backend's revision applied (Sync)
-	waiters      waiters                        // who waits for a change (waiters.go)
-	observer     Observer                       // Config.Observer; nil: none
-	sessions     map[*Session]struct{}          // open sessions
+	blobs        map[ids.ObjectID]*blob               // live blobs, sealed or not
+	zombies      map[ids.ObjectID]*blob               // deleted blobs still referenced
+	objects      map[ids.ObjectID]*object             // live non-blob objects
+	listedBy     map[string]map[ids.ObjectID]struct{} // the local objects whose o.names list each name (names.go)
+	remote       map[ids.ObjectID]*remoteObject       // persisted objects of other instances
+	metaRev      int64                                // the backend's revision applied (Sync)
+	waiters      waiters                              // who waits for a change (waiters.go)
+	observer     Observer                             // Config.Observer; nil: none
+	sessions     map[*Session]struct{}                // open sessions
 	closed       bool
 	badEdges     []string // illegal blob state changes refused (states.go), for CheckInvariants
 	barrierWaits uint64   // calls of Session.Visible that waited (tests)
+	nameVisits   uint64   // objects a cluster name change looked at (applyNameLocked; tests)
 
 	leased      uint64 // bytes the sessions' leases hold (lease.go)
 	hwm         uint64 // the highest end of any allocation so far (prefault.go)
@@ -205,6 +207,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		blobs:    make(map[ids.ObjectID]*blob),
 		zombies:  make(map[ids.ObjectID]*blob),
 		objects:  make(map[ids.ObjectID]*object),
+		listedBy: make(map[string]map[ids.ObjectID]struct{}),
 		remote:   make(map[ids.ObjectID]*remoteObject),
 		sessions: make(map[*Session]struct{}),
 		observer: cfg.Observer,
