@@ -34,7 +34,7 @@ trap cleanup EXIT
 
 # A daemon for the programs to talk to.
 sock=$tmp/v6d.sock
-build/vineyardd --socket "$sock" --size 64Mi >"$tmp/daemon.log" 2>&1 &
+build/vineyardd --socket "$sock" --size 64Mi --norpc >"$tmp/daemon.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
 	[[ -S $sock ]] && break
