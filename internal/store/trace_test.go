@@ -330,25 +330,10 @@ func (r *traceRun) step(line string) error {
 		r.leases[f[0]] = tl
 		return err
 	case "adopt":
-		tl := r.leases[f[0]]
-		var bs []LeaseBlob
-		for _, a := range args {
-			p := strings.Split(a, ":")
-			if len(p) < 3 {
-				r.fatalf("adopt wants B:OFF:SIZE[:K], not %q", a)
-			}
-			k := tl.next
-			if len(p) > 3 {
-				k = r.number(p[3])
-			}
-			tl.next = k + 1
-			id := tl.grant.FirstID + ids.ObjectID(k)
-			r.ids[p[0]] = id
-			bs = append(bs, LeaseBlob{ID: id, Offset: tl.grant.Offset + r.number(p[1]), Size: r.number(p[2])})
-		}
-		err := ss.AdoptLeaseBlobs(bs)
-		if err == nil {
-			r.leases[f[0]] = tl
+		before := r.leases[f[0]]
+		err := ss.AdoptLeaseBlobs(r.carve(f[0], args))
+		if err != nil {
+			r.leases[f[0]] = before // a refused adoption takes no ids of the lease
 		}
 		return err
 	case "close":
