@@ -46,6 +46,13 @@ const (
 	KindGetRemoteBuffers
 	KindFillBuffers
 	KindMigrateObject
+	KindCreateStream
+	KindOpenStream
+	KindGetNextStreamChunk
+	KindPushNextStreamChunk
+	KindPullNextStreamChunk
+	KindStopStream
+	KindDropStream
 
 	// NumKinds is one more than the largest Kind: the size of a table
 	// indexed by Kind.
@@ -103,6 +110,14 @@ var kinds = [NumKinds]kindInfo{
 	KindFillBuffers:         {"fill_buffers_request", "fill_buffers_reply", func() Request { return &FillBuffersRequest{} }, true},
 	// Migration of a remote object's blobs over the peer service (migrate.go).
 	KindMigrateObject: {"migrate_object_request", "migrate_object_reply", func() Request { return &MigrateObjectRequest{} }, false},
+	// Streams (streams.go).
+	KindCreateStream:        {"create_stream_request", "create_stream_reply", func() Request { return &CreateStreamRequest{} }, false},
+	KindOpenStream:          {"open_stream_request", "open_stream_reply", func() Request { return &OpenStreamRequest{} }, false},
+	KindGetNextStreamChunk:  {"get_next_stream_chunk_request", "get_next_stream_chunk_reply", func() Request { return &GetNextStreamChunkRequest{} }, false},
+	KindPushNextStreamChunk: {"push_next_stream_chunk_request", "push_next_stream_chunk_reply", func() Request { return &PushNextStreamChunkRequest{} }, false},
+	KindPullNextStreamChunk: {"pull_next_stream_chunk_request", "pull_next_stream_chunk_reply", func() Request { return &PullNextStreamChunkRequest{} }, false},
+	KindStopStream:          {"stop_stream_request", "stop_stream_reply", func() Request { return &StopStreamRequest{} }, false},
+	KindDropStream:          {"drop_stream_request", "drop_stream_reply", func() Request { return &DropStreamRequest{} }, false},
 }
 
 // kindByWire maps each wire type to its Kind.

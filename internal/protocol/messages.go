@@ -332,9 +332,7 @@ func (r *DelDataRequest) Feedback() bool { return r.feedback }
 // unimplemented lists upstream request types this daemon knows of but does
 // not serve yet; they get NotImplemented instead of Invalid.
 var unimplemented = map[string]bool{
-	"create_stream_request": true, "open_stream_request": true, "get_next_stream_chunk_request": true,
-	"push_next_stream_chunk_request": true, "pull_next_stream_chunk_request": true, "stop_stream_request": true,
-	"drop_stream_request": true, "evict_request": true, "load_request": true, "unpin_request": true,
+	"evict_request": true, "load_request": true, "unpin_request": true,
 	"migrate_object_request": true, "new_session_request": true, "delete_session_request": true,
 	"make_arena_request": true, "finalize_arena_request": true, "create_gpu_buffer_request": true,
 	"get_gpu_buffers_request": true, "create_disk_buffer_request": true, "create_buffer_by_plasma_request": true,

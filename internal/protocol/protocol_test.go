@@ -86,7 +86,7 @@ func TestDecodeRequest(t *testing.T) {
 				}
 			}},
 		{"unknown", `{"type":"nope"}`, "nope", status.Invalid, nil},
-		{"unimplemented", `{"type":"create_stream_request"}`, "create_stream_request", status.NotImplemented, nil},
+		{"unimplemented", `{"type":"acquire_lock_request"}`, "acquire_lock_request", status.NotImplemented, nil},
 		{"no type", `{"size":1}`, "", status.Invalid, nil},
 		{"not json", `{"type":`, "", status.Invalid, nil},
 		{"bad field", `{"type":"create_buffer_request","size":"big"}`, "create_buffer_request", status.Invalid, nil},

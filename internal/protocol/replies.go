@@ -75,10 +75,13 @@ const (
 	// leased memory with an id the client takes from its lease, sent
 	// without waiting for a reply (docs/design.md, "Pipelined puts").
 	ExtPipelined = "create_data.pipelined"
+	// ExtStreams is the streams' extension: create_stream.readers and
+	// .capacity, push_next_stream_chunk.timeout_ms.
+	ExtStreams = "stream.readers"
 )
 
 // Extensions is every extension this implementation has, daemon and client.
-var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease, ExtDirectory, ExtPipelined}
+var Extensions = []string{ExtSeal, ExtInline, ExtWithContent, ExtWithBuffers, ExtReleaseIDs, ExtMetaEpoch, ExtLease, ExtDirectory, ExtPipelined, ExtStreams}
 
 // LeaseGrant (our extension) is a connection's lease as a reply reports it:
 // the arena range [Offset, Offset+Size) the client may carve blobs from,

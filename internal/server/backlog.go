@@ -76,6 +76,10 @@ func (c *conn) visibleIDs(req protocol.Request) []ids.ObjectID {
 		return one(r.ObjectID)
 	case *protocol.MigrateObjectRequest:
 		return one(r.ObjectID)
+	case *protocol.CreateStreamRequest:
+		return one(r.ObjectID)
+	case *protocol.PushNextStreamChunkRequest:
+		return one(r.Chunk)
 	}
 	return nil
 }

@@ -120,6 +120,13 @@ type Config struct {
 	// first byte has (and how long one write of a reply may block);
 	// DefaultFrameTimeout when zero. The connection is closed when it passes.
 	FrameTimeout time.Duration
+	// StreamCapacity is how many chunks a stream buffers before its writer
+	// waits, unless its creator says (internal/streams); 16 when zero.
+	StreamCapacity int
+	// StreamPushTimeout bounds how long a push to a full stream waits for
+	// its readers, unless the request says; DefaultStreamPushTimeout when
+	// zero. The push then fails with NotEnoughMemory.
+	StreamPushTimeout time.Duration
 	// RPCEndpoint is the "host:port" the TCP listener binds (rpc.go); port 0
 	// takes a free port; "" (the zero value) starts no TCP listener;
 	// Defaults: DefaultRPCHost:DefaultRPCPort.
@@ -250,6 +257,7 @@ const (
 	DefaultMaxInflightBytes  = 256 << 20
 	DefaultFrameTimeout      = 30 * time.Second
 	DefaultParkAfter         = time.Second
+	DefaultStreamPushTimeout = time.Minute
 )
 
 // maxMapCountFile holds the kernel's limit of mappings per process.
@@ -321,6 +329,9 @@ func (c *Config) fillDefaults() {
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
+	if c.StreamPushTimeout == 0 {
+		c.StreamPushTimeout = DefaultStreamPushTimeout
+	}
 	if c.Deployment == "" {
 		c.Deployment = "local"
 	}
@@ -336,7 +347,7 @@ func (c *Config) fillDefaults() {
 // Size against the memory this process may use (memsize.CheckSize).
 func (c *Config) Validate() error {
 	if c.MaxConnections < 0 || c.MaxPinPages < 0 || c.MaxInflightBytes < 0 || c.FrameTimeout < 0 || c.ParkAfter < 0 ||
-		c.MaxRPCConnections < 0 || c.RegisterTimeout < 0 {
+		c.MaxRPCConnections < 0 || c.RegisterTimeout < 0 || c.StreamCapacity < 0 || c.StreamPushTimeout < 0 {
 		return fmt.Errorf("%w: connection limits must not be negative", ErrBadConfig)
 	}
 	c.fillDefaults()

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
@@ -54,6 +55,10 @@ type conn struct {
 	upstream bool
 
 	backlog backlog // where its stream stands, for the barrier (backlog.go)
+
+	// writing maps a stream to the blob get_next_stream_chunk handed out
+	// last to this writer, still unsealed (streams.go).
+	writing map[ids.ObjectID]ids.ObjectID
 }
 
 // newConn returns a connection of a UNIX-socket client, which gets the
@@ -70,6 +75,7 @@ func (c *conn) serve() {
 	c.sess = c.s.store.NewSession()
 	c.sess.SetBacklog(c)
 	defer c.sess.Close()
+	defer c.leaveStreams() // before the session closes: chunks it held go first
 	defer c.setStreaming(false)
 	defer c.closeSent() // fds never sent (the client went away first)
 	defer c.r.release()
@@ -339,6 +345,27 @@ func (c *conn) alive() bool {
 // the client went away is learnt from the poller (a hang-up of the socket,
 // poller.watchHangup), not by polling.
 func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, error)) (bool, error) {
+	return c.waitFor(timeout, func() (bool, <-chan struct{}, func(), error) {
+		done, key, err := check()
+		if done || err != nil {
+			return done, nil, nil, err
+		}
+		woken, stop := c.s.store.Watch(key)
+		// Checked again once watched: an event between the first check
+		// and Watch would otherwise be missed.
+		if done, _, err := check(); done || err != nil {
+			stop()
+			return done, nil, nil, err
+		}
+		return false, woken, stop, nil
+	})
+}
+
+// waitFor is wait with the channel to sleep on chosen by check: when its
+// condition does not hold, check returns a channel closed when it may
+// (a store key's, or a stream's: internal/streams) and, if not nil, a
+// stop function called once the wait on it ends.
+func (c *conn) waitFor(timeout time.Duration, check func() (bool, <-chan struct{}, func(), error)) (bool, error) {
 	var deadline <-chan time.Time
 	if timeout >= 0 {
 		t := time.NewTimer(timeout)
@@ -358,27 +385,27 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, er
 	if err := c.s.poller.watchHangup(c); err != nil {
 		return false, err
 	}
-	for {
-		done, key, err := check()
-		if done || err != nil {
-			return done, err
-		}
-		woken, stop := c.s.store.Watch(key)
-		// Checked again once watched: an event between the first check
-		// and Watch would otherwise be missed.
-		if done, _, err := check(); done || err != nil {
+	stopped := func(stop func()) {
+		if stop != nil {
 			stop()
+		}
+	}
+	for {
+		done, woken, stop, err := check()
+		if done || err != nil {
+			stopped(stop)
 			return done, err
 		}
 		select {
 		case <-woken:
-			stop()
+			stopped(stop)
 		case <-deadline:
-			stop()
-			done, _, err := check()
+			stopped(stop)
+			done, _, stop, err := check()
+			stopped(stop)
 			return done, err
 		case <-c.wake:
-			stop()
+			stopped(stop)
 			if !c.alive() {
 				return false, status.Errorf(status.ConnectionError, "client went away")
 			}
@@ -386,7 +413,7 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, er
 			// wake at once, forever. The wait goes on without the watch;
 			// the reply's write finds out.
 		case <-c.s.ctx.Done():
-			stop()
+			stopped(stop)
 			return false, status.Errorf(status.AlreadyStopped, "the daemon is shutting down")
 		}
 	}

@@ -239,6 +239,14 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindCreateRemoteBuffers: on(createRemoteBuffersMany),
 	protocol.KindGetRemoteBuffers:    answers(getRemoteBuffers),
 	protocol.KindFillBuffers:         acked(fillBuffers),
+
+	protocol.KindCreateStream:        acked((*conn).createStream),
+	protocol.KindOpenStream:          acked((*conn).openStream),
+	protocol.KindGetNextStreamChunk:  on((*conn).getStreamChunk),
+	protocol.KindPushNextStreamChunk: acked((*conn).pushStreamChunk),
+	protocol.KindPullNextStreamChunk: on((*conn).pullStreamChunk),
+	protocol.KindStopStream:          acked((*conn).stopStream),
+	protocol.KindDropStream:          acked((*conn).dropStream),
 }
 
 // delData deletes objects. For upstream's client (conn.upstream), which

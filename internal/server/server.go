@@ -22,6 +22,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 	"github.com/v6d-io/v6d-go/internal/store"
+	"github.com/v6d-io/v6d-go/internal/streams"
 )
 
 // Server is a running daemon. Start returns it once it listens; Close stops it.
@@ -55,6 +56,7 @@ type Server struct {
 	poller   *poller      // the epoll set of parked connections (park.go)
 	sched    *schedPolicy // Config.SchedBatch (sched.go)
 	migr     *migrator    // the peer service and migrations (migrate.go)
+	streams  *streams.Registry
 }
 
 // slots is a counting semaphore that never blocks.
@@ -136,20 +138,21 @@ func Start(cfg Config) (*Server, error) {
 	migr.setStore(st)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		migr:   migr,
-		rpcLn:  rpcLn,
-		poller: pl,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		store:  st,
-		etcd:   etcd,
-		ln:     ln,
-		ctx:    ctx,
-		cancel: cancel,
-		ready:  make(chan struct{}),
-		done:   make(chan struct{}),
-		conns:  make(map[*conn]struct{}),
-		m:      m,
+		migr:    migr,
+		rpcLn:   rpcLn,
+		poller:  pl,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		store:   st,
+		etcd:    etcd,
+		ln:      ln,
+		ctx:     ctx,
+		cancel:  cancel,
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+		conns:   make(map[*conn]struct{}),
+		m:       m,
+		streams: streams.New(st, cfg.StreamCapacity),
 	}
 	m.srv.Store(s)
 	s.readers.max.Store(maxBlockingReaders)
