@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from . import jsonlines, values
+from . import cpu, jsonlines, values
 from .systems import NAMES
 from .systems.base import Consumer, NotApplicable, System
 
@@ -70,22 +70,38 @@ class Agent:
             self.system.stop()
         return {}
 
+    def _daemon_cpu(self) -> float | None:
+        pid = self.system.daemon_pid()
+        return cpu.process_seconds(pid) if pid is not None else None
+
     def put_small(self, spec: dict[str, Any], trials: int, inner: int, warmup: bool = True) -> dict[str, Any]:
-        """inner puts of distinct objects per trial; then they are deleted."""
+        """inner puts of distinct objects per trial; then they are deleted. Also the CPU
+        seconds per put of this process (``cpu_client``) and of the daemon
+        (``cpu_daemon``, none without one), read around the loop; the daemon's after it
+        handled the loop's puts (System.settle)."""
         value = self._value(spec)
-        out = []
+        out: list[float] = []
+        mine: list[float] = []
+        theirs: list[float] = []
         for trial in range(0 if warmup else 1, trials + 1):
             refs: list[Any] = []
             with _no_gc():
+                d0, c0 = self._daemon_cpu(), time.process_time()
                 t0 = time.perf_counter()
                 for _ in range(inner):
                     refs.append(self.system.put(value))
                 dt = time.perf_counter() - t0
+                c1 = time.process_time()
+                self.system.settle()
+                d1 = self._daemon_cpu()
             self.system.delete(refs)
             refs.clear()
             if trial:
                 out.append(dt / inner)
-        return {"samples": out}
+                mine.append((c1 - c0) / inner)
+                if d0 is not None and d1 is not None:
+                    theirs.append((d1 - d0) / inner)
+        return {"samples": out, "cpu_client": mine, "cpu_daemon": theirs}
 
     def put_warm(self, spec: dict[str, Any], trials: int) -> dict[str, Any]:
         """put, then delete, trials times: each put reuses memory the last one freed."""
@@ -169,7 +185,9 @@ class Agent:
     def concurrency(self, spec: dict[str, Any], procs: int, ops: int, trials: int,
                     cross: bool = False) -> dict[str, Any]:
         """procs clients at once, each ops x (put + get) of its own objects. Reports the
-        per-op latency (median over clients) and the aggregate rate in ops/s.
+        per-op latency (median over clients), the aggregate rate in ops/s, and the CPU
+        seconds per put + get of the clients (``cpu_client``) and of the daemon
+        (``cpu_daemon``: from the first client's start to the last one's end).
 
         cross: each op still puts the client's own object, but gets one this process put
         before the trial (untimed), ops distinct objects per client: every get is of an
@@ -187,13 +205,17 @@ class Agent:
                     handed.clear()
         else:
             spans = self.system.run_concurrent(procs, ops, spec, trials)
-        latency, rate = [], []
+        latency, rate, mine, theirs = [], [], [], []
         for trial in spans:
-            per_op = sorted((end - start) / ops for start, end in trial)
+            per_op = sorted((s[1] - s[0]) / ops for s in trial)
             latency.append(per_op[len(per_op) // 2])
-            wall = max(end for _, end in trial) - min(start for start, _ in trial)
+            wall = max(s[1] for s in trial) - min(s[0] for s in trial)
             rate.append(procs * ops / wall)
-        return {"samples": latency, "rate": rate}
+            if all(len(s) > 2 for s in trial):
+                mine.append(sum(s[2] for s in trial) / (procs * ops))
+                if all(s[3] is not None and s[4] is not None for s in trial):
+                    theirs.append((max(s[4] for s in trial) - min(s[3] for s in trial)) / (procs * ops))
+        return {"samples": latency, "rate": rate, "cpu_client": mine, "cpu_daemon": theirs}
 
 
 def main() -> int:

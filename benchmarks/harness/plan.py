@@ -132,6 +132,10 @@ def system_figures(m: Mode) -> list[Figure]:
         figs.append(Figure(f"put.{size_key(n)}", f"put {size_label(n)}", nbytes=n, group="small"))
     for n in m.small:
         figs.append(Figure(f"get.{size_key(n)}", f"get {size_label(n)} (another process)", nbytes=n, group="small"))
+    for n in m.small:  # measured with put.S (cpu_figures)
+        for who in ("client", "daemon"):
+            figs.append(Figure(f"put.{size_key(n)}.cpu.{who}", f"put {size_label(n)}: {who} CPU per put", nbytes=n,
+                               group="cpu"))
     for n in m.large:
         figs.append(Figure(f"get.{size_key(n)}", f"get {size_label(n)} (another process)", nbytes=n, group="large"))
     if m.large:
@@ -147,6 +151,9 @@ def system_figures(m: Mode) -> list[Figure]:
                            "rate", m.conc_size, "concurrency"))
         figs.append(Figure(f"conc.{p}p.xrate", f"{p} client(s) at once: put + get {size_label(m.conc_size)}, "
                                                "got from another process, total", "rate", m.conc_size, "concurrency"))
+        for who in ("client", "daemon"):  # measured with conc.Np.rate (cpu_figures)
+            figs.append(Figure(f"conc.{p}p.cpu.{who}", f"{p} client(s) at once: {who} CPU per put + get "
+                                                       f"{size_label(m.conc_size)}", nbytes=m.conc_size, group="cpu"))
     shape = f"{m.frame_rows:,} × {m.frame_cols}"
     for kind, label in (("pandas", "pandas DataFrame"), ("arrow", "Arrow Table")):
         figs.append(Figure(f"{kind}.put", f"put {label} {shape}", nbytes=m.frame_rows * m.frame_cols * 8,
@@ -154,3 +161,13 @@ def system_figures(m: Mode) -> list[Figure]:
         figs.append(Figure(f"{kind}.get", f"get {label} {shape} (another process)",
                            nbytes=m.frame_rows * m.frame_cols * 8, group="frames"))
     return figs
+
+
+def cpu_of(figure_id: str) -> str | None:
+    """The figure whose command measures the CPU figure figure_id (``put.8B`` for
+    ``put.8B.cpu.daemon``, ``conc.4p.rate`` for ``conc.4p.cpu.client``), None when
+    figure_id is not a CPU figure."""
+    base, sep, _ = figure_id.partition(".cpu.")
+    if not sep:
+        return None
+    return base + ".rate" if base.startswith("conc.") else base

@@ -62,6 +62,10 @@ BIG_PUT = 64 << 20  # puts from this size on are held against a warm memcpy
 COLD_PUT, WARM_PUT = 0.7, 0.8  # put bandwidth ÷ warm memcpy bandwidth
 SCALING = {2: 1.4, 4: 1.6}  # clients: aggregate put+get rate ÷ one client's
 CONC_PEER = 5.0  # ours' aggregate rate ÷ Ray's
+# Issue 37's.
+MEDIUM_PUT = 0.6  # warm put bandwidth of 1 MiB up to BIG_PUT ÷ warm memcpy bandwidth
+DAEMON_CPU_PUT = 3e-6  # the daemon's CPU seconds per small put
+CPU_BOUND = 0.9  # aggregate rate of 4 clients ÷ cores ÷ (client + daemon CPU per put + get)
 
 
 def _is_control(figure_id: str) -> bool:
@@ -70,7 +74,7 @@ def _is_control(figure_id: str) -> bool:
     return ".after." in figure_id
 
 
-def targets(results: list[Result]) -> list[dict[str, Any]]:
+def targets(results: list[Result], cores: int | None = None) -> list[dict[str, Any]]:
     """Issue 15's targets, each a ratio of two figures of this run (None: not measured).
     A target appears when ours measured its figure; a peer or floor that did not run
     leaves its ratio None, with why."""
@@ -130,6 +134,28 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                                True, f"{_s(big.value())} / {_s(control)}"))
     for n in small:  # 4: Python puts
         small_python("put", n, PUT_RTT, PUT_PEER)
+    for r in results:  # issue 37: medium warm puts against a warm memcpy of the same size
+        if r.system != "ours" or not (1 << 20) <= r.figure.nbytes < BIG_PUT or not r.figure.id.startswith("put.warm."):
+            continue
+        memcpy = t.value(f"memcpy.warm.{size_key(r.figure.nbytes)}", "baseline")
+        out.append(_target(f"put {size_label(r.figure.nbytes)} into a warm store: ≥ {MEDIUM_PUT:g}× a warm NumPy "
+                           "memcpy", _div(r.value(), memcpy), MEDIUM_PUT, False,
+                           f"ours {_bw(r.value())} / memcpy {_bw(memcpy)}"))
+    for n in small:  # issue 37: the daemon's CPU per small put
+        cpu = t.value(f"put.{size_key(n)}.cpu.daemon", "ours")
+        if cpu is not None:
+            out.append(_target(f"put {size_label(n)}, Python: daemon CPU per put ≤ {_s(DAEMON_CPU_PUT)}",
+                               cpu / DAEMON_CPU_PUT, 1.0, True, f"ours {_s(cpu)} / {_s(DAEMON_CPU_PUT)}"))
+    for procs in (4,):  # issue 37: the rate the CPUs allow at the measured CPU per op
+        rate = t.value(f"conc.{procs}p.rate", "ours")
+        mine, theirs = t.value(f"conc.{procs}p.cpu.client", "ours"), t.value(f"conc.{procs}p.cpu.daemon", "ours")
+        if rate is None or mine is None or theirs is None or not cores:
+            continue
+        bound = cores / (mine + theirs)
+        out.append(_target(f"put + get, {procs} clients: ≥ {CPU_BOUND:g}× the rate {cores} CPUs allow at the "
+                           "measured CPU per put + get", rate / bound, CPU_BOUND, False,
+                           f"{_ops(rate)} / ({cores} CPUs ÷ (clients {_s(mine)} + daemon {_s(theirs)}) = "
+                           f"{_ops(bound)})"))
     for r in results:  # 5: large puts against a warm memcpy of the same size
         if r.system != "ours" or r.figure.nbytes < BIG_PUT or not r.figure.id.startswith(("put.cold.", "put.warm.")):
             continue
@@ -181,7 +207,7 @@ def _status(r: Result | None) -> str:
 
 def document(machine: dict[str, Any], mode: str, systems: dict[str, Any], results: list[Result]) -> dict[str, Any]:
     return {"format": 1, "mode": mode, "machine": machine, "systems": systems,
-            "targets": targets(results), "results": [r.to_json() for r in results]}
+            "targets": targets(results, machine.get("cores")), "results": [r.to_json() for r in results]}
 
 
 def _cell(r: Result | None, ours: Result | None) -> str:

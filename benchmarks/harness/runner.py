@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import agents, baselines, cbench, values
-from .plan import Figure, Mode, Selection, baseline_figures, c_figures, system_figures
+from .plan import Figure, Mode, Selection, baseline_figures, c_figures, cpu_of, system_figures
 from .results import FAILED, NA, OK, SKIPPED, Progress, Result
 
 ROOT = agents.ROOT
@@ -38,8 +38,9 @@ class Runner:
         self._floors: list[Figure] = []
         self._interleaved_rtt: list[float] = []
         self.systems: dict[str, dict[str, Any]] = {}
+        self._cpu: dict[tuple[str, str | None], list[Figure]] = {}
         self.plan = self._plan()
-        self.progress = Progress(sum(len(figs) for _, figs in self.plan))
+        self.progress = Progress(sum(len(figs) for _, figs in self.plan) + sum(len(v) for v in self._cpu.values()))
 
     def _plan(self) -> list[tuple]:
         def pick(system: str, figs: list[Figure]) -> list[Figure]:
@@ -47,8 +48,28 @@ class Runner:
 
         plan = [("baseline", pick("baseline", baseline_figures(self.mode))), ("c", pick("ours", c_figures(self.mode)))]
         for name in ["ours"] + self.peers:
-            plan.append((name, pick(name, system_figures(self.mode))))
+            figs = pick(name, system_figures(self.mode))
+            # A CPU figure is measured by the command of the figure it belongs to.
+            for f in figs:
+                if f.group == "cpu":
+                    self._cpu.setdefault((name, cpu_of(f.id)), []).append(f)
+            plan.append((name, [f for f in figs if f.group != "cpu"]))
         return [(name, figs) for name, figs in plan if figs]
+
+    def record_cpu(self, base: Figure, system: str, reply: dict[str, Any] | None,
+                   samples: dict[str, list[float]] | None = None) -> None:
+        """Records the CPU figures measured with base: from reply's cpu_client and
+        cpu_daemon, or samples gathered over interleaved trials; n/a when the
+        system reported none, failed when base's command did."""
+        for f in self._cpu.pop((system, base.id), []):
+            who = "cpu_" + f.id.rsplit(".", 1)[1]
+            got = samples.get(who) if samples is not None else reply.get(who) if reply and reply.get("ok") else None
+            if got:
+                self.record(f, system, OK, got)
+            elif reply is not None and not reply.get("ok") and "na" not in reply:
+                self.record(f, system, FAILED, reason=f"{base.id} failed")
+            else:
+                self.record(f, system, NA, reason=f"{system} reports no {who.replace('_', ' ')} time")
 
     def record(self, fig: Figure, system: str, status: str, samples: Sequence[float] = (), reason: str = "") -> None:
         r = Result(fig, system, status, list(samples), reason)
@@ -83,6 +104,10 @@ class Runner:
                 agent.close()
             self._kept.clear()
         self._floor_chunk(floors, chunks)
+        for (name, _), figs in self._cpu.items():
+            for f in figs:
+                self.record(f, name, SKIPPED, reason="the figure whose command measures it did not run")
+        self._cpu.clear()
         baselines.release()
         if self._interleaved_rtt:
             self._floor_samples["rtt.python"] = self._interleaved_rtt
@@ -229,6 +254,7 @@ class Runner:
             return
         fig = {n: next(f for f in live[n][1] if f.id == fid) for n in names}
         samples: dict[str, list[float]] = {n: [] for n in names}
+        cpu: dict[str, dict[str, list[float]]] = {n: {"cpu_client": [], "cpu_daemon": []} for n in names}
         for rnd in range(m.trials):
             if echo is not None:
                 # The Python socket round trip the small Python figures are held against,
@@ -244,15 +270,20 @@ class Runner:
                                        warmup=rnd == 0)
                 except Exception as e:  # noqa: BLE001 - the agent died: its figures fail
                     self.record(f, name, FAILED, reason=f"{type(e).__name__}: {e}")
+                    self.record_cpu(f, name, {"ok": False, "error": str(e)})
                     del samples[name]
                     continue
                 if reply["ok"]:
                     samples[name] += reply["samples"]
+                    for who, got in cpu[name].items():
+                        got += reply.get(who, [])
                 else:
                     self._record_reply(f, name, reply)
+                    self.record_cpu(f, name, reply)
                     del samples[name]
         for name, got in samples.items():
             self.record(fig[name], name, OK, got)
+            self.record_cpu(fig[name], name, {"ok": True}, cpu[name])
 
     def _call(self, agent: agents.AgentProcess, cmd: str, **args: Any) -> dict[str, Any]:
         return agent.call(cmd, timeout=self.mode.timeout, **args)
@@ -302,6 +333,7 @@ class Runner:
                                    trials=m.conc_trials, cross=cross)
                 for g in pair:
                     self._record_reply(g, name, reply, key="rate" if g.kind == "rate" else "samples")
+                    self.record_cpu(g, name, reply)
                 continue
             elif rest == "put":
                 reply = self._call(agent, "put_warm", spec=frame[group], trials=m.frame_trials)

@@ -86,6 +86,28 @@ def test_targets_are_ratios_of_this_run():
                    if "Python socket round trip" in t["target"]), "no floor, no pass"
 
 
+def test_cpu_and_medium_put_targets():
+    """Issue 37's: medium warm puts against a warm memcpy, the daemon's CPU per small
+    put, and the 4-client rate against what the CPUs allow at the CPU per op."""
+    extra = [
+        _r("memcpy.warm.1MiB", "baseline", 40 * US, "bandwidth", 1 << 20, "baseline"),
+        _r("put.warm.1MiB", "ours", 80 * US, "bandwidth", 1 << 20, "large"),
+        _r("put.8B.cpu.daemon", "ours", 4 * US, nbytes=8, group="cpu"),
+        _r("put.8B.cpu.client", "ours", 9 * US, nbytes=8, group="cpu"),
+        _r("conc.4p.rate", "ours", 50000.0, "rate", 1024, "concurrency"),
+        _r("conc.4p.cpu.client", "ours", 25 * US, nbytes=1024, group="cpu"),
+        _r("conc.4p.cpu.daemon", "ours", 15 * US, nbytes=1024, group="cpu"),
+    ]
+    by_name = {t["target"]: t for t in report.targets(_results() + extra, cores=2)}
+    medium = by_name["put 1 MiB into a warm store: ≥ 0.6× a warm NumPy memcpy"]
+    assert medium["ratio"] == pytest.approx(0.5) and medium["ok"] is False
+    daemon = by_name["put 8 B, Python: daemon CPU per put ≤ 3 µs"]
+    assert daemon["ratio"] == pytest.approx(4 / 3) and daemon["ok"] is False
+    bound = by_name["put + get, 4 clients: ≥ 0.9× the rate 2 CPUs allow at the measured CPU per put + get"]
+    assert bound["ratio"] == pytest.approx(50000 / (2 / 40e-6)) and bound["ok"] is True
+    assert not any("CPUs allow" in t["target"] for t in report.targets(_results() + extra)), "no cores, no bound"
+
+
 def test_report_files_round_trip(tmp_path):
     doc = report.document(MACHINE, "quick", {"ours": {"status": OK, "version": "0.1.0"},
                                              "upstream": {"status": SKIPPED, "reason": "pip install failed"}},
@@ -127,3 +149,4 @@ def test_units_stats_and_selection():
     assert ids.index("put.cold.1MiB") == 0, "the cold series must run first, on a fresh store"
     assert len(ids) == len(set(ids))
     assert {"conc.1p.xrate", "conc.2p.xrate", "conc.4p.xrate"} <= set(ids), "cross-process gets are measured"
+    assert {"put.8B.cpu.daemon", "conc.4p.cpu.client", "conc.4p.cpu.daemon"} <= set(ids), "CPU per op is reported"

@@ -72,6 +72,15 @@ class System:
     def delete(self, refs: list[Any]) -> None:
         """Frees what the refs name (memory may then be reused)."""
 
+    def daemon_pid(self) -> int | None:
+        """The pid of the system's daemon, whose CPU is reported per operation (None:
+        no daemon of one process)."""
+        return None
+
+    def settle(self) -> None:
+        """Waits until the daemon handled every request this client sent (a put may
+        return before the daemon read it), so that its CPU time read next counts them."""
+
     def consumer(self) -> Consumer:
         return ProcessConsumer(type(self), self.attach_info())
 
@@ -79,7 +88,10 @@ class System:
                        handed: list[list[list[Any]]] | None = None) -> list[list[list[float]]]:
         """Runs ``procs`` client processes at once, each doing ``ops`` times put + get
         (+ drop) of its own ``spec`` value, ``trials`` times (all starting together);
-        returns, per trial, the ``[start, end]`` wall-clock times of each process.
+        returns, per trial, the ``[start, end, cpu, daemon0, daemon1]`` of each process:
+        wall-clock times, its CPU seconds in the loop, and the daemon's CPU seconds
+        (harness.cpu) at its start and once the daemon handled its loop (None without
+        a daemon).
 
         With handed (per process, per trial, ``ops`` refs that another process put),
         each op still puts the process's own value but gets the next handed ref
@@ -91,7 +103,8 @@ class System:
         queue = ctx.Queue()
         cls = type(self)
         workers = [ctx.Process(target=_worker_main, args=(cls.__module__, cls.__name__, self.attach_info(), spec,
-                                                          ops, trials, barrier, queue, handed[i] if handed else None),
+                                                          ops, trials, barrier, queue, handed[i] if handed else None,
+                                                          self.daemon_pid()),
                                daemon=True) for i in range(procs)]
         for w in workers:
             w.start()
@@ -118,6 +131,9 @@ class DaemonClient(System):
     def __init__(self) -> None:
         self.daemon: Any = None  # a daemons.Daemon, in the producer only
         self.client: Any = None
+
+    def daemon_pid(self) -> int | None:
+        return self.daemon.proc.pid if self.daemon is not None else None
 
     @classmethod
     def connect(cls, socket: str) -> Any:
@@ -185,8 +201,11 @@ def _consumer_main(module: str, cls_name: str, info: Any, conn: Any) -> None:
 
 
 def _worker_main(module: str, cls_name: str, info: Any, spec: dict[str, Any], ops: int, trials: int,
-                 barrier: Any, queue: Any, handed: list[list[Any]] | None) -> None:
-    from .. import values
+                 barrier: Any, queue: Any, handed: list[list[Any]] | None, daemon: int | None = None) -> None:
+    from .. import cpu, values
+
+    def daemon_cpu() -> float | None:
+        return cpu.process_seconds(daemon) if daemon is not None else None
 
     try:
         system = getattr(importlib.import_module(module), cls_name).attach(info)
@@ -199,13 +218,15 @@ def _worker_main(module: str, cls_name: str, info: Any, spec: dict[str, Any], op
         for trial in range(trials):
             gets = handed[trial] if handed else None
             barrier.wait(timeout=300)
-            t0 = time.time()
+            d0, c0, t0 = daemon_cpu(), time.process_time(), time.time()
             for i in range(ops):
                 ref = system.put(value)
                 v = system.get(ref if gets is None else gets[i])
                 del v
                 refs.append(ref)
-            spans.append([t0, time.time()])
+            t1, c1 = time.time(), time.process_time()
+            system.settle()
+            spans.append([t0, t1, c1 - c0, d0, daemon_cpu()])
             # Deletes only once every process's loop is over: one client's deletes
             # never count in another's loop, as none count in a single client's.
             barrier.wait(timeout=300)

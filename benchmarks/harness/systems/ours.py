@@ -66,6 +66,9 @@ class Ours(DaemonClient):
 
         return vineyard.connect(socket)
 
+    def settle(self) -> None:
+        _ = self.client.status  # a round trip: the daemon read this connection's pipelined puts before it
+
     def put(self, value: Any) -> Any:
         return int(self.client.put(value))
 
