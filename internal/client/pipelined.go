@@ -40,6 +40,9 @@ const (
 	syncEvery = 256
 	// leasePuts: a small put's lease holds this many puts of its size.
 	leasePuts = 64
+	// pipelinedLease bounds the lease a pipelined put asks for beyond two
+	// puts of its size (see leaseWant).
+	pipelinedLease = 4 << 20
 	// maxPipelinedTree bounds the tree of a pipelined put: a larger frame
 	// is read by the daemon through its request budget, which may refuse
 	// it with an ordinary error reply.
@@ -109,6 +112,13 @@ type pipeline struct {
 	triples []uint64
 }
 
+// leaseWant is the lease a pipelined put of total bytes asks for when its
+// lease is short: leasePuts puts (small puts), at most pipelinedLease bytes,
+// and never less than two puts (leaseFactor).
+func leaseWant(total uint64) uint64 {
+	return max(min(leasePuts*total, pipelinedLease), leaseFactor*total)
+}
+
 // sinceSync returns how many puts were written since the last exchange.
 func (p *pipeline) sinceSync() int {
 	if p.at != p.c.w.exchanges {
@@ -148,10 +158,12 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 	if pins == nil {
 		return 0, nil, false, nil
 	}
-	// A lease holds leasePuts puts of this size: renewing it (a round trip)
-	// costs one put in leasePuts at most, and a client of a few large puts
-	// holds no more than that many.
-	a, ok, err := l.ensure(total, uint64(len(data))+1, leasePuts*total, false)
+	// A lease holds leasePuts puts of this size, at most pipelinedLease
+	// bytes unless two puts need more: renewing it (a round trip) costs one
+	// put in leasePuts at most for small puts, and a client of medium puts
+	// reuses the memory its deleted puts freed instead of walking through a
+	// lease of memory it never mapped (docs/performance.md, "Medium puts").
+	a, ok, err := l.ensure(total, uint64(len(data))+1, leaseWant(total), total >= fillChunk)
 	if !ok || err != nil {
 		return 0, nil, false, err
 	}
@@ -163,7 +175,7 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 		if err != nil {
 			return 0, nil, false, err
 		}
-		copy(rw, d)
+		fillBlob(rw, d)
 		bids[i] = l.next
 		triples = append(triples, uint64(l.next), l.off, size)
 		l.off += roundUp(size)

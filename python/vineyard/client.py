@@ -35,6 +35,13 @@ _build_numpy = data.tensor.build_numpy
 
 # (dtype, shape, C order) → the tree text of a small array's put (Client._put_small_array).
 _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
+# C-contiguous arrays up to this size are put in that one call too when the
+# client shares the daemon's memory (not over TCP): libv6d copies them into
+# memory the daemon leased to the client, mapping the pages as it goes, and
+# sends the tree without waiting for a reply (a pipelined put; "Medium puts"
+# in docs/performance.md). Larger ones go through BlobBatch, whose copy
+# threads pay there. At most V6D_INLINE_MAX.
+_ONE_CALL_BYTES = 64 << 20
 # Gets of trees of a shape already got (shape numbers, v6d_get_object_shaped):
 # the plan of the shape (numpy_plan) or None. A plan makes a tensor's array
 # from the one blob the get pinned, without reading its tree
@@ -515,7 +522,7 @@ class Client:
         return oid
 
     def _put_small_array(self, arr: np.ndarray) -> ObjectID | None:
-        """The put of a small C-contiguous array, when the built-in builder
+        """The put of a small or medium C-contiguous array, when the built-in builder
         takes NumPy arrays (the caller checks; after a registration it is
         known again once the builders took one array): the tree its builder makes depends only on the
         dtype, shape and order, so its text (with the blob inline) is made
@@ -524,7 +531,8 @@ class Client:
         JSON and the call's lists (docs/performance.md). None when the
         array does not qualify: the builders then take it."""
         nbytes = arr.nbytes
-        if not 0 < nbytes <= INLINE_BYTES:
+        if not 0 < nbytes <= INLINE_BYTES and (not INLINE_BYTES < nbytes <= _ONE_CALL_BYTES
+                                               or self._session.conn is None or self._session.conn.remote):
             return None
         if not arr.flags.c_contiguous:
             return None  # F and strided arrays: the builder stores them in C order (upstream's layout)

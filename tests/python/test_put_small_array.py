@@ -1,5 +1,6 @@
 """The small-array put (Client._put_small_array): the same stored tree and
-value as the builders make, one round trip, and registered builders still
+value as the builders make, one round trip (none when pipelined), also for
+medium arrays up to client._ONE_CALL_BYTES, and registered builders still
 take precedence."""
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ ARRAYS = [
     np.arange(0, 3, dtype="M8[ns]"),  # no buffer protocol: its address from arr.ctypes
     np.frombuffer(b"12345678", dtype=np.uint8),  # read-only
     np.arange(20, dtype=np.int16)[5:9],  # a view starting inside its base
+    np.arange(1 << 17, dtype=np.int64),  # 1 MiB: medium, one call
+    np.arange(3 << 20, dtype=np.float64).reshape(-1, 1024),  # 24 MiB: filled by several goroutines
 ]
 
 
@@ -60,9 +63,14 @@ def test_small_arrays_skip_the_builders_others_take_them(client, monkeypatch):
     monkeypatch.setattr(data, "build", lambda *a, **kw: taken.append(a[1]) or real(*a, **kw))
     assert np.array_equal(client.get(client.put(arr)), arr)
     assert taken == []
+    # Medium arrays too, in one call.
+    for n in (1 << 14, 1 << 17, 2 << 20):  # 128 KiB, 1 MiB, 16 MiB
+        medium = np.arange(n, dtype=np.int64)
+        assert np.array_equal(client.get(client.put(medium)), medium)
+    assert taken == []
     # Strided, large, empty and object arrays, subclasses and keywords take the builders.
     strided = np.arange(100, dtype=np.int16)[::3]
-    big = np.arange(1 << 14, dtype=np.int64)  # 128 KiB
+    big = np.arange((vineyard.client._ONE_CALL_BYTES >> 3) + 1, dtype=np.int64)
     empty = np.zeros(0, dtype=np.float32)
     objs = np.array([1, "a"], dtype=object)
     sub = np.arange(3).view(np.matrix)
@@ -117,3 +125,22 @@ def test_a_full_store_refuses_a_small_put_and_the_next_one_works():
         c.delete(kept)
         oid = c.put(np.arange(5, dtype=np.int16))
         assert c.get(oid).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_full_store_refuses_a_medium_put_and_the_next_one_works():
+    """A medium put (one call, pipelined) that finds no memory raises at
+    once, and the store takes the next one after a delete."""
+    from vineyard.deploy import start_vineyardd
+
+    with start_vineyardd(size="24Mi") as sock, vineyard.connect(sock) as c:
+        chunk = np.full(3 << 20, 7, dtype=np.uint8)
+        kept = []
+        with pytest.raises(vineyard.NotEnoughMemoryException):
+            for _ in range(16):
+                kept.append(c.put(chunk))
+        assert 0 < len(kept) < 16
+        for oid in kept:
+            assert np.array_equal(c.get(oid), chunk)
+        c.delete(kept)
+        oid = c.put(chunk)
+        assert np.array_equal(c.get(oid), chunk)
