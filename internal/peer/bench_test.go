@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -38,6 +37,8 @@ var benchSizes = []struct {
 // BenchmarkFetch measures Fetch over loopback against the physical floors
 // of the same run: a raw loopback TCP copy of the same bytes into a
 // pre-faulted buffer, and memcpy. Compare MB/s within one run only.
+// grpc-streams=N is the default data path (raw data connections above
+// RawAbove), chunks-streams=2 the bytes inside gRPC messages.
 //
 //	go test -run '^$' -bench Fetch -benchtime 3x ./internal/peer/
 func BenchmarkFetch(b *testing.B) {
@@ -61,10 +62,15 @@ func BenchmarkFetch(b *testing.B) {
 
 		b.Run(sz.name+"/memcpy", func(b *testing.B) { prep(); peertest.BenchMemcpy(b, dst, data) })
 		b.Run(sz.name+"/tcp", func(b *testing.B) { prep(); peertest.BenchTCP(b, data, dst) })
-		for _, streams := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("%s/grpc-streams=%d", sz.name, streams), func(b *testing.B) {
+		for _, v := range []struct {
+			name     string
+			streams  int
+			rawAbove int64
+		}{{"grpc-streams=1", 1, 0}, {"grpc-streams=2", 2, 0}, {"grpc-streams=4", 4, 0}, {"chunks-streams=2", 2, -1}} {
+			streams := v.streams
+			b.Run(sz.name+"/"+v.name, func(b *testing.B) {
 				prep()
-				s, err := Listen(ServerConfig{SplitAbove: 8 << 20}, src)
+				s, err := Listen(ServerConfig{SplitAbove: 8 << 20, RawAbove: v.rawAbove}, src)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -100,27 +106,35 @@ func BenchmarkFetchSmall(b *testing.B) {
 	data := pattern(5, size)
 	src.put(blobID(0), data)
 	b.Run("tcp", func(b *testing.B) { peertest.BenchTCP(b, data, make([]byte, size)) })
-	b.Run("grpc", func(b *testing.B) {
-		s, err := Listen(ServerConfig{}, src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
-		c, err := NewClient(ClientConfig{}, &benchSink{bufs: map[uint64][]byte{}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = c.Close() }()
-		ctx := context.Background()
-		req := []ids.ObjectID{blobID(0)}
-		if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for b.Loop() {
+	// grpc is the default path (bytes in gRPC messages below RawAbove);
+	// grpc-raw forces a raw data connection, to show its fixed cost (a TCP
+	// connect and the ticket) against the round trip.
+	for _, v := range []struct {
+		name     string
+		rawAbove int64
+	}{{"grpc", 0}, {"grpc-raw", 1}} {
+		b.Run(v.name, func(b *testing.B) {
+			s, err := Listen(ServerConfig{RawAbove: v.rawAbove}, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			c, err := NewClient(ClientConfig{}, &benchSink{bufs: map[uint64][]byte{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			ctx := context.Background()
+			req := []ids.ObjectID{blobID(0)}
 			if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := c.Fetch(ctx, s.Addr(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -37,6 +37,9 @@ type ClientConfig struct {
 	// decoded, per stream.
 	StreamWindow, ConnWindow int32
 	BufferSize               int
+	// NoRaw keeps every byte inside gRPC messages: the client never asks
+	// for raw data connections (raw.go). With TLS it never does anyway.
+	NoRaw bool
 	// Dialer, when set, makes the connections (tests use it to cut them).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
@@ -204,7 +207,7 @@ func (c *Client) Fetch(ctx context.Context, endpoint string, blobs []ids.ObjectI
 	if err != nil {
 		return nil, fmt.Errorf("peer: begin transfer: %w", err)
 	}
-	f := &fetch{c: c, ccs: ccs, blobs: blobs, tr: tr}
+	f := &fetch{c: c, endpoint: endpoint, ccs: ccs, blobs: blobs, tr: tr}
 	out, err := f.run(ctx)
 	if err != nil {
 		f.tr.Abort()
@@ -218,12 +221,13 @@ func (c *Client) Fetch(ctx context.Context, endpoint string, blobs []ids.ObjectI
 
 // fetch is one Fetch call.
 type fetch struct {
-	c     *Client
-	ccs   []*grpc.ClientConn
-	blobs []ids.ObjectID
-	tr    Transfer
-	sizes []uint64
-	dst   [][]byte
+	c        *Client
+	endpoint string
+	ccs      []*grpc.ClientConn
+	blobs    []ids.ObjectID
+	tr       Transfer
+	sizes    []uint64
+	dst      [][]byte
 
 	transportFailed bool // set by run's goroutine only after wg.Wait
 }
@@ -320,6 +324,9 @@ func (f *fetch) cause(parent, ctx context.Context, err error) error {
 		}
 		err = c
 	}
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrStalled) {
+		f.transportFailed = true
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
@@ -358,7 +365,8 @@ func (f *fetch) open(ctx context.Context, cancel context.CancelCauseFunc, k int,
 		return nil, err
 	}
 	s := &stream{cs: cs, ranges: ranges, watch: watch}
-	if err := cs.SendMsg(&fetchRequest{Ranges: ranges, MaxStreams: uint32(streams)}); err != nil && !errors.Is(err, io.EOF) {
+	req := fetchRequest{Ranges: ranges, MaxStreams: uint32(streams), Raw: !f.c.cfg.NoRaw && !f.c.cfg.TLS.enabled()}
+	if err := cs.SendMsg(&req); err != nil && !errors.Is(err, io.EOF) {
 		s.close()
 		return nil, err
 	}
@@ -442,6 +450,12 @@ func (f *fetch) receive(ctx context.Context, cancel context.CancelCauseFunc, s *
 		cancel(err)
 		return err
 	}
+	if len(s.hdr.Ticket) > 0 {
+		if err := f.receiveRaw(ctx, s, ps); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
 	cur := 0
 	for cur < len(ps) && ps[cur].off == ps[cur].end {
 		cur++
@@ -485,6 +499,74 @@ func (f *fetch) receive(ctx context.Context, cancel context.CancelCauseFunc, s *
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// receiveRaw reads the pieces of a stream from a raw data connection
+// straight into the destination, then expects the stream's status.
+func (f *fetch) receiveRaw(ctx context.Context, s *stream, ps []piece) error {
+	idle := f.c.cfg.IdleTimeout
+	dctx, cancelDial := context.WithTimeout(ctx, idle)
+	var conn net.Conn
+	var err error
+	if f.c.cfg.Dialer != nil {
+		conn, err = f.c.cfg.Dialer(dctx, f.endpoint)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", f.endpoint)
+	}
+	cancelDial()
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("%w: data connection: %w", ErrUnavailable, err)
+	}
+	defer func() { _ = conn.Close() }()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	hello := make([]byte, 0, len(rawMagic)+ticketLen)
+	hello = append(append(hello, rawMagic...), s.hdr.Ticket...)
+	_ = conn.SetWriteDeadline(time.Now().Add(idle))
+	if _, err := conn.Write(hello); err != nil {
+		return rawErr(ctx, err, idle)
+	}
+	for _, p := range ps {
+		b := f.dst[f.index(s.ranges[p.blob].Blob)][p.off:p.end]
+		for len(b) > 0 {
+			n := min(len(b), rawStep)
+			_ = conn.SetReadDeadline(time.Now().Add(idle))
+			if _, err := io.ReadFull(conn, b[:n]); err != nil {
+				return rawErr(ctx, err, idle)
+			}
+			s.watch.Reset(idle)
+			b = b[n:]
+		}
+	}
+	var m inChunk
+	m.dest = func(uint32, uint64, int) ([]byte, error) {
+		return nil, fmt.Errorf("%w: chunk on a raw stream", ErrProtocol)
+	}
+	err = s.cs.RecvMsg(&m)
+	switch {
+	case m.err != nil:
+		return m.err
+	case err == nil:
+		return fmt.Errorf("%w: message after the raw bytes", ErrProtocol)
+	case errors.Is(err, io.EOF):
+		return nil
+	}
+	return err
+}
+
+// rawErr is the error of a failed read or write on a raw data connection.
+func rawErr(ctx context.Context, err error, idle time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: nothing received for %v", ErrStalled, idle)
+	}
+	return fmt.Errorf("%w: data connection: %w", ErrUnavailable, err)
 }
 
 // nopTransfer stands in for a Transfer that must not be touched again.

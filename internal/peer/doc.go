@@ -19,6 +19,13 @@
 // destination buffers at most the stream window per stream (received but not
 // yet decoded), and streams per fetch are capped by Config.MaxStreams.
 //
+// Raw data connections (raw.go): without TLS, a stream of at least
+// ServerConfig.RawAbove bytes moves them outside gRPC, over a plain TCP
+// connection to the same port that presents a one-time ticket from the
+// stream's header; the source writes straight from the pinned views and the
+// destination reads straight into its blobs, with no user-space buffer on
+// either side. Pins, plans, errors and timeouts are those of the stream.
+//
 // Messages use a codec of their own (see peerpb/peer.proto for the wire
 // format, which is protobuf-compatible), forced on both ends, so no other
 // gRPC service in the process (etcd) is affected.

@@ -13,7 +13,9 @@ import (
 )
 
 // faultListener hands out connections that call onBytes once a connection
-// has written more than after bytes (only the first connection, if once).
+// has written more than after bytes (only on the first connection to do so,
+// if once: that is the one carrying the bytes, a gRPC connection or a raw
+// data connection).
 type faultListener struct {
 	net.Listener
 	after   int64
@@ -27,9 +29,11 @@ func (l *faultListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	fc := &faultConn{Conn: c, closed: make(chan struct{})}
-	if !l.once || l.used.CompareAndSwap(false, true) {
-		fc.after, fc.onBytes = l.after, l.onBytes
+	fc := &faultConn{Conn: c, closed: make(chan struct{}), after: l.after, onBytes: l.onBytes}
+	if l.once {
+		fc.fired = &l.used
+	} else {
+		fc.fired = new(atomic.Bool)
 	}
 	return fc, nil
 }
@@ -39,7 +43,7 @@ type faultConn struct {
 	after   int64
 	onBytes func(c *faultConn)
 	written atomic.Int64
-	fired   atomic.Bool
+	fired   *atomic.Bool
 	stall   atomic.Bool // writes block until Close
 	closed  chan struct{}
 	close   sync.Once
@@ -60,6 +64,13 @@ func (c *faultConn) Write(b []byte) (int, error) {
 func (c *faultConn) Close() error {
 	c.close.Do(func() { close(c.closed) })
 	return c.Conn.Close()
+}
+
+// eachMode runs a test with raw data connections (the default) and with
+// every byte inside gRPC messages.
+func eachMode(t *testing.T, test func(t *testing.T, rawAbove int64)) {
+	t.Run("raw", func(t *testing.T) { test(t, 0) })
+	t.Run("chunks", func(t *testing.T) { test(t, -1) })
 }
 
 func bigSource(t *testing.T, size int) (*fakeSource, []ids.ObjectID, []byte) {
@@ -86,50 +97,54 @@ func mustFetch(t *testing.T, c *Client, sink *fakeSink, endpoint string, req []i
 // middle of a stream: the fetch fails, nothing is committed, every pin and
 // every allocated byte is released, and a retry against a new owner works.
 func TestFaultOwnerKilled(t *testing.T) {
-	for _, streams := range []int{1, 4} {
-		src, req, want := bigSource(t, 48<<20)
-		sink := newFakeSink()
-		var srv *Server
-		srv = startServer(t, ServerConfig{}, src, func(l net.Listener) net.Listener {
-			return &faultListener{Listener: l, after: 8 << 20, onBytes: func(*faultConn) {
-				go func() { _ = srv.Close() }()
-			}}
-		})
-		c := newClient(t, ClientConfig{MaxStreams: streams}, sink)
-		_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
-		if err == nil {
-			t.Fatal("fetch survived its owner")
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		for _, streams := range []int{1, 4} {
+			src, req, want := bigSource(t, 48<<20)
+			sink := newFakeSink()
+			var srv *Server
+			srv = startServer(t, ServerConfig{RawAbove: rawAbove}, src, func(l net.Listener) net.Listener {
+				return &faultListener{Listener: l, after: 8 << 20, onBytes: func(*faultConn) {
+					go func() { _ = srv.Close() }()
+				}}
+			})
+			c := newClient(t, ClientConfig{MaxStreams: streams}, sink)
+			_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
+			if err == nil {
+				t.Fatal("fetch survived its owner")
+			}
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("streams=%d: err = %v, want ErrUnavailable", streams, err)
+			}
+			checkClean(t, src, sink)
+			if sink.committed.Load() != 0 {
+				t.Fatal("partial commit")
+			}
+			srv2 := startServer(t, ServerConfig{RawAbove: rawAbove}, src, nil)
+			mustFetch(t, c, sink, srv2.Addr(), req, want)
+			checkClean(t, src, sink)
 		}
-		if !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("streams=%d: err = %v, want ErrUnavailable", streams, err)
-		}
-		checkClean(t, src, sink)
-		if sink.committed.Load() != 0 {
-			t.Fatal("partial commit")
-		}
-		srv2 := startServer(t, ServerConfig{}, src, nil)
-		mustFetch(t, c, sink, srv2.Addr(), req, want)
-		checkClean(t, src, sink)
-	}
+	})
 }
 
 // TestFaultConnectionDropped closes the TCP connection under a live server
 // mid-stream; a retry on the same endpoint works.
 func TestFaultConnectionDropped(t *testing.T) {
-	src, req, want := bigSource(t, 40<<20)
-	sink := newFakeSink()
-	srv := startServer(t, ServerConfig{}, src, func(l net.Listener) net.Listener {
-		return &faultListener{Listener: l, after: 4 << 20, once: true, onBytes: func(c *faultConn) {
-			_ = c.Close()
-		}}
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		src, req, want := bigSource(t, 40<<20)
+		sink := newFakeSink()
+		srv := startServer(t, ServerConfig{RawAbove: rawAbove}, src, func(l net.Listener) net.Listener {
+			return &faultListener{Listener: l, after: 4 << 20, once: true, onBytes: func(c *faultConn) {
+				_ = c.Close()
+			}}
+		})
+		c := newClient(t, ClientConfig{}, sink)
+		if _, err := c.Fetch(fetchCtx(t), srv.Addr(), req); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("err = %v, want ErrUnavailable", err)
+		}
+		checkClean(t, src, sink)
+		mustFetch(t, c, sink, srv.Addr(), req, want)
+		checkClean(t, src, sink)
 	})
-	c := newClient(t, ClientConfig{}, sink)
-	if _, err := c.Fetch(fetchCtx(t), srv.Addr(), req); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
-	}
-	checkClean(t, src, sink)
-	mustFetch(t, c, sink, srv.Addr(), req, want)
-	checkClean(t, src, sink)
 }
 
 // TestFaultStalled makes the source's connection go silent (writes block, as
@@ -137,23 +152,25 @@ func TestFaultConnectionDropped(t *testing.T) {
 // with ErrStalled, and the source releases its pins although gRPC still
 // holds chunks it cannot write.
 func TestFaultStalled(t *testing.T) {
-	src, req, want := bigSource(t, 32<<20)
-	sink := newFakeSink()
-	srv := startServer(t, ServerConfig{}, src, func(l net.Listener) net.Listener {
-		return &faultListener{Listener: l, after: 2 << 20, once: true, onBytes: func(c *faultConn) {
-			c.stall.Store(true)
-		}}
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		src, req, want := bigSource(t, 32<<20)
+		sink := newFakeSink()
+		srv := startServer(t, ServerConfig{RawAbove: rawAbove}, src, func(l net.Listener) net.Listener {
+			return &faultListener{Listener: l, after: 2 << 20, once: true, onBytes: func(c *faultConn) {
+				c.stall.Store(true)
+			}}
+		})
+		c := newClient(t, ClientConfig{IdleTimeout: 500 * time.Millisecond}, sink)
+		_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
+		if !errors.Is(err, ErrStalled) {
+			t.Fatalf("err = %v, want ErrStalled", err)
+		}
+		checkClean(t, src, sink)
+		// The retry uses the default IdleTimeout: on a loaded machine (the race
+		// detector, other builds) a healthy stream may pause longer than 500 ms.
+		mustFetch(t, newClient(t, ClientConfig{}, sink), sink, srv.Addr(), req, want)
+		checkClean(t, src, sink)
 	})
-	c := newClient(t, ClientConfig{IdleTimeout: 500 * time.Millisecond}, sink)
-	_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
-	if !errors.Is(err, ErrStalled) {
-		t.Fatalf("err = %v, want ErrStalled", err)
-	}
-	checkClean(t, src, sink)
-	// The retry uses the default IdleTimeout: on a loaded machine (the race
-	// detector, other builds) a healthy stream may pause longer than 500 ms.
-	mustFetch(t, newClient(t, ClientConfig{}, sink), sink, srv.Addr(), req, want)
-	checkClean(t, src, sink)
 }
 
 // TestFaultNoServer fetches from a port nobody listens on.
@@ -174,64 +191,70 @@ func TestFaultNoServer(t *testing.T) {
 
 // TestFaultOutOfMemory: the destination cannot allocate the second blob.
 func TestFaultOutOfMemory(t *testing.T) {
-	src, req, want := bigSource(t, 20<<20)
-	sink := newFakeSink()
-	sink.limit = 20 << 20 // the first blob fits, the second does not
-	srv := startServer(t, ServerConfig{}, src, nil)
-	c := newClient(t, ClientConfig{}, sink)
-	_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
-	if !errors.Is(err, errOOM) {
-		t.Fatalf("err = %v, want the sink's error", err)
-	}
-	checkClean(t, src, sink)
-	if sink.live.Load() != 0 {
-		t.Fatal("allocation kept")
-	}
-	sink.limit = 0
-	mustFetch(t, c, sink, srv.Addr(), req, want)
-	checkClean(t, src, sink)
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		src, req, want := bigSource(t, 20<<20)
+		sink := newFakeSink()
+		sink.limit = 20 << 20 // the first blob fits, the second does not
+		srv := startServer(t, ServerConfig{RawAbove: rawAbove}, src, nil)
+		c := newClient(t, ClientConfig{}, sink)
+		_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
+		if !errors.Is(err, errOOM) {
+			t.Fatalf("err = %v, want the sink's error", err)
+		}
+		checkClean(t, src, sink)
+		if sink.live.Load() != 0 {
+			t.Fatal("allocation kept")
+		}
+		sink.limit = 0
+		mustFetch(t, c, sink, srv.Addr(), req, want)
+		checkClean(t, src, sink)
+	})
 }
 
 // TestFaultDeletedMeanwhile deletes the blob on the owner after the first
 // stream pinned it: the other streams' pins fail, so the fetch fails with
 // ErrObjectNotExists and commits nothing.
 func TestFaultDeletedMeanwhile(t *testing.T) {
-	src, req, want := bigSource(t, 40<<20)
-	sink := newFakeSink()
-	var armed atomic.Bool
-	armed.Store(true)
-	src.afterPin = func(int64) {
-		if armed.CompareAndSwap(true, false) {
-			src.del(blobID(0))
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		src, req, want := bigSource(t, 40<<20)
+		sink := newFakeSink()
+		var armed atomic.Bool
+		armed.Store(true)
+		src.afterPin = func(int64) {
+			if armed.CompareAndSwap(true, false) {
+				src.del(blobID(0))
+			}
 		}
-	}
-	srv := startServer(t, ServerConfig{}, src, nil)
-	c := newClient(t, ClientConfig{MaxStreams: 4}, sink)
-	_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
-	if !errors.Is(err, ErrObjectNotExists) {
-		t.Fatalf("err = %v, want ErrObjectNotExists", err)
-	}
-	checkClean(t, src, sink)
-	if _, err := c.Fetch(fetchCtx(t), srv.Addr(), req); !errors.Is(err, ErrObjectNotExists) {
-		t.Fatalf("deleted blob: err = %v", err)
-	}
-	src.put(blobID(0), want)
-	mustFetch(t, c, sink, srv.Addr(), req, want)
-	checkClean(t, src, sink)
+		srv := startServer(t, ServerConfig{RawAbove: rawAbove}, src, nil)
+		c := newClient(t, ClientConfig{MaxStreams: 4}, sink)
+		_, err := c.Fetch(fetchCtx(t), srv.Addr(), req)
+		if !errors.Is(err, ErrObjectNotExists) {
+			t.Fatalf("err = %v, want ErrObjectNotExists", err)
+		}
+		checkClean(t, src, sink)
+		if _, err := c.Fetch(fetchCtx(t), srv.Addr(), req); !errors.Is(err, ErrObjectNotExists) {
+			t.Fatalf("deleted blob: err = %v", err)
+		}
+		src.put(blobID(0), want)
+		mustFetch(t, c, sink, srv.Addr(), req, want)
+		checkClean(t, src, sink)
+	})
 }
 
 // TestFaultCancelled cancels the caller's context mid-transfer.
 func TestFaultCancelled(t *testing.T) {
-	src, req, _ := bigSource(t, 40<<20)
-	sink := newFakeSink()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := startServer(t, ServerConfig{}, src, func(l net.Listener) net.Listener {
-		return &faultListener{Listener: l, after: 4 << 20, onBytes: func(*faultConn) { cancel() }}
+	eachMode(t, func(t *testing.T, rawAbove int64) {
+		src, req, _ := bigSource(t, 40<<20)
+		sink := newFakeSink()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		srv := startServer(t, ServerConfig{RawAbove: rawAbove}, src, func(l net.Listener) net.Listener {
+			return &faultListener{Listener: l, after: 4 << 20, onBytes: func(*faultConn) { cancel() }}
+		})
+		c := newClient(t, ClientConfig{}, sink)
+		if _, err := c.Fetch(ctx, srv.Addr(), req); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		checkClean(t, src, sink)
 	})
-	c := newClient(t, ClientConfig{}, sink)
-	if _, err := c.Fetch(ctx, srv.Addr(), req); !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	checkClean(t, src, sink)
 }

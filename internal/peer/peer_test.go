@@ -23,35 +23,51 @@ func TestFetch(t *testing.T) {
 		{"split, one stream allowed", []int{20<<20 + 7}, 1},
 		{"split, three streams", []int{30 << 20}, 3},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src, sink := newFakeSource(), newFakeSink()
-			var want [][]byte
-			var req []ids.ObjectID
-			for i, n := range tc.sizes {
-				b := pattern(byte(i), n)
-				src.put(blobID(i), b)
-				want = append(want, b)
-				req = append(req, blobID(i))
-			}
-			s := startServer(t, ServerConfig{}, src, nil)
-			c := newClient(t, ClientConfig{MaxStreams: tc.streams}, sink)
-			got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(req) {
-				t.Fatalf("%d blobs back, want %d", len(got), len(req))
-			}
-			for i, lb := range got {
-				if lb.Source != req[i] || lb.Size != uint64(tc.sizes[i]) || !lb.ID.IsBlob() {
-					t.Errorf("blob %d: %+v", i, lb)
+		for _, mode := range []struct {
+			name     string
+			rawAbove int64
+		}{{"raw", 0}, {"chunks", -1}} {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				src, sink := newFakeSource(), newFakeSink()
+				var want [][]byte
+				var req []ids.ObjectID
+				for i, n := range tc.sizes {
+					b := pattern(byte(i), n)
+					src.put(blobID(i), b)
+					want = append(want, b)
+					req = append(req, blobID(i))
 				}
-				if !bytes.Equal(sink.get(lb.ID), want[i]) {
-					t.Errorf("blob %d: bytes differ", i)
+				s := startServer(t, ServerConfig{RawAbove: mode.rawAbove}, src, nil)
+				c := newClient(t, ClientConfig{MaxStreams: tc.streams}, sink)
+				got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			checkClean(t, src, sink)
-		})
+				// Streams of at least RawAbove bytes use a raw data connection
+				// unless it is turned off (every stream of these cases carries
+				// at least RawAbove bytes when the whole does).
+				total := 0
+				for _, n := range tc.sizes {
+					total += n
+				}
+				raw := s.rawServed.Load()
+				if (raw > 0) != (total >= DefaultRawAbove && mode.rawAbove == 0) {
+					t.Errorf("%d streams over raw data connections", raw)
+				}
+				if len(got) != len(req) {
+					t.Fatalf("%d blobs back, want %d", len(got), len(req))
+				}
+				for i, lb := range got {
+					if lb.Source != req[i] || lb.Size != uint64(tc.sizes[i]) || !lb.ID.IsBlob() {
+						t.Errorf("blob %d: %+v", i, lb)
+					}
+					if !bytes.Equal(sink.get(lb.ID), want[i]) {
+						t.Errorf("blob %d: bytes differ", i)
+					}
+				}
+				checkClean(t, src, sink)
+			})
+		}
 	}
 }
 

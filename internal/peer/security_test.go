@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,11 +11,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +67,84 @@ func TestSharedSecret(t *testing.T) {
 	got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
 	if err != nil || string(sink.get(got[0].ID)) != "secret bytes" {
 		t.Fatalf("right secret: %v", err)
+	}
+	// A large blob goes over a raw data connection, whose ticket only an
+	// authenticated stream gets.
+	big := pattern(4, 8<<20)
+	src.put(blobID(1), big)
+	got, err = c.Fetch(fetchCtx(t), s.Addr(), []ids.ObjectID{blobID(1)})
+	if err != nil || !bytes.Equal(sink.get(got[0].ID), big) {
+		t.Fatalf("right secret, large blob: %v", err)
+	}
+	if s.rawServed.Load() == 0 {
+		t.Fatal("the large blob did not use a raw data connection")
+	}
+	checkClean(t, src, sink)
+}
+
+// TestRawUnknownTicket: a raw data connection with a ticket no stream
+// handed out (guessed, or used already) is closed without a byte, and the
+// port still serves gRPC afterwards.
+func TestRawUnknownTicket(t *testing.T) {
+	src, sink := newFakeSource(), newFakeSink()
+	want := pattern(6, 4<<20)
+	src.put(blobID(0), want)
+	s := startServer(t, ServerConfig{Secret: "s"}, src, nil)
+	for _, hello := range [][]byte{
+		append([]byte(rawMagic), make([]byte, ticketLen)...),
+		[]byte(rawMagic + "short"),
+		[]byte("GET / HTTP/1.1\r\n\r\n"),
+	} {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(sniffTimeout + 5*time.Second))
+		// The first bytes in two pieces: the listener waits for all 8.
+		if _, err := conn.Write(hello[:3]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := conn.Write(hello[3:]); err != nil {
+			t.Fatal(err)
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.CloseWrite()
+		}
+		n, err := io.Copy(io.Discard, conn)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%q: %v", hello, err)
+		}
+		if n != 0 && bytes.HasPrefix(hello, []byte(rawMagic)) {
+			t.Fatalf("%q: got %d bytes", hello, n)
+		}
+		_ = conn.Close()
+	}
+	if n := src.total.Load(); n != 0 {
+		t.Fatalf("raw connections got %d pins", n)
+	}
+	// A ticket is good once: a second claim finds nothing.
+	var r rawClaims
+	tk, conns, done, err := r.expect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, b1 := net.Pipe()
+	a2, b2 := net.Pipe()
+	defer func() { _, _, _ = b1.Close(), a2.Close(), b2.Close() }()
+	r.claim(tk, a1)
+	r.claim(tk, a2)
+	if c := <-conns; c != a1 {
+		t.Fatal("first claim lost")
+	}
+	if _, err := b2.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("second claim: %v, want its connection closed", err)
+	}
+	done()
+	c := newClient(t, ClientConfig{Secret: "s"}, sink)
+	got, err := c.Fetch(fetchCtx(t), s.Addr(), []ids.ObjectID{blobID(0)})
+	if err != nil || !bytes.Equal(sink.get(got[0].ID), want) {
+		t.Fatalf("fetch after bad raw connections: %v", err)
 	}
 	checkClean(t, src, sink)
 }
@@ -143,6 +224,16 @@ func TestMutualTLS(t *testing.T) {
 	got, err := c.Fetch(fetchCtx(t), s.Addr(), req)
 	if err != nil || string(sink.get(got[0].ID)) != "over tls" {
 		t.Fatalf("good client: %v", err)
+	}
+	// With TLS every byte stays inside the TLS connection: no raw path.
+	big := pattern(5, 8<<20)
+	src.put(blobID(1), big)
+	got, err = c.Fetch(fetchCtx(t), s.Addr(), []ids.ObjectID{blobID(1)})
+	if err != nil || !bytes.Equal(sink.get(got[0].ID), big) {
+		t.Fatalf("good client, large blob: %v", err)
+	}
+	if n := s.rawServed.Load(); n != 0 {
+		t.Fatalf("%d streams left TLS for raw data connections", n)
 	}
 	checkClean(t, src, sink)
 	// TLS with client certificates also allows a non-loopback address.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -72,7 +73,14 @@ type ServerConfig struct {
 	StallTimeout time.Duration
 	// MaxPeerStreams: DefaultMaxPeerStreams when zero.
 	MaxPeerStreams int
+	// RawAbove: a stream carrying at least this many bytes, for a client
+	// that asks, moves them over a raw data connection (raw.go); 0 means
+	// DefaultRawAbove, negative never. TLS turns the raw path off.
+	RawAbove int64
 }
+
+// raw reports whether streams may use raw data connections.
+func (c *ServerConfig) raw() bool { return c.RawAbove >= 0 && !c.TLS.enabled() }
 
 func (c *ServerConfig) setDefaults() error {
 	if c.Addr == "" {
@@ -86,6 +94,9 @@ func (c *ServerConfig) setDefaults() error {
 	}
 	if c.SplitAbove == 0 {
 		c.SplitAbove = DefaultSplitAbove
+	}
+	if c.RawAbove == 0 {
+		c.RawAbove = DefaultRawAbove
 	}
 	if c.StreamWindow == 0 {
 		c.StreamWindow = DefaultStreamWindow
@@ -138,6 +149,10 @@ type Server struct {
 	src  Source
 	grpc *grpc.Server
 	lis  net.Listener
+	// claims matches raw data connections with their streams.
+	claims rawClaims
+	// rawServed counts the streams served over raw data connections.
+	rawServed atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -210,6 +225,9 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.mu.Unlock()
 		_ = lis.Close()
 		return ErrClosed
+	}
+	if s.cfg.raw() {
+		lis = newSniffListener(lis, s.claims.claim)
 	}
 	s.lis = lis
 	s.mu.Unlock()
@@ -331,6 +349,13 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 			return status.Error(codes.Internal, err.Error())
 		}
 	}
+	var bytes uint64
+	for _, p := range served {
+		bytes += p.end - p.off
+	}
+	if req.Raw && s.cfg.raw() && bytes >= uint64(s.cfg.RawAbove) {
+		return s.serveRaw(ss, &hdr, served, views, pos, req.Ranges)
+	}
 	if err := ss.SendMsg(&hdr); err != nil {
 		return err
 	}
@@ -357,6 +382,42 @@ func (s *Server) fetch(req *fetchRequest, ss grpc.ServerStream) (err error) {
 	// queued chunks.
 	if err := pin.wait(ss.Context().Done()); err != nil {
 		return status.Error(codes.Canceled, err.Error())
+	}
+	return nil
+}
+
+// serveRaw sends the header with a ticket, waits for the client's raw data
+// connection and writes the served pieces over it. It returns once every
+// byte is written (handed to the kernel), so the pin may go.
+func (s *Server) serveRaw(ss grpc.ServerStream, hdr *header, served []piece, views [][]byte, pos map[ids.ObjectID]int, ranges []Range) error {
+	t, conns, done, err := s.claims.expect()
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	defer done()
+	hdr.Ticket = t[:]
+	if err := ss.SendMsg(hdr); err != nil {
+		return err
+	}
+	ctx := ss.Context()
+	wait := time.NewTimer(DefaultIdleTimeout)
+	defer wait.Stop()
+	var c net.Conn
+	select {
+	case c = <-conns:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-wait.C:
+		return status.Errorf(codes.DeadlineExceeded, "peer: no data connection within %v", DefaultIdleTimeout)
+	}
+	defer func() { _ = c.Close() }()
+	s.rawServed.Add(1)
+	pieces := make([][]byte, len(served))
+	for i, p := range served {
+		pieces[i] = views[pos[ranges[p.blob].Blob]][p.off:p.end]
+	}
+	if err := sendRaw(ctx, c, pieces, DefaultIdleTimeout); err != nil {
+		return status.Errorf(codes.Unavailable, "peer: data connection: %v", err)
 	}
 	return nil
 }

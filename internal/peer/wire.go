@@ -19,6 +19,7 @@ const (
 
 	fReqRanges     protowire.Number = 1
 	fReqMaxStreams protowire.Number = 2
+	fReqRaw        protowire.Number = 3
 
 	fStreamRanges protowire.Number = 1
 
@@ -27,6 +28,7 @@ const (
 	fReplyIndex  protowire.Number = 3
 	fReplyOffset protowire.Number = 4
 	fReplyData   protowire.Number = 5
+	fReplyTicket protowire.Number = 6
 )
 
 // maxRanges bounds the ranges of one request and of one plan entry, and the
@@ -48,12 +50,17 @@ type Range struct {
 type fetchRequest struct {
 	Ranges     []Range
 	MaxStreams uint32
+	// Raw says the client can take the bytes over a raw data connection.
+	Raw bool
 }
 
 // header is the first Reply of a stream.
 type header struct {
 	Sizes []uint64
 	Plan  [][]Range
+	// Ticket, when set, says this stream's bytes come over a raw data
+	// connection that presents it (raw.go); no chunk follows the header.
+	Ticket []byte
 }
 
 // outChunk is a chunk Reply being sent. Data aliases the pinned source arena
@@ -139,6 +146,10 @@ func (m *fetchRequest) append(b []byte) []byte {
 		b = protowire.AppendTag(b, fReqMaxStreams, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(m.MaxStreams))
 	}
+	if m.Raw {
+		b = protowire.AppendTag(b, fReqRaw, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
 	return b
 }
 
@@ -156,6 +167,10 @@ func (m *header) append(b []byte) []byte {
 		tmp = appendRanges(tmp[:0], fStreamRanges, st)
 		b = protowire.AppendTag(b, fReplyPlan, protowire.BytesType)
 		b = protowire.AppendBytes(b, tmp)
+	}
+	if len(m.Ticket) > 0 {
+		b = protowire.AppendTag(b, fReplyTicket, protowire.BytesType)
+		b = protowire.AppendBytes(b, m.Ticket)
 	}
 	return b
 }
@@ -329,8 +344,11 @@ func (m *fetchRequest) unmarshal(b []byte) error {
 	}
 	m.Ranges = rs
 	return eachField(b, "request", func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
-		if num == fReqMaxStreams && typ == protowire.VarintType {
+		switch {
+		case num == fReqMaxStreams && typ == protowire.VarintType:
 			m.MaxStreams = uint32(min(v, 1<<16))
+		case num == fReqRaw && typ == protowire.VarintType:
+			m.Raw = v != 0
 		}
 		return nil
 	})
@@ -366,6 +384,11 @@ func (m *header) unmarshal(b []byte) error {
 				return err
 			}
 			m.Plan = append(m.Plan, rs)
+		case num == fReplyTicket && typ == protowire.BytesType:
+			if len(raw) != ticketLen {
+				return malformed("header ticket")
+			}
+			m.Ticket = append([]byte(nil), raw...)
 		case num == fReplyIndex, num == fReplyOffset, num == fReplyData:
 			return fmt.Errorf("%w: chunk where a header was expected", ErrProtocol)
 		}

@@ -35,10 +35,10 @@ func TestProtoFieldNumbers(t *testing.T) {
 	}
 	want := map[string]protowire.Number{
 		"Range.blob_id": fRangeBlob, "Range.offset": fRangeOffset, "Range.length": fRangeLength,
-		"FetchRequest.ranges": fReqRanges, "FetchRequest.max_streams": fReqMaxStreams,
+		"FetchRequest.ranges": fReqRanges, "FetchRequest.max_streams": fReqMaxStreams, "FetchRequest.raw": fReqRaw,
 		"Stream.ranges": fStreamRanges,
 		"Reply.sizes":   fReplySizes, "Reply.plan": fReplyPlan, "Reply.index": fReplyIndex,
-		"Reply.offset": fReplyOffset, "Reply.data": fReplyData,
+		"Reply.offset": fReplyOffset, "Reply.data": fReplyData, "Reply.ticket": fReplyTicket,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("peer.proto fields %v, wire.go %v", got, want)
@@ -55,12 +55,12 @@ func marshal(t *testing.T, v any) mem.BufferSlice {
 }
 
 func TestWireRoundTrip(t *testing.T) {
-	req := fetchRequest{Ranges: []Range{{Blob: blobID(1)}, {Blob: blobID(2), Offset: 5, Length: 1 << 40}}, MaxStreams: 4}
+	req := fetchRequest{Ranges: []Range{{Blob: blobID(1)}, {Blob: blobID(2), Offset: 5, Length: 1 << 40}}, MaxStreams: 4, Raw: true}
 	var req2 fetchRequest
 	if err := (codec{}).Unmarshal(marshal(t, &req), &req2); err != nil || !reflect.DeepEqual(req, req2) {
 		t.Fatalf("request: %+v, %v", req2, err)
 	}
-	hdr := header{Sizes: []uint64{0, 1, 1 << 50}, Plan: [][]Range{{{Blob: blobID(1), Length: 3}}, {{Blob: blobID(1), Offset: 3, Length: 9}}}}
+	hdr := header{Sizes: []uint64{0, 1, 1 << 50}, Plan: [][]Range{{{Blob: blobID(1), Length: 3}}, {{Blob: blobID(1), Offset: 3, Length: 9}}}, Ticket: bytes.Repeat([]byte{9}, ticketLen)}
 	var hdr2 header
 	if err := (codec{}).Unmarshal(marshal(t, &hdr), &hdr2); err != nil || !reflect.DeepEqual(hdr, hdr2) {
 		t.Fatalf("header: %+v, %v", hdr2, err)
@@ -96,6 +96,11 @@ func TestWireRoundTrip(t *testing.T) {
 	if err := (codec{}).Unmarshal(marshal(t, &hdr), &in); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("header as chunk: %v", err)
 	}
+	// A ticket of the wrong length is malformed.
+	bad := (&header{Sizes: []uint64{1}, Ticket: []byte("short")}).append(nil)
+	if err := h.unmarshal(bad); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("short ticket: %v", err)
+	}
 	if _, err := (codec{}).Marshal(42); err == nil {
 		t.Fatal("marshal of an int")
 	}
@@ -107,6 +112,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(chunkPrefix(nil, 1, 2, 3))
 	f.Add((&fetchRequest{Ranges: []Range{{Blob: ids.ObjectID(1) | ids.BlobBit, Offset: 1, Length: 2}}, MaxStreams: 3}).append(nil))
 	f.Add((&header{Sizes: []uint64{1, 2}, Plan: [][]Range{{{Blob: 1, Length: 1}}}}).append(nil))
+	f.Add((&header{Sizes: []uint64{1}, Ticket: make([]byte, ticketLen)}).append(nil))
+	f.Add((&fetchRequest{Ranges: []Range{{Blob: ids.ObjectID(1) | ids.BlobBit}}, Raw: true}).append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var req fetchRequest
 		_ = req.unmarshal(b)

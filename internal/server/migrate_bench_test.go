@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -80,10 +79,16 @@ func BenchmarkMigrate(b *testing.B) {
 		b.Run(sz.name+"/tcp", func(b *testing.B) { floor(); peertest.BenchTCP(b, data, into) })
 		data, into = nil, nil
 		// peer.DefaultMaxStreams is one of these: one per core, at most 4.
-		for _, streams := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("%s/migrate-streams=%d", sz.name, streams), func(b *testing.B) {
+		// chunks-streams=2 keeps the bytes inside gRPC messages (no raw data
+		// connections: peer.ClientConfig.NoRaw), the path before them.
+		for _, v := range []struct {
+			name    string
+			streams int
+			noRaw   bool
+		}{{"migrate-streams=1", 1, false}, {"migrate-streams=2", 2, false}, {"migrate-streams=4", 4, false}, {"migrate-chunks-streams=2", 2, true}} {
+			b.Run(sz.name+"/"+v.name, func(b *testing.B) {
 				prep(b)
-				setPeerClient(b, dst, peer.ClientConfig{MaxStreams: streams})
+				setPeerClient(b, dst, peer.ClientConfig{MaxStreams: v.streams, NoRaw: v.noRaw})
 				migrateOnce(b, dst, cl, id) // connect; the destination's memory touched once
 				b.SetBytes(int64(sz.size))
 				m := peertest.StartCPU(b)
@@ -112,18 +117,29 @@ func BenchmarkMigrateColdDestination(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(size)
-	for b.Loop() {
-		b.StopTimer()
-		dst := clusterServer(b, etcd, size+32<<20) // no background pre-fault
-		synced(b, dst)
-		b.StartTimer()
-		if _, err := dst.Migrate(b.Context(), id); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		_ = dst.Close()
-		b.StartTimer()
+	// raw is the default data path, chunks the bytes inside gRPC messages
+	// (peer.ClientConfig.NoRaw): they fault the destination's pages in the
+	// kernel's copy and in the client's decode respectively.
+	for _, v := range []struct {
+		name  string
+		noRaw bool
+	}{{"raw", false}, {"chunks", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				b.StopTimer()
+				dst := clusterServer(b, etcd, size+32<<20) // no background pre-fault
+				setPeerClient(b, dst, peer.ClientConfig{NoRaw: v.noRaw})
+				synced(b, dst)
+				b.StartTimer()
+				if _, err := dst.Migrate(b.Context(), id); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = dst.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
 
