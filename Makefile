@@ -60,10 +60,14 @@ VENV       := $(BUILD)/venv
 VENV_PY    := $(CURDIR)/$(VENV)/bin/python
 VENV_STAMP := $(VENV)/.requirements-dev.stamp
 TORCH_STAMP := $(VENV)/.requirements-torch.stamp
+JAX_STAMP  := $(VENV)/.requirements-jax.stamp
+TF_STAMP   := $(VENV)/.requirements-tensorflow.stamp
 BASE_PYTHON = $(shell $(PYTHON) -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)' 2>/dev/null)
 # WITH_TORCH=1: also install the pinned torch (requirements-torch.txt) so that
 # tests/python/test_torch.py runs instead of skipping.
-VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP))
+# WITH_JAX=1 and WITH_TF=1 do the same for JAX (requirements-jax.txt) and
+# TensorFlow (requirements-tensorflow.txt), for tests/python/test_dlpack.py.
+VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP)) $(if $(WITH_JAX),$(JAX_STAMP)) $(if $(WITH_TF),$(TF_STAMP))
 
 # The environment every Python test and benchmark runs in.
 PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
@@ -89,7 +93,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch test test-go vet test-python test-accel-off test-interop test-upstream-suite \
+.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
@@ -139,6 +143,10 @@ venv: $(VENV_DEP) ## Make build/venv from requirements-dev.txt (remade when it c
 
 venv-torch: $(TORCH_STAMP) ## Add the pinned torch (requirements-torch.txt) to build/venv, for tests/python/test_torch.py
 
+venv-jax: $(JAX_STAMP) ## Add the pinned JAX on CPU (requirements-jax.txt) to build/venv, for tests/python/test_dlpack.py
+
+venv-tensorflow: $(TF_STAMP) ## Add the pinned tensorflow-cpu (requirements-tensorflow.txt) to build/venv, for tests/python/test_dlpack.py
+
 # The stamp holds the requirements it was made from: a changed file remakes
 # the venv from scratch (--clear), so nothing stale stays installed.
 $(VENV_STAMP): requirements-dev.txt
@@ -146,7 +154,7 @@ $(VENV_STAMP): requirements-dev.txt
 	base="$(BASE_PYTHON)"; \
 	if [ -z "$$base" ]; then echo "venv: '$(PYTHON)' does not run; run 'make check'" >&2; exit 1; fi; \
 	echo "venv: making $(VENV) with $$base from requirements-dev.txt"; \
-	rm -f $(VENV_STAMP) $(TORCH_STAMP); \
+	rm -f $(VENV_STAMP) $(TORCH_STAMP) $(JAX_STAMP) $(TF_STAMP); \
 	"$$base" -m venv --clear $(VENV) || { echo "venv: '$$base -m venv' failed; run 'make check' for what to install" >&2; exit 1; }; \
 	$(VENV_PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt || \
 	  { echo "venv: pip install -r requirements-dev.txt failed (network? see above); rerun 'make venv'" >&2; exit 1; }; \
@@ -156,6 +164,16 @@ $(TORCH_STAMP): requirements-torch.txt $(VENV_STAMP)
 	@echo "venv: installing torch into $(VENV) (requirements-torch.txt; large download)"
 	$(VENV_PY) -m pip install --disable-pip-version-check -q -c requirements-dev.txt -r requirements-torch.txt
 	@cp requirements-torch.txt $(TORCH_STAMP)
+
+$(JAX_STAMP): requirements-jax.txt $(VENV_STAMP)
+	@echo "venv: installing JAX into $(VENV) (requirements-jax.txt)"
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -c requirements-dev.txt -r requirements-jax.txt
+	@cp requirements-jax.txt $(JAX_STAMP)
+
+$(TF_STAMP): requirements-tensorflow.txt $(VENV_STAMP)
+	@echo "venv: installing tensorflow-cpu into $(VENV) (requirements-tensorflow.txt; large download)"
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -c requirements-dev.txt -r requirements-tensorflow.txt
+	@cp requirements-tensorflow.txt $(TF_STAMP)
 
 ##@ Test
 

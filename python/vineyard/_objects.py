@@ -48,6 +48,19 @@ class Blob(_ndarray()):  # type: ignore[misc]
         """A read-only memoryview of the bytes."""
         return memoryview(self)
 
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        """The bytes as a DLPack capsule (``vineyard.dlpack``): versioned and
+        flagged read-only for a DLPack 1.0 consumer, legacy otherwise; it
+        keeps the blob pinned until the consumer's deleter runs."""
+        from .dlpack import export
+
+        return export(self.view(np.ndarray), stream=stream, max_version=max_version, dl_device=dl_device,
+                      copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
     def __repr__(self) -> str:
         return f"Blob <{self.id!r}: {self.size} bytes>"
 

@@ -25,7 +25,7 @@ Register your own with :func:`register_builder` / :func:`register_resolver`.
 from __future__ import annotations
 
 from .._objects import object_type, register_object_type
-from . import arrays, arrow, base, dataframe, global_objects, series, tensor
+from . import arrays, arrow, base, dataframe, dlpack_types, global_objects, series, tensor
 from . import torch as torch_types  # never imports torch itself
 from .registry import (
     build,
@@ -53,6 +53,7 @@ def _register_builtins() -> None:
     tensor.register()
     torch_types.register()
     arrow.register()
+    dlpack_types.register()  # after Arrow's: a value with both protocols is stored as Arrow
     arrays.register()
     series.register()
     dataframe.register()
