@@ -62,12 +62,15 @@ VENV_STAMP := $(VENV)/.requirements-dev.stamp
 TORCH_STAMP := $(VENV)/.requirements-torch.stamp
 JAX_STAMP  := $(VENV)/.requirements-jax.stamp
 TF_STAMP   := $(VENV)/.requirements-tensorflow.stamp
+DASK_STAMP := $(VENV)/.requirements-dask.stamp
 BASE_PYTHON = $(shell $(PYTHON) -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)' 2>/dev/null)
 # WITH_TORCH=1: also install the pinned torch (requirements-torch.txt) so that
 # tests/python/test_torch.py runs instead of skipping.
 # WITH_JAX=1 and WITH_TF=1 do the same for JAX (requirements-jax.txt) and
 # TensorFlow (requirements-tensorflow.txt), for tests/python/test_dlpack.py.
-VENV_DEP := $(VENV_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP)) $(if $(WITH_JAX),$(JAX_STAMP)) $(if $(WITH_TF),$(TF_STAMP))
+# dask and distributed (requirements-dask.txt: vineyard.contrib.dask's tests)
+# always go in, after requirements-dev.txt, constrained by it.
+VENV_DEP := $(VENV_STAMP) $(DASK_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP)) $(if $(WITH_JAX),$(JAX_STAMP)) $(if $(WITH_TF),$(TF_STAMP))
 
 # The environment every Python test and benchmark runs in.
 PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
@@ -154,11 +157,16 @@ $(VENV_STAMP): requirements-dev.txt
 	base="$(BASE_PYTHON)"; \
 	if [ -z "$$base" ]; then echo "venv: '$(PYTHON)' does not run; run 'make check'" >&2; exit 1; fi; \
 	echo "venv: making $(VENV) with $$base from requirements-dev.txt"; \
-	rm -f $(VENV_STAMP) $(TORCH_STAMP) $(JAX_STAMP) $(TF_STAMP); \
+	rm -f $(VENV_STAMP) $(TORCH_STAMP) $(JAX_STAMP) $(TF_STAMP) $(DASK_STAMP); \
 	"$$base" -m venv --clear $(VENV) || { echo "venv: '$$base -m venv' failed; run 'make check' for what to install" >&2; exit 1; }; \
 	$(VENV_PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt || \
 	  { echo "venv: pip install -r requirements-dev.txt failed (network? see above); rerun 'make venv'" >&2; exit 1; }; \
 	cp requirements-dev.txt $(VENV_STAMP)
+
+$(DASK_STAMP): requirements-dask.txt $(VENV_STAMP)
+	@echo "venv: installing dask and distributed into $(VENV) (requirements-dask.txt)"
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -c requirements-dev.txt -r requirements-dask.txt
+	@cp requirements-dask.txt $(DASK_STAMP)
 
 $(TORCH_STAMP): requirements-torch.txt $(VENV_STAMP)
 	@echo "venv: installing torch into $(VENV) (requirements-torch.txt; large download)"

@@ -564,8 +564,10 @@ class Client:
         are not here (upstream's plain get serves such an object). The arguments have upstream's
         positions (``get(object_id, name, resolver, fetch)``): ``resolver``,
         a context of :func:`vineyard.core.resolver_context`, is looked up
-        first for this get. Other keyword arguments are accepted for
-        upstream's signature and ignored.
+        first for this get. Other keyword arguments go to resolvers
+        registered with upstream's signature (:mod:`vineyard.core`, e.g.
+        ``dask_scheduler`` of :mod:`vineyard.contrib.dask`), and are
+        ignored by the built-in ones.
 
         Zero-copy and read-only: one round trip, whatever the size; the
         result's buffers are the store's shared memory, not a copy. NumPy
@@ -589,6 +591,12 @@ class Client:
             object_id = _id(object_id)
         if fetch:
             object_id = _id(self.migrate(object_id))
+        if kwargs:
+            token = data.registry.get_kwargs.set(kwargs)
+            try:
+                return self.get(object_id, name, resolver, fetch)
+            finally:
+                data.registry.get_kwargs.reset(token)
         if resolver is not None or data.registry._resolver_scopes:
             return self._get_scoped(object_id, resolver)
         try:

@@ -25,10 +25,10 @@ class ResolverContext:
     def register(self, typename: str, fn: UpstreamResolver) -> None:
         """Registers upstream's ``fn(obj, resolver, **kw)`` for ``typename``:
         it gets a :class:`vineyard.Object` whose blobs stay pinned while it
-        lives."""
+        lives, and as ``kw`` the keywords given to ``client.get``."""
         def adapted(session: Any, tree: dict[str, Any], pin: Any) -> Any:
             meta = ObjectMeta(tree)
-            return fn(object_type(meta.typename)(meta, pin), _Running(self, session, pin))
+            return fn(object_type(meta.typename)(meta, pin), _Running(self, session, pin), **registry.get_kwargs.get())
 
         if self._table is None:
             registry.register_resolver(typename, adapted)

@@ -68,6 +68,10 @@ def build_dataframe(session: Any, df: Any, **kw: Any) -> ObjectMeta:
             nbytes += value.nbytes
         meta.nbytes = nbytes
         encode_ndframe(meta, df)
+        if kw.get("partition_index") is not None:  # upstream's keywords: the place in a global DataFrame
+            row, column = (int(i) for i in kw["partition_index"])
+            meta["partition_index_row_"], meta["partition_index_column_"] = row, column
+            meta["row_batch_index_"] = int(kw.get("row_batch_index", 0))
         batch.commit(session, meta)
     return meta
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable, Union
 
 from .._types import ObjectID, ObjectMeta
@@ -21,6 +24,11 @@ _by_typename: dict[str, Resolver] = {}  # the same for resolvers
 # the innermost scope first, looked up before the registries above, never cached.
 _builder_scopes: list[dict[type | str, Builder]] = []
 _resolver_scopes: list[dict[str, Resolver]] = []
+# The keywords of the running client.get (upstream passes them to resolvers:
+# vineyard.contrib.dask's take dask_scheduler...); resolvers registered with
+# upstream's signature (vineyard.core) get them as **kw.
+get_kwargs: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "vineyard_get_kwargs", default=MappingProxyType({}))
 
 
 def register_builder(pytype: type | str, fn: Builder) -> None:

@@ -67,6 +67,8 @@ def build_numpy(session: Any, arr: Any, **kw: Any) -> ObjectID | ObjectMeta:
     if arr.dtype.hasobject:
         return build_pickle(session, arr)
     meta = tensor_meta(arr)
+    if kw.get("partition_index") is not None:  # upstream's keyword: the block's place in a global tensor
+        meta["partition_index_"] = json.dumps([int(i) for i in kw["partition_index"]])
     batch = BlobBatch()
     batch.add(meta, "buffer_", arr)  # a strided or F array is copied into C order in one pass (upstream's layout)
     batch.commit(session, meta)
