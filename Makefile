@@ -261,7 +261,7 @@ lint-fmt: ## Fail if gofmt would change any Go file
 
 lint-python: $(VENV_DEP) ## ruff check and mypy on python/vineyard (tools from requirements-dev.txt, in build/venv)
 	@if [ ! -d python/vineyard ]; then echo "lint-python: python/vineyard does not exist"; exit 1; fi
-	$(VENV_PY) -m ruff check python $(wildcard tests benchmarks setup.py)
+	$(VENV_PY) -m ruff check python $(wildcard tests benchmarks examples setup.py)
 	$(VENV_PY) -m mypy python/vineyard
 
 fmt: $(VENV_DEP) ## Format Go code (gofmt -s, goimports via golangci-lint fmt) and Python (ruff format)
