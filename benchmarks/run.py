@@ -13,6 +13,7 @@ check out. docs/performance.md explains every figure.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -45,6 +46,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     peers.add_argument("--peers", default=None, help=f"comma-separated subset of {','.join(PEERS)}")
     p.add_argument("--sizes", default="", help="large sizes, e.g. 1Mi,64Mi,1Gi (default: by mode)")
     p.add_argument("--out", default=None, help="output directory (default benchmarks/results; smoke: a temp dir)")
+    p.add_argument("--metrics", action="store_true", help="run our daemons with their metrics listener on "
+                   "(requests timed), to compare with a run without")
     p.add_argument("--update-readme", action="store_true", help="copy the targets and tables into README.md")
     return p.parse_args(argv)
 
@@ -65,6 +68,8 @@ def update_readme(md: str, doc: dict) -> None:
 
 def main(argv: list) -> int:
     args = parse_args(argv)
+    if args.metrics:
+        os.environ["V6D_BENCH_METRICS"] = "1"  # harness.daemons.METRICS_ENV, read where daemons start
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     m = mode(name, [parse_size(s) for s in args.sizes.split(",") if s])
     if args.peers is not None:

@@ -34,6 +34,18 @@ def deploy() -> Any:
     return mod
 
 
+# METRICS_ENV=1 (run.py --metrics) starts our daemons with their metrics listener on (and
+# so every request timed), to measure its cost against a run without.
+METRICS_ENV = "V6D_BENCH_METRICS"
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def log_fd(path: str | None) -> int:
     """An fd appending to path (or /dev/null), for a child's stdout; close it after Popen."""
     return os.open(path or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -91,6 +103,8 @@ def ours(binary: str, size: int, reserve_memory: bool = False, log: str | None =
     args = ["--reserve-memory"] if reserve_memory else []
     if prefault_ahead is not None:
         args += ["--prefault-ahead", str(prefault_ahead)]
+    if os.environ.get(METRICS_ENV) == "1":
+        args += ["--metrics-port", str(free_port())]
     return deploy().launch(size, None, args, binary=binary, log=log, quiet=log is None)
 
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/v6d-io/v6d-go/internal/ids"
+	"github.com/v6d-io/v6d-go/internal/metrics"
 )
 
 // Etcd is the Backend of a daemon in a cluster: persisted trees, names and
@@ -76,6 +78,11 @@ type Etcd struct {
 	outMu   sync.Mutex
 	outKick chan struct{} // wakes the reconciler
 
+	// leaseLost is set while the instance's lease is lost and it is not
+	// registered again (keepAlive); Healthy reports it.
+	leaseLost atomic.Bool
+	em        *etcdMetrics // nil without EtcdConfig.Metrics
+
 	// beforeNameTxn, when set (tests), runs in PutName between reading the
 	// name and the transaction that sets it.
 	beforeNameTxn func()
@@ -106,6 +113,9 @@ type EtcdConfig struct {
 	// Hostname (os.Hostname() when empty), IPCSocket, RPCEndpoint and
 	// PeerEndpoint are published in the instance's registration.
 	Hostname, IPCSocket, RPCEndpoint, PeerEndpoint string
+	// Metrics, when set, is the registry the backend registers its metrics
+	// in (etcd_metrics.go): calls and errors by method, the lease's state.
+	Metrics *metrics.Registry
 	// Logger receives a warning when the lease is lost and a note when the
 	// instance is registered again (slog.Default() when nil): meanwhile the
 	// other instances do not see this one's objects.
@@ -169,6 +179,8 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	e := &Etcd{}
+	em, metricOpts := newEtcdMetrics(cfg.Metrics, e)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            cfg.Endpoints,
 		DialTimeout:          cfg.DialTimeout,
@@ -180,16 +192,17 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		Password:             cfg.Password,
 		// Reconnect within a second of etcd coming back (gRPC's default
 		// backoff grows to two minutes).
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: cfg.DialTimeout,
-		})},
+		})}, metricOpts...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w at %s: %w", ErrEtcd, strings.Join(cfg.Endpoints, ","), err)
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	e := &Etcd{
+	*e = Etcd{
+		em:       em,
 		cfg:      cfg,
 		root:     strings.TrimSuffix(cfg.Prefix, "/") + "/",
 		cli:      cli,
@@ -239,9 +252,23 @@ func (e *Etcd) currentLease() (clientv3.LeaseID, error) {
 		return 0, ErrClosed
 	}
 	if st := e.cli.ActiveConnection().GetState(); st == connectivity.TransientFailure {
+		e.em.unreachable()
 		return 0, e.fail("connect", errors.New("etcd is unreachable"))
 	}
 	return lease, nil
+}
+
+// Healthy returns nil while this instance is part of the cluster: its
+// lease is held and etcd is not known to be unreachable; otherwise an
+// error saying which (a readiness probe's answer).
+func (e *Etcd) Healthy() error {
+	if e.leaseLost.Load() {
+		return e.fail("lease", errors.New("this instance's lease is lost; registering again"))
+	}
+	if st := e.cli.ActiveConnection().GetState(); st == connectivity.TransientFailure {
+		return e.fail("connect", errors.New("etcd is unreachable"))
+	}
+	return nil
 }
 
 // register grants a lease and allocates the instance id: it reads the
@@ -370,8 +397,10 @@ func (e *Etcd) keepAlive() {
 		}
 		e.cfg.Logger.Warn("etcd lease lost: registering again; other instances miss this one's objects meanwhile",
 			"instance", e.instance, "lease", int64(lease))
+		e.leaseLost.Store(true)
 		for e.ctx.Err() == nil {
 			if err := e.reregister(); err == nil {
+				e.leaseLost.Store(false)
 				e.mu.Lock()
 				now := e.lease
 				e.mu.Unlock()

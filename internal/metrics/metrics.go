@@ -5,9 +5,11 @@
 //
 // Updating a metric is an atomic operation and allocates nothing, so the
 // request path may count (a CounterVec with a fixed set of label values is
-// indexed, not looked up). Reading is safe at any time. WriteText writes
-// every metric in Prometheus' text exposition format (version 0.0.4); the
-// endpoint that serves it is not here.
+// indexed, not looked up). Reading is safe at any time. A Registry is a
+// prometheus.Collector (prom.go, the one place the exposition is made, by
+// github.com/prometheus/client_golang): the daemon's HTTP listener
+// registers it with Prometheus' registry and serves it with promhttp;
+// WriteText writes the same text for tests and tools.
 //
 // Names follow Prometheus' conventions: snake_case, a unit suffix, _total
 // for counters. Registering a name twice panics: it is a programming error,
@@ -15,16 +17,14 @@
 package metrics
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Registry holds a daemon's metrics. The zero value is not usable: use
@@ -37,10 +37,11 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{metrics: make(map[string]metric)} }
 
-// metric is one registered metric, as WriteText sees it.
+// metric is one registered metric, as Collect sees it (prom.go).
 type metric interface {
 	desc() (name, help, typ string)
-	write(w *bufio.Writer, name string)
+	promDesc() *prometheus.Desc
+	collect(ch chan<- prometheus.Metric)
 }
 
 func (r *Registry) register(name string, m metric) {
@@ -55,7 +56,16 @@ func (r *Registry) register(name string, m metric) {
 	r.metrics[name] = m
 }
 
-type described struct{ name, help, typ string }
+// described is a metric's name, help and type, and its Prometheus
+// descriptor (made at registration, with the label of a vector).
+type described struct {
+	name, help, typ string
+	pd              *prometheus.Desc
+}
+
+func newDescribed(name, help, typ string, label ...string) described {
+	return described{name, help, typ, prometheus.NewDesc(name, help, label, nil)}
+}
 
 func (d described) desc() (string, string, string) { return d.name, d.help, d.typ }
 
@@ -67,7 +77,7 @@ type Counter struct {
 
 // Counter registers and returns a counter.
 func (r *Registry) Counter(name, help string) *Counter {
-	c := &Counter{described: described{name, help, "counter"}}
+	c := &Counter{described: newDescribed(name, help, "counter")}
 	r.register(name, c)
 	return c
 }
@@ -81,10 +91,6 @@ func (c *Counter) Add(n uint64) { c.n.Add(n) }
 // Value returns the count.
 func (c *Counter) Value() uint64 { return c.n.Load() }
 
-func (c *Counter) write(w *bufio.Writer, name string) {
-	writeSample(w, name, "", "", float64(c.Value()))
-}
-
 // CounterVec is a counter per value of one label, from a set fixed when it
 // is registered, indexed by the value's position: counting costs one atomic
 // add. Values given as "" are not exposed (holes in an index space).
@@ -97,7 +103,7 @@ type CounterVec struct {
 
 // CounterVec registers a counter per value of label.
 func (r *Registry) CounterVec(name, help, label string, values []string) *CounterVec {
-	c := &CounterVec{described: described{name, help, "counter"}, label: label, values: slices.Clone(values),
+	c := &CounterVec{described: newDescribed(name, help, "counter", label), label: label, values: slices.Clone(values),
 		n: make([]atomic.Uint64, len(values))}
 	r.register(name, c)
 	return c
@@ -110,20 +116,19 @@ func (c *CounterVec) Inc(i int) {
 	}
 }
 
+// Add adds n to the counter of the i-th value; an i out of range is ignored.
+func (c *CounterVec) Add(i int, n uint64) {
+	if uint(i) < uint(len(c.n)) {
+		c.n[i].Add(n)
+	}
+}
+
 // Value returns the count of the i-th value (0 out of range).
 func (c *CounterVec) Value(i int) uint64 {
 	if uint(i) < uint(len(c.n)) {
 		return c.n[i].Load()
 	}
 	return 0
-}
-
-func (c *CounterVec) write(w *bufio.Writer, name string) {
-	for i, v := range c.values {
-		if v != "" {
-			writeSample(w, name, c.label, v, float64(c.n[i].Load()))
-		}
-	}
 }
 
 // CounterMap is a counter per value of one label, values added as they come
@@ -137,7 +142,7 @@ type CounterMap struct {
 
 // CounterMap registers a counter per value of label, made on first use.
 func (r *Registry) CounterMap(name, help, label string) *CounterMap {
-	c := &CounterMap{described: described{name, help, "counter"}, label: label, n: make(map[string]uint64)}
+	c := &CounterMap{described: newDescribed(name, help, "counter", label), label: label, n: make(map[string]uint64)}
 	r.register(name, c)
 	return c
 }
@@ -156,23 +161,6 @@ func (c *CounterMap) Value(value string) uint64 {
 	return c.n[value]
 }
 
-func (c *CounterMap) write(w *bufio.Writer, name string) {
-	c.mu.Lock()
-	keys := make([]string, 0, len(c.n))
-	for k := range c.n {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	vals := make([]uint64, len(keys))
-	for i, k := range keys {
-		vals[i] = c.n[k]
-	}
-	c.mu.Unlock()
-	for i, k := range keys {
-		writeSample(w, name, c.label, k, float64(vals[i]))
-	}
-}
-
 // Gauge is a value that goes up and down.
 type Gauge struct {
 	described
@@ -181,7 +169,7 @@ type Gauge struct {
 
 // Gauge registers and returns a gauge.
 func (r *Registry) Gauge(name, help string) *Gauge {
-	g := &Gauge{described: described{name, help, "gauge"}}
+	g := &Gauge{described: newDescribed(name, help, "gauge")}
 	r.register(name, g)
 	return g
 }
@@ -195,8 +183,6 @@ func (g *Gauge) Add(d int64) { g.v.Add(d) }
 // Value returns the value.
 func (g *Gauge) Value() int64 { return g.v.Load() }
 
-func (g *Gauge) write(w *bufio.Writer, name string) { writeSample(w, name, "", "", float64(g.Value())) }
-
 // GaugeFunc is a gauge whose value a function computes when read, for
 // values kept elsewhere (the arena's use, the connections open).
 type GaugeFunc struct {
@@ -207,15 +193,13 @@ type GaugeFunc struct {
 // GaugeFunc registers a gauge read from f; f must be safe to call at any
 // time from any goroutine.
 func (r *Registry) GaugeFunc(name, help string, f func() int64) *GaugeFunc {
-	g := &GaugeFunc{described: described{name, help, "gauge"}, f: f}
+	g := &GaugeFunc{described: newDescribed(name, help, "gauge"), f: f}
 	r.register(name, g)
 	return g
 }
 
 // Value returns f's value now.
 func (g *GaugeFunc) Value() int64 { return g.f() }
-
-func (g *GaugeFunc) write(w *bufio.Writer, name string) { writeSample(w, name, "", "", float64(g.f())) }
 
 // Histogram counts observations in buckets of fixed upper bounds.
 type Histogram struct {
@@ -231,7 +215,7 @@ func (r *Registry) Histogram(name, help string, bounds []float64) *Histogram {
 	if !slices.IsSorted(bounds) {
 		panic(fmt.Sprintf("metrics: %s: bounds not ascending", name))
 	}
-	h := &Histogram{described: described{name, help, "histogram"}, bounds: slices.Clone(bounds),
+	h := &Histogram{described: newDescribed(name, help, "histogram"), bounds: slices.Clone(bounds),
 		n: make([]atomic.Uint64, len(bounds)+1)}
 	r.register(name, h)
 	return h
@@ -256,63 +240,21 @@ func (h *Histogram) Count() uint64 { return h.count.Load() }
 // Sum returns the sum of the values observed.
 func (h *Histogram) Sum() float64 { return math.Float64frombits(h.sum.Load()) }
 
-func (h *Histogram) write(w *bufio.Writer, name string) {
-	var cum uint64
-	for i, b := range h.bounds {
-		cum += h.n[i].Load()
-		writeSample(w, name+"_bucket", "le", formatFloat(b), float64(cum))
-	}
-	cum += h.n[len(h.bounds)].Load()
-	writeSample(w, name+"_bucket", "le", "+Inf", float64(cum))
-	writeSample(w, name+"_sum", "", "", h.Sum())
-	writeSample(w, name+"_count", "", "", float64(h.Count()))
+// GaugeFuncVec is a gauge per value of one label, from a set fixed when it
+// is registered, each read by calling f with the value's position.
+type GaugeFuncVec struct {
+	described
+	values []string
+	f      func(i int) int64
 }
 
-// WriteText writes every metric in Prometheus' text exposition format,
-// sorted by name, each with its HELP and TYPE lines.
-func (r *Registry) WriteText(out io.Writer) error {
-	r.mu.Lock()
-	names := make([]string, 0, len(r.metrics))
-	for n := range r.metrics {
-		names = append(names, n)
-	}
-	ms := make([]metric, len(names))
-	sort.Strings(names)
-	for i, n := range names {
-		ms[i] = r.metrics[n]
-	}
-	r.mu.Unlock()
-	w := bufio.NewWriter(out)
-	for _, m := range ms {
-		name, help, typ := m.desc()
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
-		m.write(w, name)
-	}
-	return w.Flush()
+// GaugeFuncVec registers a gauge per value of label, read from f; f must be
+// safe to call at any time from any goroutine.
+func (r *Registry) GaugeFuncVec(name, help, label string, values []string, f func(i int) int64) *GaugeFuncVec {
+	g := &GaugeFuncVec{described: newDescribed(name, help, "gauge", label), values: slices.Clone(values), f: f}
+	r.register(name, g)
+	return g
 }
 
-// writeSample writes one sample line; a write error stays in w, and
-// WriteText's Flush returns it.
-func writeSample(w *bufio.Writer, name, label, value string, v float64) {
-	if label != "" {
-		_, _ = fmt.Fprintf(w, "%s{%s=\"%s\"} %s\n", name, label, escapeLabel(value), formatFloat(v))
-		return
-	}
-	_, _ = fmt.Fprintf(w, "%s %s\n", name, formatFloat(v))
-}
-
-func formatFloat(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-var helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-
-func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
-func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+// Value returns the i-th gauge's value now.
+func (g *GaugeFuncVec) Value(i int) int64 { return g.f(i) }

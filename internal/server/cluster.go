@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
 	"strconv"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/etcdlaunch"
 	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/protocol"
@@ -46,12 +48,38 @@ func openEtcd(cfg Config, rpcEndpoint, peerEndpoint string) (*meta.Etcd, error) 
 		RPCEndpoint:  rpcEndpoint,
 		PeerEndpoint: peerEndpoint,
 		Logger:       cfg.Logger,
+		Metrics:      cfg.Metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	return e, nil
 }
+
+// launchEtcd launches Config.EtcdCmd when no etcd answers at the first of
+// the endpoints and that endpoint is on this machine, as upstream's
+// --etcd_cmd does; it returns nil when nothing was launched (no EtcdCmd,
+// an etcd answers, or the endpoint is another machine's: then the daemon
+// waits for that etcd as for any). The caller owns the process.
+func launchEtcd(cfg Config) (*etcdlaunch.Process, error) {
+	if cfg.Meta != "etcd" || cfg.EtcdCmd == "" {
+		return nil, nil
+	}
+	p, err := etcdlaunch.Ensure(etcdlaunch.Config{Cmd: cfg.EtcdCmd, Endpoint: cfg.EtcdEndpoints[0], DataDir: cfg.EtcdDataDir,
+		Timeout: max(cfg.EtcdTimeout, launchTimeout), Logger: cfg.Logger})
+	if errors.Is(err, etcdlaunch.ErrNotLocal) {
+		cfg.Logger.Info("etcd not launched: its endpoint is not on this machine; waiting for it", "endpoint",
+			cfg.EtcdEndpoints[0], "etcd_cmd", cfg.EtcdCmd)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return p, nil
+}
+
+// launchTimeout is the least time a launched etcd has to start serving.
+const launchTimeout = 30 * time.Second
 
 // clusterMeta answers cluster_meta in upstream's shape, {"i<N>": {instance_id,
 // hostid, hostname, nodename, ipc_socket, rpc_endpoint, timestamp}}: every

@@ -82,6 +82,18 @@ type Config struct {
 	// its instance and persisted objects disappear from the cluster;
 	// meta.DefaultLeaseTTL when zero.
 	EtcdLeaseTTL time.Duration
+	// EtcdCmd, when set, is the etcd executable Start launches when no etcd
+	// answers at the first of EtcdEndpoints and that endpoint is on this
+	// machine (internal/etcdlaunch; upstream's --etcd_cmd). The server owns
+	// the process: Close stops it.
+	EtcdCmd string
+	// EtcdDataDir is the data directory of the etcd EtcdCmd launches; a
+	// temporary one, removed at Close, when empty.
+	EtcdDataDir string
+	// MetricsEndpoint is the "host:port" of the HTTP listener serving
+	// /metrics (Prometheus), /healthz and /readyz (httpd.go); port 0 takes a
+	// free port; "" (the zero value) starts none.
+	MetricsEndpoint string
 	// MaxFrame bounds request frames; protocol.DefaultMaxFrame when zero.
 	MaxFrame int
 	// MaxReplyBytes bounds a reply: a request whose reply would be larger
@@ -169,6 +181,15 @@ func Defaults() Config {
 // loopback only.
 const DefaultRPCHost = "127.0.0.1"
 
+// DefaultMetricsHost and DefaultMetricsPort are where cmd/vineyardd's
+// metrics listener (Config.MetricsEndpoint) binds unless told otherwise:
+// loopback, and the port of upstream's --metrics when no --metrics-port is
+// given.
+const (
+	DefaultMetricsHost = "127.0.0.1"
+	DefaultMetricsPort = 9610
+)
+
 // DefaultPeerEndpoint is where a cluster daemon's peer service listens
 // unless told otherwise: any free port on loopback (peers find it in the
 // etcd instance record).
@@ -183,6 +204,7 @@ func (c *Config) validateMeta() error {
 	switch c.Meta {
 	case "local":
 		if len(c.EtcdEndpoints) > 0 || c.EtcdPrefix != "" || c.EtcdTimeout != 0 || c.EtcdLeaseTTL != 0 ||
+			c.EtcdCmd != "" || c.EtcdDataDir != "" ||
 			c.EtcdCACert != "" || c.EtcdCert != "" || c.EtcdKey != "" || c.EtcdUser != "" || c.EtcdPassword != "" {
 			return fmt.Errorf("%w: etcd settings given with the local meta backend", ErrBadConfig)
 		}

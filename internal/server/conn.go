@@ -132,6 +132,7 @@ func (c *conn) serve() {
 // not, so they are never read as requests. When their count cannot be known
 // or is over the frame limit, the connection closes with an error instead.
 func (c *conn) handleFrame(body []byte) bool {
+	start := c.s.m.begin()
 	f, err := protocol.DecodeRequest(body)
 	if errors.Is(err, protocol.ErrUnframed) {
 		return c.closeWithError(status.Errorf(status.Invalid, "%v", err))
@@ -167,6 +168,7 @@ func (c *conn) handleFrame(body []byte) bool {
 		}
 		c.trailing = 0
 	}
+	c.s.m.done(f.Kind, start)
 	if p := pipelined(f.Req); p != nil {
 		// No reply: the client does not wait for one. A failure goes out
 		// as a frame the client reads ahead of its next reply. One that

@@ -53,23 +53,44 @@ func benchConnPeer(tb testing.TB, s *Server) (*conn, *os.File) {
 	return c, peer
 }
 
+// startMetrics starts a bench server with its metrics listener on (the
+// requests then timed into the duration histograms) or off.
+func startMetrics(b *testing.B, on bool) *Server {
+	cfg := Config{MaxFrame: 1 << 16}
+	if on {
+		cfg.MetricsEndpoint = "127.0.0.1:0"
+	}
+	return startCfg(b, cfg)
+}
+
+// metricsModes are the sub-benchmarks comparing the request path with the
+// metrics listener off and on.
+var metricsModes = []struct {
+	name string
+	on   bool
+}{{"metrics=off", false}, {"metrics=on", true}}
+
 // BenchmarkDispatch measures handleFrame (decode, dispatch, encode, write)
-// for the requests of a put and a get.
+// for the requests of a put and a get, with the metrics listener off and on.
 func BenchmarkDispatch(b *testing.B) {
-	c := benchConn(b, start(b))
-	for _, bc := range []struct{ name, body string }{
-		{"exists", `{"type":"exists_request","id":1}`},
-		{"release", `{"type":"release_request","object_id":1,"ids":[2,3]}`},
-		{"get_data", `{"type":"get_data_request","id":[1],"sync_remote":false,"wait":false,"with_buffers":true}`},
-		{"create_data", `{"type":"create_data_request","content":{"typename":"vineyard::Scalar","value_":"1","transient":true}}`},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			body := []byte(bc.body)
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if !c.handleFrame(body) {
-					b.Fatal("connection closed")
-				}
+	for _, mm := range metricsModes {
+		b.Run(mm.name, func(b *testing.B) {
+			c := benchConn(b, startMetrics(b, mm.on))
+			for _, bc := range []struct{ name, body string }{
+				{"exists", `{"type":"exists_request","id":1}`},
+				{"release", `{"type":"release_request","object_id":1,"ids":[2,3]}`},
+				{"get_data", `{"type":"get_data_request","id":[1],"sync_remote":false,"wait":false,"with_buffers":true}`},
+				{"create_data", `{"type":"create_data_request","content":{"typename":"vineyard::Scalar","value_":"1","transient":true}}`},
+			} {
+				b.Run(bc.name, func(b *testing.B) {
+					body := []byte(bc.body)
+					b.ReportAllocs()
+					for i := 0; i < b.N; i++ {
+						if !c.handleFrame(body) {
+							b.Fatal("connection closed")
+						}
+					}
+				})
 			}
 		})
 	}
@@ -78,9 +99,16 @@ func BenchmarkDispatch(b *testing.B) {
 // BenchmarkPutInline measures handleFrame for the put of a small NumPy
 // array as the Python client sends it: one create_data of a tensor tree
 // with its 8-byte blob inline (read from the socket), then the release of
-// the blob the create took, as the client's next request carries it.
+// the blob the create took, as the client's next request carries it; with
+// the metrics listener off and on.
 func BenchmarkPutInline(b *testing.B) {
-	c, peer := benchConnPeer(b, start(b))
+	for _, mm := range metricsModes {
+		b.Run(mm.name, func(b *testing.B) { benchPutInline(b, startMetrics(b, mm.on)) })
+	}
+}
+
+func benchPutInline(b *testing.B, s *Server) {
+	c, peer := benchConnPeer(b, s)
 	body := []byte(`{"type":"create_data_request","content":{"typename": "vineyard::Tensor<int64>", ` +
 		`"shape_": "[1]", "partition_index_": "[]", "order_": "\"C\"", "value_type_": "int64", ` +
 		`"value_type_meta_": "<i8", "nbytes": 8, "buffer_": {"inline": 0}},"inline":[8]}`)

@@ -43,20 +43,24 @@ func TestMetrics(t *testing.T) {
 	if !ok {
 		t.Fatal("instance_status has no meta")
 	}
-	if st["ipc_connections"] != float64(s.m.ipcConns.Value()) || st["ipc_connections"] != 1.0 ||
+	if st["ipc_connections"] != float64(s.m.conns.Value(listenerIPC)) || st["ipc_connections"] != 1.0 ||
 		st["memory_limit"] != float64(s.m.memLimit.Value()) || st["memory_limit"] != float64(4<<20) {
-		t.Errorf("instance_status %v; metrics ipc %d, limit %d", st, s.m.ipcConns.Value(), s.m.memLimit.Value())
+		t.Errorf("instance_status %v; metrics ipc %d, limit %d", st, s.m.conns.Value(listenerIPC), s.m.memLimit.Value())
 	}
 	var text strings.Builder
 	if err := reg.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`vineyardd_requests_total{type="exists_request"} 3`,
-		`vineyardd_request_errors_total{code="ObjectNotExists"} 1`,
-		`vineyardd_store_events_total{kind="created"} 1`,
-		`vineyardd_connections_accepted_total 1`,
-		"# HELP vineyardd_memory_limit_bytes ",
+		`vineyard_requests_total{type="exists_request"} 3`,
+		`vineyard_request_errors_total{code="ObjectNotExists"} 1`,
+		`vineyard_store_events_total{kind="created"} 1`,
+		`vineyard_connections_accepted_total{listener="ipc"} 1`,
+		`vineyard_connections{listener="ipc"} 1`,
+		`vineyard_objects 1`,
+		`vineyard_memory_spilled_bytes 0`,
+		`vineyard_streams 0`,
+		"# HELP vineyard_memory_limit_bytes ",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("metrics text lacks %q:\n%s", want, text.String())

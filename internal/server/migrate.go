@@ -30,6 +30,7 @@ type migrator struct {
 	stp    atomic.Pointer[store.Store]
 	server *peer.Server // nil without Config.PeerEndpoint
 	client *peer.Client
+	m      *serverMetrics // counts the transfers
 
 	mu      sync.Mutex
 	copies  map[ids.ObjectID]ids.ObjectID // origin -> local copy
@@ -52,16 +53,16 @@ type flight struct {
 // empty) and the peer client migrations fetch with. It runs before the store
 // exists, so that the etcd registration can publish the bound address; until
 // setStore, the service refuses every fetch.
-func startMigrator(cfg *Config) (*migrator, error) {
+func startMigrator(cfg *Config, sm *serverMetrics) (*migrator, error) {
 	m := &migrator{copies: map[ids.ObjectID]ids.ObjectID{}, flights: map[ids.ObjectID]*flight{},
-		endpoints: map[uint64]string{}}
+		endpoints: map[uint64]string{}, m: sm}
 	c, err := peer.NewClient(peer.ClientConfig{Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Sink{Store: m.store})
 	if err != nil {
 		return nil, fmt.Errorf("server: peer client: %w", err)
 	}
 	m.client = c
 	if cfg.PeerEndpoint != "" {
-		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, peerstore.Source{Store: m.store})
+		srv, err := peer.Listen(peer.ServerConfig{Addr: cfg.PeerEndpoint, Secret: cfg.PeerSecret, TLS: cfg.PeerTLS}, countingSource{peerstore.Source{Store: m.store}, sm})
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("server: peer service: %w", err)
@@ -208,6 +209,13 @@ func (m *migrator) migrate(ctx context.Context, tree []byte, blobs []store.Remot
 // reads the backend again and, if owner now publishes another endpoint (an
 // instance id taken over by a new daemon), fetches once more from there.
 func (m *migrator) fetch(ctx context.Context, owner uint64, blobs []ids.ObjectID) ([]peer.LocalBlob, error) {
+	got, err := m.fetchFrom(ctx, owner, blobs)
+	m.m.fetched(got, err)
+	return got, err
+}
+
+// fetchFrom is fetch, uncounted.
+func (m *migrator) fetchFrom(ctx context.Context, owner uint64, blobs []ids.ObjectID) ([]peer.LocalBlob, error) {
 	m.mu.Lock()
 	ep, known := m.endpoints[owner]
 	m.mu.Unlock()

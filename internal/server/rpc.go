@@ -115,7 +115,7 @@ func (s *Server) rpcAcceptLoop() {
 			return
 		}
 		if s.full(true) {
-			s.refuse(nc, "TCP listener", s.cfg.MaxRPCConnections)
+			s.refuse(nc, listenerNameRPC, s.cfg.MaxRPCConnections)
 			continue
 		}
 		_ = nc.SetNoDelay(true)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/v6d-io/v6d-go/internal/etcdlaunch"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/metrics"
 	"github.com/v6d-io/v6d-go/internal/protocol"
@@ -27,14 +28,17 @@ import (
 
 // Server is a running daemon. Start returns it once it listens; Close stops it.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *store.Store
-	etcd   *meta.Etcd // the store's backend with Config.Meta "etcd", else nil (cluster.go)
-	ln     *net.UnixListener
-	rpcLn  *net.TCPListener // nil without Config.RPCEndpoint (rpc.go)
-	ctx    context.Context
-	cancel context.CancelFunc
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	etcd  *meta.Etcd // the store's backend with Config.Meta "etcd", else nil (cluster.go)
+	// launched is the etcd Start launched (Config.EtcdCmd), stopped by
+	// Close after the store; nil when none was.
+	launched *etcdlaunch.Process
+	ln       *net.UnixListener
+	rpcLn    *net.TCPListener // nil without Config.RPCEndpoint (rpc.go)
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	ready     chan struct{}
 	done      chan struct{}
@@ -48,7 +52,8 @@ type Server struct {
 	wg       sync.WaitGroup
 	refusing slots // connections refused and draining (refuse)
 
-	m *serverMetrics // in Config.Metrics (metrics.go)
+	m       *serverMetrics // in Config.Metrics (metrics.go)
+	metrics *metricsServer // the HTTP listener of Config.MetricsEndpoint, or nil (httpd.go)
 
 	readers  slots        // connections blocked in recv on a thread of their own (read.go)
 	inflight atomic.Int64 // bytes of frames being received, within cfg.MaxInflightBytes
@@ -90,11 +95,31 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := newServerMetrics(cfg.Metrics, cfg.MetricsEndpoint != "")
 	// The peer service listens before etcd too (its store comes later).
-	migr, err := startMigrator(&cfg)
+	migr, err := startMigrator(&cfg, m)
 	if err != nil {
 		if rpcLn != nil {
 			_ = rpcLn.Close()
+		}
+		return nil, err
+	}
+	metricsLn, err := listenMetrics(cfg.MetricsEndpoint)
+	if err != nil {
+		migr.close()
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+		return nil, err
+	}
+	launched, err := launchEtcd(cfg)
+	if err != nil {
+		migr.close()
+		if rpcLn != nil {
+			_ = rpcLn.Close()
+		}
+		if metricsLn != nil {
+			_ = metricsLn.Close()
 		}
 		return nil, err
 	}
@@ -103,6 +128,10 @@ func Start(cfg Config) (*Server, error) {
 		if rpcLn != nil {
 			_ = rpcLn.Close()
 		}
+		if metricsLn != nil {
+			_ = metricsLn.Close()
+		}
+		launched.Stop()
 	}
 	// Opened after the TCP listener, so that the registration publishes
 	// the port it bound; before the store, which then owns it.
@@ -111,7 +140,6 @@ func Start(cfg Config) (*Server, error) {
 		closeRPC()
 		return nil, err
 	}
-	m := newServerMetrics(cfg.Metrics)
 	scfg := cfg.storeConfig()
 	scfg.Observer = m
 	if etcd != nil {
@@ -138,21 +166,22 @@ func Start(cfg Config) (*Server, error) {
 	migr.setStore(st)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		migr:    migr,
-		rpcLn:   rpcLn,
-		poller:  pl,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		store:   st,
-		etcd:    etcd,
-		ln:      ln,
-		ctx:     ctx,
-		cancel:  cancel,
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
-		conns:   make(map[*conn]struct{}),
-		m:       m,
-		streams: streams.New(st, cfg.StreamCapacity),
+		migr:     migr,
+		rpcLn:    rpcLn,
+		poller:   pl,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		store:    st,
+		etcd:     etcd,
+		launched: launched,
+		ln:       ln,
+		ctx:      ctx,
+		cancel:   cancel,
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		conns:    make(map[*conn]struct{}),
+		m:        m,
+		streams:  streams.New(st, cfg.StreamCapacity),
 	}
 	m.srv.Store(s)
 	s.readers.max.Store(maxBlockingReaders)
@@ -164,9 +193,13 @@ func Start(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.rpcAcceptLoop()
 	}
+	if metricsLn != nil {
+		s.metrics = s.startMetrics(metricsLn)
+	}
 	close(s.ready)
 	used, limit := st.Usage()
-	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "size", limit, "used", used,
+	s.log.Info("vineyardd ready", "socket", cfg.Socket, "rpc", s.RPCEndpoint(), "metrics", s.MetricsEndpoint(),
+		"size", limit, "used", used,
 		"meta", cfg.Meta, "instance", st.InstanceID())
 	return s, nil
 }
@@ -231,6 +264,7 @@ func (s *Server) Close() error {
 		if s.rpcLn != nil {
 			_ = s.rpcLn.Close()
 		}
+		s.metrics.close()
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.sock.Shutdown() // its goroutine's read returns
@@ -241,6 +275,7 @@ func (s *Server) Close() error {
 		s.sched.close()
 		s.migr.close() // before the store: its streams hold pins
 		_ = s.store.Close()
+		s.launched.Stop()
 		close(s.done)
 		s.log.Info("vineyardd stopped", "socket", s.cfg.Socket)
 	})
@@ -264,7 +299,7 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		if s.full(false) {
-			s.refuse(nc, "UNIX socket", s.cfg.MaxConnections)
+			s.refuse(nc, listenerNameIPC, s.cfg.MaxConnections)
 			continue
 		}
 		sock, err := protocol.SockOf(nc)
@@ -304,7 +339,11 @@ func (s *Server) serveConn(c *conn) bool {
 	if c.tcp != nil {
 		s.rpcConns++
 	}
-	s.m.accepted.Inc()
+	if c.tcp != nil {
+		s.m.accepted.Inc(listenerRPC)
+	} else {
+		s.m.accepted.Inc(listenerIPC)
+	}
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -352,6 +391,12 @@ func (s *Server) fail(err error) {
 	go func() { _ = s.Close() }() // not here: Close waits for the caller
 }
 
+// The listeners' names in the refusal's message.
+const (
+	listenerNameIPC = "UNIX socket"
+	listenerNameRPC = "TCP listener"
+)
+
 // maxRefusing bounds the refused connections that linger (refuse) at once;
 // beyond it a refused connection is closed at once.
 const maxRefusing = 64
@@ -367,7 +412,11 @@ const refuseLinger = time.Second
 // what the client sends is read and dropped until it closes or
 // refuseLinger passes, on at most maxRefusing goroutines.
 func (s *Server) refuse(nc net.Conn, listener string, limit int) {
-	s.m.refused.Inc()
+	if listener == listenerNameRPC {
+		s.m.refused.Inc(listenerRPC)
+	} else {
+		s.m.refused.Inc(listenerIPC)
+	}
 	s.log.Warn("refusing connection: too many connections", "listener", listener, "max", limit)
 	err := status.Errorf(status.ConnectionError, "vineyardd: too many connections on its %s (limit %d); try again later",
 		listener, limit)
