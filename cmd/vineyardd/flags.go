@@ -27,11 +27,26 @@ type settings struct {
 	readyFD         int           // -1: none (ready.go)
 	noRPC           bool          // --norpc: RPCEndpoint is cleared once every flag is read
 	peerGiven       bool          // --peer-port was given (peerflags.go)
+
+	// Set by upstream's spellings (upstream.go) and the log and metrics
+	// flags (logflags.go).
+	metaGiven   bool     // --meta was given: no etcd flag turns etcd on by itself
+	etcdGiven   bool     // an --etcd-* flag was given
+	metaTimeout int64    // --meta_timeout, seconds; 0: not given
+	warnings    []string // one per flag accepted but not supported here, logged once at start
+	logFormat   string   // --log-format: "text" or "json"
+	logDir      string   // -log_dir: also write the log to a file there
+	logToStderr bool     // --logtostderr: never to a file
+	metrics     bool     // --metrics / --prometheus
+	metricsPort int      // --metrics-port; -1: not given
+	metricsHost string   // --metrics-host
+	coredump    bool     // --coredump: crash with a core dump
 }
 
 // defaultSettings are the settings of a daemon started with no flags.
 func defaultSettings() settings {
-	return settings{Config: server.Defaults(), logLevel: slog.LevelInfo, readyFD: -1}
+	return settings{Config: server.Defaults(), logLevel: slog.LevelInfo, readyFD: -1, logFormat: "text",
+		metricsPort: -1, metricsHost: server.DefaultMetricsHost}
 }
 
 // flagDef is one row of the flag table. A flag is matched after dropping its
@@ -78,6 +93,9 @@ var flags = []flagDef{
 			"1000); over it a put fails with NotEnoughMemory. A size over the machine's memory or\n" +
 			"the cgroup limit is refused unless --allow-overcommit",
 		func(o *settings, v string) error {
+			if v == "" {
+				return nil // upstream's "no limit" (python -m vineyard passes --size ''): the default here
+			}
 			n, err := memsize.ParseSize(v)
 			if err != nil {
 				return fmt.Errorf("--size: %w", err)
@@ -142,16 +160,21 @@ var flags = []flagDef{
 	{"meta", "BACKEND", func(d *settings) string { return d.Meta },
 		"where the metadata of persisted objects and the names live: local (in this daemon;\n" +
 			"needs nothing else) or etcd (shared by every daemon with the same --etcd-prefix;\n" +
-			"see docs/cluster.md)",
+			"see docs/cluster.md). Without --meta, any --etcd-* flag means etcd (upstream's\n" +
+			"default backend); with none, local",
 		func(o *settings, v string) error {
+			if v == "redis" {
+				return errors.New("--meta redis: upstream's redis backend is not supported here; want local or etcd")
+			}
 			if v != "local" && v != "etcd" {
 				return fmt.Errorf("--meta %q: want local or etcd", v)
 			}
 			o.Meta = v
+			o.metaGiven = true
 			return nil
 		}},
 	{"etcd-endpoint", "URL[,URL...]", constant(server.DefaultEtcdEndpoint),
-		"etcd's client URLs, comma-separated (with --meta etcd)",
+		"etcd's client URLs, comma-separated (implies --meta etcd)",
 		func(o *settings, v string) error {
 			var eps []string
 			for ep := range strings.SplitSeq(v, ",") {
@@ -443,9 +466,21 @@ func parseArgs(args []string) (settings, error) {
 		if f == nil {
 			return o, fmt.Errorf("unknown flag --%s", spelled)
 		}
+		if strings.HasPrefix(f.name, "etcd-") {
+			o.etcdGiven = true
+		}
 		switch {
 		case f.arg == "": // boolean
 			v := "true"
+			if !hasValue && !negated && i+1 < len(args) {
+				// gflags' operator command lines say --sync_crds true: a boolean's
+				// value may follow it (nothing else may: there are no positional
+				// arguments to mistake it for).
+				if _, err := strconv.ParseBool(args[i+1]); err == nil {
+					i++
+					value, hasValue = args[i], true
+				}
+			}
 			if hasValue {
 				b, err := strconv.ParseBool(value)
 				if err != nil {
@@ -473,6 +508,12 @@ func parseArgs(args []string) (settings, error) {
 	}
 	if o.noRPC {
 		o.RPCEndpoint = ""
+	}
+	if o.etcdGiven && !o.metaGiven {
+		o.Meta = "etcd" // upstream's default backend, chosen by its flags
+	}
+	if err := o.finishUpstream(); err != nil {
+		return o, err
 	}
 	o.PeerEndpoint = peerEndpoint(&o)
 	// Said in the flags' words; Config.Validate checks the same.

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -39,8 +39,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vineyardd: %v\nRun 'vineyardd --help' for the flags.\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	logger, logFile, err := newLogger(&o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
+		return 1
+	}
+	defer logFile.Close()
 	o.Logger = logger
+	for _, w := range o.warnings {
+		logger.Warn("upstream flag accepted but not supported here: " + w)
+	}
+	if o.coredump {
+		debug.SetTraceback("crash")
+	}
 	server.SpareProcs()
 	srv, err := server.Start(o.Config)
 	if err != nil {

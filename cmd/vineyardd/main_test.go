@@ -117,9 +117,17 @@ func TestParseArgsRefusals(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"--etcd_endpoint=http://127.0.0.1:2379"}, "need --meta etcd"},
+		{[]string{"--meta=local", "--etcd_endpoint=http://127.0.0.1:2379"}, "need --meta etcd"},
+		{[]string{"--meta=redis"}, "redis backend is not supported"},
+		{[]string{"--allocator=jemalloc"}, "want dlmalloc or mimalloc"},
+		{[]string{"--stream_threshold=101"}, "percentage"},
+		{[]string{"--spill_upper_rate=2"}, "rate from 0 to 1"},
+		{[]string{"--deployment=cloud"}, "want local or distributed"},
+		{[]string{"--meta_timeout=-1"}, "positive number of seconds"},
+		{[]string{"--log-format=xml"}, "want text or json"},
+		{[]string{"--metrics-port=70000"}, "not a port number"},
+		{[]string{"--sync_crds", "maybe"}, "unexpected argument"},
 		{[]string{"--meta=local", "--etcd_prefix", "/vineyard"}, "need --meta etcd"},
-		{[]string{"--meta=redis"}, "want local or etcd"},
 		{[]string{"--meta=etcd", "--instance-id=3"}, "etcd allocates"},
 		{[]string{"--meta=etcd", "--etcd-endpoint= , "}, "names no endpoint"},
 		{[]string{"--meta=etcd", "--etcd-prefix=/"}, "must not be empty"},
