@@ -27,8 +27,6 @@ type serverMetrics struct {
 	waiting   *metrics.Gauge
 	events    *metrics.CounterVec // by store.EventKind
 	spilled   *metrics.Gauge      // bytes: EventSpilled adds, EventLoaded subtracts
-	// streams is the number of open streams (set by the stream handlers).
-	streams *metrics.Gauge
 	// Peer transfers by direction: in (fetched by this daemon's
 	// migrations) and out (served to other daemons).
 	peerTransfers, peerBytes, peerErrors *metrics.CounterVec
@@ -118,7 +116,6 @@ func newServerMetrics(r *metrics.Registry, timed bool) *serverMetrics {
 		waiting: r.Gauge("vineyard_waiting_requests", "Requests waiting for an object or a name to appear."),
 		events:  r.CounterVec("vineyard_store_events_total", "Changes of the store, by kind of event.", "kind", events),
 		spilled: r.Gauge("vineyard_memory_spilled_bytes", "Bytes of blobs spilled out of the arena to files."),
-		streams: r.Gauge("vineyard_streams", "Open streams."),
 		peerTransfers: r.CounterVec("vineyard_peer_transfers_total",
 			"Blob transfers between daemons: in, fetched by this daemon's migrations; out, served to others.",
 			"direction", directions),
@@ -145,6 +142,8 @@ func newServerMetrics(r *metrics.Registry, timed bool) *serverMetrics {
 			}
 			return int64(s.connections() - rpc)
 		})
+	r.GaugeFunc("vineyard_streams", "Streams in the daemon, open or stopped, until dropped.",
+		read(func(s *Server) int64 { return int64(s.streams.Len()) }))
 	r.GaugeFunc("vineyard_objects", "Objects (not blobs) of this instance in the store.",
 		counts(func(c store.Counts) int { return c.Objects }))
 	r.GaugeFunc("vineyard_blobs", "Blobs in the store, sealed or not.", counts(func(c store.Counts) int { return c.Blobs }))
