@@ -153,6 +153,37 @@ var flags = []flagDef{
 			o.DirectoryEntries = n
 			return nil
 		}},
+	{"spill-path", "DIR", constant("off"),
+		"spill sealed objects no client holds to files in DIR when the arena fills, and load\n" +
+			"them back on get (docs/design.md, \"Spilling\"); DIR is created 0700, or must be yours\n" +
+			"and writable by nobody else; spill files left by a daemon that died are removed",
+		func(o *settings, v string) error {
+			if v == "" {
+				return errors.New("--spill-path must not be empty")
+			}
+			o.SpillPath = v
+			return nil
+		}},
+	{"spill-lower-rate", "RATE", func(d *settings) string { return strconv.FormatFloat(d.SpillLowerRate, 'g', -1, 64) },
+		"spilling stops once the arena's usage is at most RATE x --size",
+		rateSetter("spill-lower-rate", func(o *settings) *float64 { return &o.SpillLowerRate })},
+	{"spill-upper-rate", "RATE", func(d *settings) string { return strconv.FormatFloat(d.SpillUpperRate, 'g', -1, 64) },
+		"spilling starts when the arena's usage reaches RATE x --size",
+		rateSetter("spill-upper-rate", func(o *settings) *float64 { return &o.SpillUpperRate })},
+	{"spill-wait", "DURATION", func(d *settings) string { return d.SpillWait.String() },
+		"how long a put (or a load) that finds no room waits while objects spill, before it\n" +
+			"fails with NotEnoughMemory; 0: fail at once",
+		func(o *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("--spill-wait %q is not a duration such as 30s", v)
+			}
+			o.SpillWait = d
+			if d == 0 {
+				o.SpillWait = -1 // server.Config's "no wait"
+			}
+			return nil
+		}},
 	{"allow-overcommit", "", constant("false"),
 		"accept a --size over the machine's memory or the cgroup limit (writers may then be\n" +
 			"killed by the kernel's OOM killer instead of getting NotEnoughMemory)",
@@ -560,4 +591,16 @@ Example:
   VINEYARD_IPC_SOCKET=/tmp/v6d.sock python3 -c \
     'import numpy as np, vineyard; c = vineyard.connect(); print(c.get(c.put(np.arange(5))))'
 `)
+}
+
+// rateSetter stores a fraction from 0 to 1.
+func rateSetter(name string, field func(*settings) *float64) func(*settings, string) error {
+	return func(o *settings, v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("--%s %q is not a number from 0 to 1", name, v)
+		}
+		*field(o) = r
+		return nil
+	}
 }

@@ -132,3 +132,22 @@ func (c *Client) ClusterMeta() (json.RawMessage, error) {
 	}
 	return reply.Meta, nil
 }
+
+// Evict spills the blobs of the objects idl that no client holds now to the
+// daemon's spill directory (the others stay); it fails when the daemon
+// does not spill (no --spill-path).
+func (c *Client) Evict(idl []ids.ObjectID) error {
+	return c.call(&protocol.EvictRequest{IDs: idl}, &protocol.AckReply{})
+}
+
+// Load loads the spilled blobs of the objects idl back into memory; with
+// pin, this connection also holds them, so that none spills, until Unpin
+// (or the client closes).
+func (c *Client) Load(idl []ids.ObjectID, pin bool) error {
+	return c.call(&protocol.LoadRequest{IDs: idl, Pin: pin}, &protocol.AckReply{})
+}
+
+// Unpin drops what Load with pin held of the objects idl.
+func (c *Client) Unpin(idl []ids.ObjectID) error {
+	return c.call(&protocol.UnpinRequest{IDs: idl}, &protocol.AckReply{})
+}

@@ -53,6 +53,9 @@ const (
 	KindPullNextStreamChunk
 	KindStopStream
 	KindDropStream
+	KindEvict
+	KindLoad
+	KindUnpin
 
 	// NumKinds is one more than the largest Kind: the size of a table
 	// indexed by Kind.
@@ -118,6 +121,11 @@ var kinds = [NumKinds]kindInfo{
 	KindPullNextStreamChunk: {"pull_next_stream_chunk_request", "pull_next_stream_chunk_reply", func() Request { return &PullNextStreamChunkRequest{} }, false},
 	KindStopStream:          {"stop_stream_request", "stop_stream_reply", func() Request { return &StopStreamRequest{} }, false},
 	KindDropStream:          {"drop_stream_request", "drop_stream_reply", func() Request { return &DropStreamRequest{} }, false},
+
+	// Spilling (upstream's).
+	KindEvict: {"evict_request", "evict_reply", func() Request { return &EvictRequest{} }, false},
+	KindLoad:  {"load_request", "load_reply", func() Request { return &LoadRequest{} }, false},
+	KindUnpin: {"unpin_request", "unpin_reply", func() Request { return &UnpinRequest{} }, false},
 }
 
 // kindByWire maps each wire type to its Kind.

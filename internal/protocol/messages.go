@@ -191,6 +191,23 @@ type IncreaseReferenceCountRequest struct {
 	IDs []ids.ObjectID `json:"ids"`
 }
 
+// EvictRequest spills the objects' blobs that no client holds now.
+type EvictRequest struct {
+	IDs []ids.ObjectID `json:"ids"`
+}
+
+// LoadRequest loads the objects' spilled blobs back; with Pin, the
+// connection also holds each blob (none spills) until unpin_request.
+type LoadRequest struct {
+	IDs []ids.ObjectID `json:"ids"`
+	Pin bool           `json:"pin"`
+}
+
+// UnpinRequest drops the connection's holds of the objects' blobs.
+type UnpinRequest struct {
+	IDs []ids.ObjectID `json:"ids"`
+}
+
 // CreateDataRequest stores a metadata tree. Seal is our extension: blobs of
 // this connection sealed first, in the same round trip. Inline (our
 // extension) lists the sizes of new blobs whose bytes follow the frame on the
@@ -567,3 +584,12 @@ func (r *DelDataRequest) RequestType() string {
 func NewDelDataRequest(idl []ids.ObjectID, force, deep, memoryTrim bool) *DelDataRequest {
 	return &DelDataRequest{ID: idl, Force: force, Deep: deep, MemoryTrim: memoryTrim, feedback: true}
 }
+
+// RequestType returns KindEvict's wire type.
+func (*EvictRequest) RequestType() string { return KindEvict.String() }
+
+// RequestType returns KindLoad's wire type.
+func (*LoadRequest) RequestType() string { return KindLoad.String() }
+
+// RequestType returns KindUnpin's wire type.
+func (*UnpinRequest) RequestType() string { return KindUnpin.String() }

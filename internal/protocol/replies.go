@@ -245,6 +245,10 @@ type InstanceStatus struct {
 	// labels, names of deleted objects) queued until etcd answers again:
 	// 0 when the cluster has everything this daemon did.
 	MetaPending int `json:"meta_pending"`
+	// SpilledObjects and SpilledBytes (ours) are the blobs whose bytes are
+	// in spill files now, and their size (docs/design.md, "Spilling").
+	SpilledObjects int    `json:"spilled_objects"`
+	SpilledBytes   uint64 `json:"spilled_bytes"`
 }
 
 // InstanceStatusReply answers instance_status_request.

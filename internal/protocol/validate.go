@@ -202,3 +202,7 @@ func checkLeaseBlobs(v []uint64) error {
 	}
 	return tooMany("lease_blobs", len(v)/3)
 }
+
+func (r *EvictRequest) validate() error { return tooMany("ids", len(r.IDs)) }
+func (r *LoadRequest) validate() error  { return tooMany("ids", len(r.IDs)) }
+func (r *UnpinRequest) validate() error { return tooMany("ids", len(r.IDs)) }

@@ -161,6 +161,16 @@ type Config struct {
 	PeerSecret string
 	// PeerTLS are the TLS files of the peer service (server and client).
 	PeerTLS peer.TLSFiles
+	// SpillPath, when set, turns spilling on: sealed objects no client
+	// holds move to files in this directory when the arena fills
+	// (store.Config.SpillPath; docs/design.md, "Spilling").
+	SpillPath string
+	// SpillLowerRate and SpillUpperRate are the spill marks, fractions of
+	// Size (store.DefaultSpillLowerRate, store.DefaultSpillUpperRate when 0).
+	SpillLowerRate, SpillUpperRate float64
+	// SpillWait bounds how long a put waits for spilling to make room
+	// (store.DefaultSpillWait when 0; no wait when negative).
+	SpillWait time.Duration
 }
 
 // Defaults returns the config of a daemon started with no flags: every
@@ -252,6 +262,10 @@ func (c *Config) storeConfig() store.Config {
 		PrefaultAhead:    uint64(max(c.PrefaultAhead, 0)),
 		DirectoryEntries: c.DirectoryEntries,
 		MaxPinPages:      c.MaxPinPages,
+		SpillPath:        c.SpillPath,
+		SpillLowerRate:   c.SpillLowerRate,
+		SpillUpperRate:   c.SpillUpperRate,
+		SpillWait:        c.SpillWait,
 		DirectoryFull: func(entries int) {
 			// Called under the store's lock: the log's writer may block.
 			go logger.Warn("the directory is full: gets of objects that find no room take a round trip; "+
@@ -330,6 +344,15 @@ func (c *Config) fillDefaults() {
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = DefaultPrefaultAhead
 	}
+	if c.SpillLowerRate == 0 {
+		c.SpillLowerRate = store.DefaultSpillLowerRate
+	}
+	if c.SpillUpperRate == 0 {
+		c.SpillUpperRate = store.DefaultSpillUpperRate
+	}
+	if c.SpillWait == 0 {
+		c.SpillWait = store.DefaultSpillWait
+	}
 	if c.MaxPinPages == 0 {
 		c.MaxPinPages = MappingBudget()
 	}
@@ -391,6 +414,9 @@ func (c *Config) Validate() error {
 	if c.MaxReplyBytes > protocol.MaxReplyFrame {
 		return fmt.Errorf("%w: replies of at most %d bytes, since clients read no larger frame; %d asked",
 			ErrBadConfig, protocol.MaxReplyFrame, c.MaxReplyBytes)
+	}
+	if err := store.CheckSpillRates(c.SpillLowerRate, c.SpillUpperRate); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	if c.DirectoryEntries > MaxDirectoryEntries {
 		return fmt.Errorf("%w: %d directory entries, at most %d", ErrBadConfig, c.DirectoryEntries, MaxDirectoryEntries)

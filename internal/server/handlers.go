@@ -159,6 +159,9 @@ var handlers = [protocol.NumKinds]handler{
 	protocol.KindIncreaseReferenceCount: acked(func(c *conn, r *protocol.IncreaseReferenceCountRequest) error {
 		return c.sess.IncreaseReferenceCount(r.IDs)
 	}),
+	protocol.KindEvict: acked(func(c *conn, r *protocol.EvictRequest) error { return c.sess.Evict(r.IDs) }),
+	protocol.KindLoad:  acked(func(c *conn, r *protocol.LoadRequest) error { return c.sess.Load(r.IDs, r.Pin) }),
+	protocol.KindUnpin: acked(func(c *conn, r *protocol.UnpinRequest) error { return c.sess.Unpin(r.IDs) }),
 
 	protocol.KindCreateData: on((*conn).createData),
 	protocol.KindCreateDatas: on(func(c *conn, r *protocol.CreateDatasRequest) (protocol.Reply, []int, error) {

@@ -225,6 +225,7 @@ func (c countingSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
 
 // instanceStatus is the instance_status reply's figures, from the metrics.
 func (m *serverMetrics) instanceStatus(s *Server) protocol.InstanceStatus {
+	sp := s.store.SpillStats()
 	return protocol.InstanceStatus{
 		InstanceID:       s.store.InstanceID(),
 		Deployment:       s.cfg.Deployment,
@@ -235,5 +236,7 @@ func (m *serverMetrics) instanceStatus(s *Server) protocol.InstanceStatus {
 		IPCConnections:   int(m.conns.Value(listenerIPC)),
 		RPCConnections:   int(m.conns.Value(listenerRPC)),
 		MetaPending:      int(m.metaPending.Value()),
+		SpilledObjects:   sp.Blobs,
+		SpilledBytes:     sp.Bytes,
 	}
 }

@@ -23,6 +23,12 @@ type blob struct {
 	users  map[ids.ObjectID]int // objects that have this blob as a member (nil: none)
 	trim   bool                 // return the pages to the kernel when finally freed
 	hollow bool                 // shrunk to 0 bytes: owns no arena memory any more
+
+	// Spilling (spill.go).
+	disk bool      // its bytes are in its spill file, not in the arena (spilled; or a zombie of a spilled blob)
+	cold uint64    // the tick it joined the cold queue with; 0: not in it
+	gen  uint64    // the generation of its spill file
+	load *loadWait // the load in progress (loading)
 }
 
 // emptyBlob is the zero-length blob: it always exists and owns no memory.
@@ -96,8 +102,12 @@ func (ss *Session) releaseLocked(id ids.ObjectID) bool {
 	}
 	delete(ss.refs, id)
 	b.refs--
-	if b.refs == 0 && b.state == stateZombie {
-		ss.s.life.freeLocked(b)
+	if b.refs == 0 {
+		if b.state == stateZombie {
+			ss.s.life.freeLocked(b)
+		} else {
+			ss.s.sp.coldLocked(b)
+		}
 	}
 	return true
 }
@@ -110,6 +120,11 @@ func (part *blobLife) freeLocked(b *blob) {
 		delete(s.zombies, b.id)
 	}
 	s.life.setStateLocked(b, stateFreed)
+	if b.disk {
+		s.sp.freeSpilledLocked(b)
+		s.emitLocked(Event{Kind: EventFreed, ID: b.id, Size: b.size})
+		return
+	}
 	if b.id == ids.EmptyBlob || b.hollow || s.closed {
 		return
 	}
@@ -157,21 +172,22 @@ func (ss *Session) allocLocked(size uint64) (*blob, error) {
 	if size == 0 {
 		return emptyBlob, nil
 	}
-	off, err := s.alloc.Alloc(size)
+	off, err := s.sp.allocLocked(size)
 	if err != nil {
 		if errors.Is(err, alloc.ErrNotEnoughMemory) {
 			used, limit := s.usageLocked()
 			if s.leased > 0 {
 				return nil, status.Errorf(status.NotEnoughMemory,
-					"failed to allocate %d bytes: %d of %d bytes are in use, %d more leased to clients",
-					size, used, limit, s.leased)
+					"failed to allocate %d bytes: %d of %d bytes are in use, %d more leased to clients%s",
+					size, used, limit, s.leased, s.sp.noRoomLocked())
 			}
 			return nil, status.Errorf(status.NotEnoughMemory,
-				"failed to allocate %d bytes: %d of %d bytes are in use", size, used, limit)
+				"failed to allocate %d bytes: %d of %d bytes are in use%s", size, used, limit, s.sp.noRoomLocked())
 		}
 		return nil, status.Errorf(status.Invalid, "cannot allocate %d bytes: %v", size, err)
 	}
 	s.pf.noteAllocLocked(off, size)
+	s.sp.noteUsageLocked()
 	b := &blob{id: s.gen.Blob(), offset: off, size: size, owner: ss}
 	s.life.setStateLocked(b, stateUnsealed)
 	s.blobs[b.id] = b
@@ -344,15 +360,27 @@ func (ss *Session) GetBuffers(idl []ids.ObjectID, unsafe bool) ([]Extent, error)
 		return nil, err
 	}
 	got := make([]*blob, 0, len(idl))
-	for _, id := range idl {
-		b, ok := s.lookupBlobLocked(id)
-		if !ok {
-			return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
+	for round := 0; ; round++ {
+		got = got[:0]
+		for _, id := range idl {
+			b, ok := s.lookupBlobLocked(id)
+			if !ok {
+				return nil, status.Errorf(status.ObjectNotExists, "blob %v does not exist", id)
+			}
+			if b.state == stateUnsealed && !unsafe {
+				return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed", id)
+			}
+			got = append(got, b)
 		}
-		if b.state == stateUnsealed && !unsafe {
-			return nil, status.Errorf(status.ObjectNotSealed, "blob %v is not sealed", id)
+		if !needsLoad(got) {
+			break
 		}
-		got = append(got, b)
+		if round == maxLoadRounds {
+			return nil, errLoadRace
+		}
+		if err := s.sp.loadLocked(got); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]Extent, len(got))
 	for i, b := range got {

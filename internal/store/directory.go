@@ -167,7 +167,35 @@ func (dir *directory) apply(s *Store, e Event) {
 		}
 	case EventDeleted:
 		s.pub.unpublishLocked(e.ID)
+	case EventSpilled:
+		s.pub.treeChangedLocked(e.ID)
+	case EventLoaded:
+		s.pub.loadedLocked(e.ID)
 	}
+}
+
+// loadedLocked publishes blob id, back in the arena, and the objects
+// without users that contain it (their records went when it spilled), if
+// all of their blobs are resident now.
+func (part *publisher) loadedLocked(id ids.ObjectID) {
+	s := part.s
+	s.pub.publishLocked(id)
+	seen := map[ids.ObjectID]bool{}
+	var walk func(ids.ObjectID)
+	walk = func(id ids.ObjectID) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		users := s.users.usersOfLocked(id)
+		if len(users) == 0 && !id.IsBlob() {
+			s.pub.publishLocked(id)
+		}
+		for u := range users {
+			walk(u)
+		}
+	}
+	walk(id)
 }
 
 // publishLocked publishes id (a sealed blob, or an object whose tree is
@@ -390,8 +418,12 @@ func (part *pinHolds) dropHoldLocked(ss *Session, id ids.ObjectID) {
 	s := part.s
 	for _, b := range ss.holds[id].blobs {
 		b.refs--
-		if b.refs == 0 && b.state == stateZombie {
-			s.life.freeLocked(b)
+		if b.refs == 0 {
+			if b.state == stateZombie {
+				s.life.freeLocked(b)
+			} else {
+				s.sp.coldLocked(b)
+			}
 		}
 	}
 	delete(ss.holds, id)

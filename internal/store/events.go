@@ -54,8 +54,11 @@ const (
 	EventDeleted
 	// EventFreed: the memory of blob ID went back to the allocator.
 	EventFreed
-	// EventSpilled and EventLoaded are reserved for spilling: a blob's
-	// bytes moved out of the arena, and back.
+	// EventSpilled: a blob's spill was decided (spill.go): its bytes are
+	// in its file and its memory goes unless a pin is found, which a
+	// following EventLoaded reports. Emitted, like EventDeleted, before
+	// the pin pages are read, so the directory retires the entries first.
+	// EventLoaded: a spilled blob is back in the arena.
 	EventSpilled
 	EventLoaded
 

@@ -54,6 +54,7 @@ func (s *Store) CheckInvariants() error {
 	s.chk.checkAllocLocked(fail)
 	s.chk.checkDirectoryLocked(fail)
 	s.chk.checkStatesLocked(fail)
+	s.chk.checkSpillLocked(fail)
 	return errors.Join(errs...)
 }
 
@@ -235,6 +236,15 @@ func (part *checker) checkAllocLocked(fail func(string, ...any)) {
 		if b.id == ids.EmptyBlob {
 			fail("the empty blob is stored")
 			return
+		}
+		if b.disk {
+			if b.state != stateSpilled && b.state != stateZombie {
+				fail("blob %v is %v but its bytes are in a spill file", b.id, b.state)
+			}
+			return
+		}
+		if b.state == stateSpilled {
+			fail("blob %v is spilled but has no spill file", b.id)
 		}
 		if b.hollow {
 			if b.size != 0 {

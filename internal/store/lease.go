@@ -84,9 +84,9 @@ func (ss *Session) Lease(want, need uint64) (Lease, error) {
 	want = max(min(want, s.leaseCap()), need)
 	if want > 0 {
 		off, err := s.alloc.Alloc(want)
-		if err != nil && need > 0 && need < want {
+		if err != nil && need > 0 {
 			want = need
-			off, err = s.alloc.Alloc(want)
+			off, err = s.sp.allocLocked(want) // waits for the spiller, if any
 		}
 		switch {
 		case err == nil:
@@ -96,10 +96,12 @@ func (ss *Session) Lease(want, need uint64) (Lease, error) {
 			// The pre-fault keeps the memory above the lease's start
 			// resident: the lease is where this client writes next.
 			s.pf.noteAllocLocked(off, 0)
+			s.sp.noteUsageLocked()
 		case need > 0 && errors.Is(err, alloc.ErrNotEnoughMemory):
 			used, limit := s.usageLocked()
 			return Lease{}, status.Errorf(status.NotEnoughMemory,
-				"failed to lease %d bytes: %d of %d bytes are in use, %d leased", need, used, limit, s.leased)
+				"failed to lease %d bytes: %d of %d bytes are in use, %d leased%s", need, used, limit, s.leased,
+				s.sp.noRoomLocked())
 		case need > 0:
 			return Lease{}, status.Errorf(status.Invalid, "cannot lease %d bytes: %v", need, err)
 		}

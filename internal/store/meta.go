@@ -606,10 +606,22 @@ func (ss *Session) getDataWithBuffers(idl []ids.ObjectID, withShapes bool) ([]by
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idl = dedupe(idl)
-	seen := map[ids.ObjectID]bool{}
 	var bl []*blob
-	for _, id := range idl {
-		bl = s.text.blobsOfLocked(bl, id, seen)
+	for round := 0; ; round++ {
+		seen := map[ids.ObjectID]bool{}
+		bl = bl[:0]
+		for _, id := range idl {
+			bl = s.text.blobsOfLocked(bl, id, seen)
+		}
+		if !needsLoad(bl) {
+			break
+		}
+		if round == maxLoadRounds {
+			return nil, nil, nil, 0, errLoadRace
+		}
+		if err := s.sp.loadLocked(bl); err != nil {
+			return nil, nil, nil, 0, err
+		}
 	}
 	var shapes []uint64
 	var into *[]uint64

@@ -17,8 +17,9 @@ type blobLife struct{ s *Store }
 //	    └─────────────┴──┴─delete (unreferenced)────────────────────────▶ freed
 //
 // A spilled or loading blob that is deleted goes the way of a sealed one.
-// Spilled and loading are reserved for spilling: no edge into them is
-// taken yet. Whether a blob owns arena memory (hollow: shrunk to 0) and
+// A load that fails (its file missing or corrupt) goes back from loading
+// to spilled; a spill found pinned after it was decided goes spilled →
+// loading → sealed at once (spill.go). Whether a blob owns arena memory (hollow: shrunk to 0) and
 // whether its pages go back to the kernel when it is freed (trim) are not
 // states: they are what the blob holds and how it will be freed.
 type blobState uint8
@@ -27,8 +28,8 @@ const (
 	stateNone     blobState = iota // not made yet: the state before the first
 	stateUnsealed                  // its creator writes it; owner set
 	stateSealed                    // immutable; readable by every session
-	stateSpilled                   // its bytes are outside the arena (reserved)
-	stateLoading                   // its bytes come back into the arena (reserved)
+	stateSpilled                   // its bytes are in its spill file, not in the arena
+	stateLoading                   // its bytes come back into the arena
 	stateZombie                    // deleted, still referenced: hidden, memory kept
 	stateFreed                     // its memory went back to the allocator
 
@@ -53,7 +54,7 @@ var legalEdges = [numBlobStates][numBlobStates]bool{
 	stateUnsealed: {stateSealed: true, stateZombie: true, stateFreed: true},
 	stateSealed:   {stateSpilled: true, stateZombie: true, stateFreed: true},
 	stateSpilled:  {stateLoading: true, stateZombie: true, stateFreed: true},
-	stateLoading:  {stateSealed: true, stateZombie: true, stateFreed: true},
+	stateLoading:  {stateSealed: true, stateSpilled: true, stateZombie: true, stateFreed: true},
 	stateZombie:   {stateFreed: true},
 }
 

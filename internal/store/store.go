@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
 	"github.com/v6d-io/v6d-go/internal/ids"
@@ -77,6 +78,17 @@ type Config struct {
 	// those (vm.max_map_count); 0 means no bound. Past it AttachPins fails
 	// with ErrPinPagesFull and the session's client gets by round trip.
 	MaxPinPages int
+	// SpillPath, when set, turns spilling on (spill.go): the directory of
+	// the spill files, checked and emptied of stale ones by New.
+	SpillPath string
+	// SpillLowerRate and SpillUpperRate are the spill marks, fractions of
+	// Size: at or above the upper, the spiller spills until usage is at
+	// most the lower; DefaultSpillLowerRate and DefaultSpillUpperRate when 0.
+	SpillLowerRate, SpillUpperRate float64
+	// SpillWait bounds how long a put or a load waits for the spiller to
+	// make room before NotEnoughMemory; DefaultSpillWait when 0, no wait
+	// when negative.
+	SpillWait time.Duration
 }
 
 // DefaultMaxReplyBytes is the reply-size limit when Config.MaxReplyBytes is 0.
@@ -144,6 +156,9 @@ type Store struct {
 	text   treeWriter
 	life   blobLife
 	rtext  remoteTrees
+	sp     spiller
+
+	spill *spillState // spilling (spill.go); nil: off
 
 	clearHook func()  // tests: runs between Clear's batches, without mu
 	listHook  func()  // tests: runs between List's batches, without mu
@@ -224,6 +239,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 	s.text = treeWriter{s}
 	s.life = blobLife{s}
 	s.rtext = remoteTrees{s}
+	s.sp = spiller{s}
 	if s.maxReply == 0 {
 		s.maxReply = DefaultMaxReplyBytes
 	}
@@ -245,6 +261,22 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 		}
 		s.maxPinPages = cfg.MaxPinPages
 	}
+	if cfg.SpillPath != "" {
+		if err := CheckSpillRates(cfg.SpillLowerRate, cfg.SpillUpperRate); err != nil {
+			s.closeDir()
+			_ = arena.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		files, err := openSpillFiles(cfg.SpillPath)
+		if err != nil {
+			s.closeDir()
+			_ = arena.Close()
+			return nil, err
+		}
+		s.mu.Lock()
+		s.sp.start(cfg, files)
+		s.mu.Unlock()
+	}
 	go s.cl.follow(backend.Changes())
 	if cfg.PrefaultAhead > 0 && !cfg.Reserve {
 		s.pf.startPrefault(cfg.PrefaultAhead)
@@ -256,6 +288,7 @@ func open(cfg Config, backend meta.Backend) (*Store, error) {
 // idempotent; the store must not be used afterwards.
 func (s *Store) Close() error {
 	s.pf.stopPrefault()
+	s.sp.stopSpill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -267,6 +300,13 @@ func (s *Store) Close() error {
 		dirErr = s.dir.d.Close()
 	}
 	return errors.Join(s.meta.Close(), s.arena.Close(), dirErr)
+}
+
+// closeDir closes the directory of a store that failed to open.
+func (s *Store) closeDir() {
+	if s.dir != nil {
+		_ = s.dir.d.Close()
+	}
 }
 
 // InstanceID returns the instance id of the store.
