@@ -68,6 +68,7 @@
  *    v6d_get_object_args, v6d_release_queue, v6d_release_queue_flush,
  *    v6d_pretouch) to include/v6d_internal.h; the library still exports them
  *    with the same behaviour, so programs built against ABI 4 to 6 still run.
+ *  - ABI 8 adds spilling: v6d_evict, v6d_load, v6d_unpin.
  *
  * \since 1
  */
@@ -84,7 +85,7 @@ extern "C" {
 /** The version of this ABI; v6d_abi_version() returns the library's. Each
  *  version only adds to the one before (see the policy above); `\since N`
  *  names the version that added what it marks. */
-#define V6D_ABI_VERSION 7
+#define V6D_ABI_VERSION 8
 
 /** Status codes. 0..255 are upstream Vineyard's StatusCode values; 1000 and
  *  above are this library's own (they never appear on the wire). */
@@ -487,6 +488,29 @@ v6d_status v6d_clear(v6d_client client, v6d_error *err);
  *  1 if anything was released. \since 1 */
 v6d_status v6d_memory_trim(v6d_client client, int32_t *trimmed,
                            v6d_error *err);
+
+/* ---- spilling (a daemon started with --spill-path) --------------------- */
+
+/** Spills now, to the daemon's spill directory, the blobs of n objects (or
+ *  blobs) that no client holds; the others stay in memory. A later get loads
+ *  them back. V6D_INVALID when the daemon does not spill;
+ *  V6D_OBJECT_NOT_EXISTS for a missing id (nothing spilled); V6D_IO_ERROR when
+ *  a write fails (a full disk). At most 65,536 ids. \since 8 */
+v6d_status v6d_evict(v6d_client client, size_t n, const uint64_t *ids,
+                     v6d_error *err);
+
+/** Loads the spilled blobs of n objects back into memory. With pin != 0 this
+ *  client also holds each of their blobs, so none spills, until v6d_unpin or
+ *  v6d_close. V6D_IO_ERROR when a spill file is missing or corrupt (nothing
+ *  wrong is loaded); V6D_NOT_ENOUGH_MEMORY when held data fills the arena.
+ *  At most 65,536 ids. \since 8 */
+v6d_status v6d_load(v6d_client client, size_t n, const uint64_t *ids,
+                    int32_t pin, v6d_error *err);
+
+/** Drops this client's holds of the blobs of n objects (taken by v6d_load
+ *  with pin, or by gets). At most 65,536 ids. \since 8 */
+v6d_status v6d_unpin(v6d_client client, size_t n, const uint64_t *ids,
+                     v6d_error *err);
 
 
 /* ---- Arrow C data interface ------------------------------------------- */

@@ -457,6 +457,53 @@ func v6dgo_delete(h C.uint64_t, n C.size_t, idp *C.uint64_t, flags C.uint32_t, e
 	})
 }
 
+// spillIDs checks the ids of v6d_evict, v6d_load and v6d_unpin.
+func spillIDs(n C.size_t, idp *C.uint64_t) ([]ids.ObjectID, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if idp == nil {
+		return nil, nullArg("ids")
+	}
+	if n > protocol.MaxItems {
+		return nil, status.Errorf(status.Invalid, "%d ids, at most %d", n, protocol.MaxItems)
+	}
+	return idsOf(idp, n), nil
+}
+
+//export v6dgo_evict
+func v6dgo_evict(h C.uint64_t, n C.size_t, idp *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		idl, e := spillIDs(n, idp)
+		if e != nil {
+			return e
+		}
+		return c.Evict(idl)
+	})
+}
+
+//export v6dgo_load
+func v6dgo_load(h C.uint64_t, n C.size_t, idp *C.uint64_t, pin C.int32_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		idl, e := spillIDs(n, idp)
+		if e != nil {
+			return e
+		}
+		return c.Load(idl, pin != 0)
+	})
+}
+
+//export v6dgo_unpin
+func v6dgo_unpin(h C.uint64_t, n C.size_t, idp *C.uint64_t, err *C.v6d_error) C.int32_t {
+	return with(h, err, func(c *client.Client) error {
+		idl, e := spillIDs(n, idp)
+		if e != nil {
+			return e
+		}
+		return c.Unpin(idl)
+	})
+}
+
 func setBool(p *C.int32_t, v bool) {
 	if p == nil {
 		return

@@ -479,6 +479,24 @@ v6d_status v6d_memory_trim(v6d_client client, int32_t *trimmed,
   return st(v6dgo_memory_trim(client, trimmed, err));
 }
 
+v6d_status v6d_evict(v6d_client client, size_t n, const uint64_t *ids,
+                     v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_evict(client, n, (uint64_t *)ids, err));
+}
+
+v6d_status v6d_load(v6d_client client, size_t n, const uint64_t *ids,
+                    int32_t pin, v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_load(client, n, (uint64_t *)ids, pin, err));
+}
+
+v6d_status v6d_unpin(v6d_client client, size_t n, const uint64_t *ids,
+                     v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_unpin(client, n, (uint64_t *)ids, err));
+}
+
 /* ---- Arrow C data interface ------------------------------------------- */
 
 v6d_status v6d_put_arrow_array(v6d_client client, struct ArrowArray *array,

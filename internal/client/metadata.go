@@ -179,7 +179,22 @@ func (o ours) getObject(id ids.ObjectID) (json.RawMessage, uint64, error) {
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
 	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
-	if err := c.callLocked(req, &reply); err != nil {
+	err := c.callLocked(req, &reply)
+	if status.CodeOf(err) == status.NotEnoughMemory {
+		// A daemon that spills found no room to load the object back: the
+		// blobs this client's tree cache holds may be what fills it. Drop
+		// the cache (its releases go ahead of the next request) and ask once
+		// more.
+		c.state.Lock()
+		dropped := len(c.state.cache.entries) > 0
+		c.state.dropCacheLocked()
+		c.state.Unlock()
+		if dropped {
+			reply = protocol.GetDataReply{}
+			err = c.callLocked(req, &reply)
+		}
+	}
+	if err != nil {
 		return nil, 0, err
 	}
 	tree, err := treeOf(&reply, id)

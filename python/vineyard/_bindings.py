@@ -11,7 +11,7 @@ from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint8, c_uin
 # The public ABI this package needs at least (V6D_ABI_VERSION of v6d.h), and
 # the internal header's version it was written for, which the library must
 # match exactly (V6D_INTERNAL_VERSION of v6d_internal.h: no stability promise).
-ABI_VERSION = 7
+ABI_VERSION = 8
 INTERNAL_VERSION = 1
 
 # Flag bits (include/v6d.h; tests/python/test_abi_contract.py checks them).
@@ -129,6 +129,9 @@ SIGNATURES = {
     "v6d_list_names": (c_int32, [_client, c_char_p, c_int32, c_uint64, _charpp, _sizep, _err]),
     "v6d_clear": (c_int32, [_client, _err]),
     "v6d_memory_trim": (c_int32, [_client, POINTER(c_int32), _err]),
+    "v6d_evict": (c_int32, [_client, c_size_t, POINTER(c_uint64), _err]),
+    "v6d_load": (c_int32, [_client, c_size_t, POINTER(c_uint64), c_int32, _err]),
+    "v6d_unpin": (c_int32, [_client, c_size_t, POINTER(c_uint64), _err]),
     # Arrow C data interface: struct pointers as c_void_p (vineyard.data.arrow mirrors them).
     "v6d_put_arrow_array": (c_int32, [_client, c_void_p, c_void_p, c_uint32, c_char_p, POINTER(c_uint64), _err]),
     "v6d_put_arrow_stream": (c_int32, [_client, c_void_p, c_uint32, c_char_p, POINTER(c_uint64), _err]),

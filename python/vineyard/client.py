@@ -97,6 +97,9 @@ class InstanceStatus:
         self.rpc_connections = int(fields.get("rpc_connections", 0))
         # changes of persisted objects queued until etcd answers again (ours)
         self.meta_pending = int(fields.get("meta_pending", 0))
+        # blobs in the spill directory now, and their bytes (ours)
+        self.spilled_objects = int(fields.get("spilled_objects", 0))
+        self.spilled_bytes = int(fields.get("spilled_bytes", 0))
 
     def __repr__(self) -> str:
         return "InstanceStatus " + json.dumps(vars(self))
@@ -430,6 +433,32 @@ class Client:
         out = ctypes.c_int32()
         _ffi.call("v6d_memory_trim", self._session.handle(), ctypes.byref(out))
         return bool(out.value)
+
+    # -- spilling (a daemon started with spill_path) ------------------------
+
+    def _spill_call(self, fn: str, object_ids: IdLike | Sequence[IdLike], *extra: Any) -> None:
+        if isinstance(object_ids, (list, tuple)):
+            idl = [_id(i) for i in object_ids]
+        else:
+            idl = [_id(cast(IdLike, object_ids))]
+        c_ids = (ctypes.c_uint64 * len(idl))(*idl)
+        _ffi.call(fn, self._session.handle(), len(idl), c_ids, *extra)
+
+    def evict(self, object_ids: IdLike | Sequence[IdLike]) -> None:
+        """Spills now, to the daemon's spill directory, the blobs of the
+        objects that no client holds; the others stay in memory. A later get
+        loads them back. Fails when the daemon does not spill."""
+        self._spill_call("v6d_evict", object_ids)
+
+    def load(self, object_ids: IdLike | Sequence[IdLike], pin: bool = False) -> None:
+        """Loads the spilled blobs of the objects back into memory; with
+        ``pin`` this client also holds them, so none spills, until
+        :meth:`unpin` (or the client closes)."""
+        self._spill_call("v6d_load", object_ids, 1 if pin else 0)
+
+    def unpin(self, object_ids: IdLike | Sequence[IdLike]) -> None:
+        """Drops what :meth:`load` with ``pin`` held of the objects."""
+        self._spill_call("v6d_unpin", object_ids)
 
     # -- objects ----------------------------------------------------------
 

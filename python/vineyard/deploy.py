@@ -275,10 +275,16 @@ def start_vineyardd(size: str = "1Gi", socket: str | None = None, log: str | Non
 _running: Daemon | None = None
 
 
-def init(size: str = "1Gi", socket: str | None = None) -> Client:
+def init(size: str = "1Gi", socket: str | None = None, *, spill_path: str | None = None,
+         spill_lower_rate: float | None = None, spill_upper_rate: float | None = None) -> Client:
     """Starts a private daemon for this process (stopped at exit) and returns
     a client connected to it; sets VINEYARD_IPC_SOCKET. Later calls return a
     new client of the same daemon.
+
+    ``spill_path`` turns spilling on (upstream's flags): objects no client
+    holds move to files there when the arena's usage reaches
+    ``spill_upper_rate`` of ``size`` (0.8), until it is at most
+    ``spill_lower_rate`` (0.3); gets load them back.
 
     The daemon's log goes to a file, not to this process's output (a
     notebook stays clean): ``vineyardd.log`` in a fresh temp directory, or
@@ -295,8 +301,15 @@ def init(size: str = "1Gi", socket: str | None = None) -> Client:
             log = os.path.join(tmp, "vineyardd.log")
         else:
             log = socket + ".log"
+        args: list[str] = []
+        if spill_path is not None:
+            args += ["--spill-path", spill_path]
+        if spill_lower_rate is not None:
+            args += ["--spill-lower-rate", str(spill_lower_rate)]
+        if spill_upper_rate is not None:
+            args += ["--spill-upper-rate", str(spill_upper_rate)]
         try:
-            d = launch(size, socket, log=log)
+            d = launch(size, socket, args, log=log)
         except BaseException:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
