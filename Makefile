@@ -38,6 +38,7 @@ GOTEST_FLAGS ?=
 BUILD     := build
 LIB       := $(BUILD)/libv6d.so
 DAEMON    := $(BUILD)/vineyardd
+CTL       := $(BUILD)/vineyardctl
 ETCD      := $(BUILD)/v6d-etcd
 HEADER    := include/v6d.h
 # The Python package's fast path: exported by the library, never installed,
@@ -74,7 +75,7 @@ VENV_DEP := $(VENV_STAMP) $(DASK_STAMP) $(if $(WITH_TORCH),$(TORCH_STAMP)) $(if 
 
 # The environment every Python test and benchmark runs in.
 PY_ENV := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) V6D_ETCD=$(CURDIR)/$(ETCD) \
+  V6D_LIBRARY=$(CURDIR)/$(LIB) VINEYARDD=$(CURDIR)/$(DAEMON) VINEYARDCTL=$(CURDIR)/$(CTL) V6D_ETCD=$(CURDIR)/$(ETCD) \
   PYTHONPATH=$(CURDIR)/python
 
 # Targets that need the artifacts build them first, unless NO_BUILD=1 (make
@@ -96,7 +97,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
+.PHONY: help build lib daemon ctl etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
@@ -112,11 +113,16 @@ help: ## Show this list of targets
 
 ##@ Build
 
-build: daemon lib etcd-helper ## Build build/vineyardd, build/libv6d.so and build/v6d-etcd (the test etcd)
+build: daemon lib etcd-helper ctl ## Build build/vineyardd, build/libv6d.so, build/vineyardctl and build/v6d-etcd (the test etcd)
 
 daemon: ## Build the daemon, build/vineyardd
 	@mkdir -p $(BUILD)
 	$(GO) build -ldflags "$(DAEMON_LDFLAGS)" -o $(DAEMON) ./cmd/vineyardd
+
+# vineyardctl needs no cgo: a static binary, as in the container image.
+ctl: ## Build the command-line client, build/vineyardctl (static)
+	@mkdir -p $(BUILD)
+	CGO_ENABLED=0 $(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(CTL) ./cmd/vineyardctl
 
 etcd-helper: ## Build build/v6d-etcd, a one-member etcd for the cluster tests and make cluster-demo
 	@mkdir -p $(BUILD)
@@ -314,7 +320,7 @@ cluster-demo: build $(VENV_DEP) ## Start etcd and three daemons (--meta etcd), p
 	$(PY_ENV) scripts/cluster-demo.sh
 
 # Only the public header: $(INTERNAL_HEADER) stays in the tree (test-install checks).
-install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PREFIX
+install: $(BUILD_DEP) ## Install lib, header, v6d.pc, daemon and vineyardctl into DESTDIR/PREFIX
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libv6d.so
 	install -m 0644 $(HEADER) $(DESTDIR)$(PREFIX)/include/v6d.h
@@ -322,13 +328,15 @@ install: $(BUILD_DEP) ## Install lib, header, v6d.pc and daemon into DESTDIR/PRE
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc
 	install -m 0755 $(DAEMON) $(DESTDIR)$(PREFIX)/bin/vineyardd
+	install -m 0755 $(CTL) $(DESTDIR)$(PREFIX)/bin/vineyardctl
 	@# The dynamic loader's cache must learn the new library (README: "From C").
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; \
 	elif [ -z "$(DESTDIR)" ]; then echo "install: run 'sudo ldconfig' (or link with -Wl,-rpath,$(PREFIX)/lib)"; fi
 
 uninstall: ## Remove what install put into DESTDIR/PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/libv6d.so $(DESTDIR)$(PREFIX)/include/v6d.h \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc $(DESTDIR)$(PREFIX)/bin/vineyardd
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/v6d.pc $(DESTDIR)$(PREFIX)/bin/vineyardd \
+	  $(DESTDIR)$(PREFIX)/bin/vineyardctl
 
 clean: ## Remove build/ and the artifacts copied into python/vineyard
 	rm -rf $(BUILD) dist python/vineyard/libv6d.so python/vineyard/bin

@@ -1,7 +1,7 @@
-"""Builds libv6d.so and vineyardd with the Go toolchain into the package.
+"""Builds libv6d.so, vineyardd and vineyardctl with the Go toolchain into the package.
 
-Set VINEYARD_SKIP_GO_BUILD=1 to package prebuilt python/vineyard/libv6d.so and
-python/vineyard/bin/vineyardd instead.
+Set VINEYARD_SKIP_GO_BUILD=1 to package prebuilt python/vineyard/libv6d.so,
+python/vineyard/bin/vineyardd and python/vineyard/bin/vineyardctl instead.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ def go_build() -> None:
     daemon = os.path.join(PKG, "bin", "vineyardd")
     subprocess.run([go, "build", "-trimpath", "-ldflags", stamp, "-o", daemon, "./cmd/vineyardd"], cwd=ROOT, env=env, check=True)
     os.chmod(daemon, 0o755)
+    ctl = os.path.join(PKG, "bin", "vineyardctl")  # static, as in the container image
+    subprocess.run([go, "build", "-trimpath", "-ldflags", f"-s -w {stamp}", "-o", ctl, "./cmd/vineyardctl"], cwd=ROOT,
+                   env=dict(env, CGO_ENABLED="0"), check=True)
+    os.chmod(ctl, 0o755)
 
 
 class BuildPy(build_py):

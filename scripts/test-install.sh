@@ -22,7 +22,8 @@ fail() { echo "test-install: FAILED: $*" >&2; exit 1; }
 if ! command -v pkg-config >/dev/null 2>&1; then
 	fail "pkg-config is not installed (apt-get install -y pkg-config; 'make check' lists every prerequisite)"
 fi
-[[ -x build/vineyardd && -f build/libv6d.so ]] || fail "build/vineyardd or build/libv6d.so missing: run 'make build'"
+[[ -x build/vineyardd && -x build/vineyardctl && -f build/libv6d.so ]] ||
+	fail "build/vineyardd, build/vineyardctl or build/libv6d.so missing: run 'make build'"
 
 tmp=$(mktemp -d)
 pid=
@@ -90,8 +91,10 @@ prefix=$tmp/prefix
 )
 expect_hello env -u LD_LIBRARY_PATH "$tmp/app-prefix"
 "$prefix/bin/vineyardd" --version | grep -qx "vineyardd $(cat VERSION)" || fail "installed vineyardd --version"
+"$prefix/bin/vineyardctl" version | grep -qx "vineyardctl $(cat VERSION)" || fail "installed vineyardctl version"
 "$MAKE" --no-print-directory uninstall PREFIX="$prefix" >/dev/null
 [[ ! -e $prefix/lib/libv6d.so ]] || fail "make uninstall left $prefix/lib/libv6d.so"
+[[ ! -e $prefix/bin/vineyardctl ]] || fail "make uninstall left $prefix/bin/vineyardctl"
 echo "test-install: PREFIX=$prefix: pkg-config + rpath build runs; uninstall removes it"
 
 # 3. /usr/local, staged in a DESTDIR (the layout a plain 'make install' writes).
@@ -101,6 +104,7 @@ prefix=/usr/local
 	{ cat "$tmp/install.log" >&2; fail "make install DESTDIR=$stage"; }
 root=$stage$prefix
 [[ -x $root/bin/vineyardd ]] || fail "$prefix/bin/vineyardd missing or not executable"
+[[ -x $root/bin/vineyardctl ]] || fail "$prefix/bin/vineyardctl missing or not executable"
 [[ -f $root/lib/libv6d.so ]] || fail "$prefix/lib/libv6d.so missing"
 [[ -f $root/include/v6d.h ]] || fail "$prefix/include/v6d.h missing"
 [[ -f $root/lib/pkgconfig/v6d.pc ]] || fail "$prefix/lib/pkgconfig/v6d.pc missing"

@@ -24,6 +24,8 @@ def test_wheel_contents(tmp_path):
         assert "vineyard/libv6d.so" in names
         daemon = names["vineyard/bin/vineyardd"]
         assert (daemon.external_attr >> 16) & stat.S_IXUSR
+        ctl = names["vineyard/bin/vineyardctl"]
+        assert (ctl.external_attr >> 16) & stat.S_IXUSR
         assert "vineyard/__init__.py" in names
         # upstream's module layout (docs/protocol.md, "Upstream's own test suite")
         for name in ("vineyard/core/__init__.py", "vineyard/core/resolver.py", "vineyard/deploy/local.py",
