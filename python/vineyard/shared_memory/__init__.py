@@ -15,7 +15,10 @@ its creator has not frozen yet raises ``ObjectNotSealedException``.
 Names: a block created without a name is named by its blob id
 (``"o8000…"``, upstream's ``name``); one created with ``name="x"`` (CPython's
 form; upstream refuses it) gets that name in the store when it is frozen.
-Attaching accepts either.
+Attaching accepts either. A named block is persisted, so its name works
+from every daemon of a cluster (``--meta etcd``): attaching it from another
+daemon copies its bytes there once (migrate; that daemon keeps the copy
+for later attaches), and an unlink there drops the name and that copy.
 
 The rest is CPython's: ``close()`` releases ``buf`` (``None`` afterwards;
 ``BufferError`` while something still holds an export of it) and keeps the

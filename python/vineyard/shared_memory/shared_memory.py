@@ -112,6 +112,7 @@ class SharedMemory:
         self._exporter: Any = None
         self._given_name: str | None = None
         self._named: ObjectID | None = None  # the vineyard::SharedMemory object the name points at
+        self._copy: ObjectID | None = None  # its copy on this daemon, when the block is another daemon's
         if create:
             if name is not None:
                 if _is_id(name):
@@ -166,6 +167,11 @@ class SharedMemory:
         if "buffer_" not in meta:
             raise ObjectNotSealedException(f"vineyard: shared memory block {name!r} is not frozen yet: its creator "
                                            "must call freeze() or close() before others attach it")
+        if meta.instance_id != self._client.instance_id:
+            # A block of another daemon of the cluster: its bytes are copied
+            # here once (the daemon keeps the copy for later attaches).
+            self._copy = self._client.migrate(oid)
+            meta = self._client.get_meta(self._copy)
         return meta.member("buffer_").id
 
     def _attach(self) -> None:
@@ -281,6 +287,8 @@ class SharedMemory:
         if self._named is not None:
             self._drop_name()
         try:
+            if self._copy is not None:
+                client.delete(self._copy)
             client.delete(self._id if self._named is None else self._named)
         except ObjectNotExistsException as e:
             raise SharedMemoryNotFoundError(f"vineyard: no shared memory block {self.name!r}") from e
