@@ -97,7 +97,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon ctl etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
+.PHONY: help build lib daemon ctl image-binaries test-image etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
 
@@ -123,6 +123,13 @@ daemon: ## Build the daemon, build/vineyardd
 ctl: ## Build the command-line client, build/vineyardctl (static)
 	@mkdir -p $(BUILD)
 	CGO_ENABLED=0 $(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(CTL) ./cmd/vineyardctl
+
+# The container image's binaries (Dockerfile): static, stripped, no cgo.
+IMAGE_BIN := $(BUILD)/image
+image-binaries: ## Build the container image's static vineyardd and vineyardctl into build/image/
+	@mkdir -p $(IMAGE_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGE_BIN)/vineyardd ./cmd/vineyardd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGE_BIN)/vineyardctl ./cmd/vineyardctl
 
 etcd-helper: ## Build build/v6d-etcd, a one-member etcd for the cluster tests and make cluster-demo
 	@mkdir -p $(BUILD)
@@ -192,7 +199,7 @@ $(TF_STAMP): requirements-tensorflow.txt $(VENV_STAMP)
 ##@ Test
 
 test: check build venv ## Check prerequisites, build, make the venv, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
-	$(call run-all,make test,vet test-go check-header check-symbols test-install test-python test-accel-off test-interop test-upstream-suite test-arrow-cgocheck2 bench-smoke)
+	$(call run-all,make test,vet test-go check-header check-symbols test-install test-image test-python test-accel-off test-interop test-upstream-suite test-arrow-cgocheck2 bench-smoke)
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -242,6 +249,11 @@ check-header: ## Compile include/v6d.h (and v6d_internal.h) as C11 -pedantic and
 check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d_* of v6d.h and v6d_internal.h, and that a wrong export signature fails to build
 	scripts/check-symbols.sh $(LIB) $(HEADER) $(INTERNAL_HEADER)
 	GO="$(GO)" scripts/check-abi-shim.sh libv6d
+
+# No Docker engine here: the image's file system (deploy/docker/rootfs.sh,
+# which the Dockerfile runs too) is checked by running the daemon chrooted into it.
+test-image: image-binaries $(if $(NO_BUILD),,ctl) ## The container image's contents suffice: vineyardd + vineyardctl in an empty root (no libraries, no /dev/shm), as uid 65532, put/get (root)
+	scripts/test-image-root.sh $(IMAGE_BIN)
 
 test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
 	MAKE="$(MAKE)" scripts/test-install.sh
