@@ -20,6 +20,7 @@ import dask.array as da
 import dask.dataframe as dd
 from cluster_helpers import Cluster
 from vineyard.contrib.dask import bind_workers, dask_context, worker_instances
+from vineyard.contrib.dask import dask as dask_module
 from vineyard.contrib.dask.dask import _worker_client
 from vineyard.data.global_objects import make_global_dataframe, make_global_tensor
 
@@ -38,6 +39,8 @@ def dask_cluster(cluster: Cluster) -> Iterator[tuple[Any, dict[int, str]]]:
         got = bind_workers(dc, {workers[0]: cluster.a.socket, workers[1]: cluster.b.socket})
         assert worker_instances(dc) == got
         yield dc, {iid: w for w, iid in got.items()}
+        for kept in dask_module._dask_clients.values():  # those dask_scheduler= made
+            kept.close()
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
@@ -158,3 +161,15 @@ def test_no_worker_with_a_daemon_is_refused(cluster, dask_cluster):
     gid = make_global_dataframe(a, [a.put(_frame(3, 0), persist=True)]).id
     with dask_context(), pytest.raises(RuntimeError, match="no Dask worker has a vineyard daemon"):
         a.get(gid, dask_client=dc, dask_workers={})
+
+
+def test_dask_scheduler_keyword(cluster, dask_cluster):
+    """upstream's keyword: the scheduler's address instead of a client."""
+    dc, _ = dask_cluster
+    address = dc.scheduler.address
+    pdf = _frame(64, 3)
+    a = cluster.a.connect()
+    with dask_context():
+        gid = a.put(dd.from_pandas(pdf, npartitions=2), dask_scheduler=address)
+        got = a.get(gid, dask_scheduler=address)
+    pd.testing.assert_frame_equal(got.compute().reset_index(drop=True), pdf)
