@@ -19,7 +19,7 @@ from . import _ffi, _trees, data
 from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
-from ._session import INLINE_BYTES, BlobBuilder, Session, address_of
+from ._session import BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
 from .data.arrow import arrow_plan
 from .data.dataframe import dataframe_plan
@@ -35,12 +35,13 @@ _build_numpy = data.tensor.build_numpy
 
 # (dtype, shape, C order) → the tree text of a small array's put (Client._put_small_array).
 _array_trees: dict[tuple[Any, tuple[int, ...], bool], bytes] = {}
-# C-contiguous arrays up to this size are put in that one call too when the
-# client shares the daemon's memory (not over TCP): libv6d copies them into
-# memory the daemon leased to the client, mapping the pages as it goes, and
-# sends the tree without waiting for a reply (a pipelined put; "Medium puts"
-# in docs/performance.md). Larger ones go through BlobBatch, whose copy
-# threads pay there. At most V6D_INLINE_MAX.
+# C-contiguous arrays up to this size are put in that one call too: a client
+# sharing the daemon's memory has libv6d copy them into memory the daemon
+# leased to it, mapping the pages as it goes, and send the tree without
+# waiting for a reply (a pipelined put); over TCP the bytes go with the
+# request straight from the array, one copy fewer than through a local buffer
+# ("Medium puts" in docs/performance.md). Larger ones go through BlobBatch,
+# whose copy threads pay there. At most V6D_INLINE_MAX.
 _ONE_CALL_BYTES = 64 << 20
 # Gets of trees of a shape already got (shape numbers, v6d_get_object_shaped):
 # the plan of the shape (numpy_plan) or None. A plan makes a tensor's array
@@ -560,8 +561,7 @@ class Client:
         JSON and the call's lists (docs/performance.md). None when the
         array does not qualify: the builders then take it."""
         nbytes = arr.nbytes
-        if not 0 < nbytes <= INLINE_BYTES and (not INLINE_BYTES < nbytes <= _ONE_CALL_BYTES
-                                               or self._session.conn is None or self._session.conn.remote):
+        if not 0 < nbytes <= _ONE_CALL_BYTES:
             return None
         if not arr.flags.c_contiguous:
             return None  # F and strided arrays: the builder stores them in C order (upstream's layout)

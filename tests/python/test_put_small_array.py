@@ -144,3 +144,27 @@ def test_a_full_store_refuses_a_medium_put_and_the_next_one_works():
         c.delete(kept)
         oid = c.put(chunk)
         assert np.array_equal(c.get(oid), chunk)
+
+
+def test_a_remote_client_puts_medium_arrays_in_one_call(monkeypatch):
+    """Over TCP a medium array goes with its put's request, straight from the
+    array (no local buffer, no builder); a local client reads it back."""
+    import socket
+
+    from vineyard.deploy import start_vineyardd
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with start_vineyardd(size="256Mi", args=["--rpc-socket-port", str(port)]) as sock, \
+            vineyard.connect("127.0.0.1", port) as remote, vineyard.connect(sock) as local:
+        small = np.arange(3, dtype=np.int32)
+        remote.put(small)  # the builder lookup is known from here on
+        taken = []
+        real = data.build
+        monkeypatch.setattr(data, "build", lambda *a, **kw: taken.append(a[1]) or real(*a, **kw))
+        for n in (1 << 14, 1 << 17, 8 << 20):  # 128 KiB, 1 MiB, 64 MiB
+            arr = np.arange(n, dtype=np.int64)
+            oid = remote.put(arr)
+            assert np.array_equal(local.get(oid), arr) and np.array_equal(remote.get(oid), arr)
+        assert taken == []
