@@ -68,7 +68,9 @@
  *    v6d_get_object_args, v6d_release_queue, v6d_release_queue_flush,
  *    v6d_pretouch) to include/v6d_internal.h; the library still exports them
  *    with the same behaviour, so programs built against ABI 4 to 6 still run.
- *  - ABI 8 adds spilling: v6d_evict, v6d_load, v6d_unpin.
+ *  - ABI 8 adds spilling (v6d_evict, v6d_load, v6d_unpin), streams
+ *    (v6d_create_stream ... v6d_drop_stream) and v6d_get_arrow_stream of a
+ *    vineyard::RecordBatchStream.
  *
  * \since 1
  */
@@ -671,7 +673,14 @@ v6d_status v6d_get_arrow_array(v6d_client client, uint64_t id,
 /** Gets an Arrow object as a stream, in one round trip: the record batches
  *  of a table (schema: a struct of the columns, with the schema metadata),
  *  the chunks of a chunked array (schema: their type), or a single array or
- *  record batch as a stream of one item.
+ *  record batch as a stream of one item. Since ABI 8, of a
+ *  vineyard::RecordBatchStream (see "streams"): the stream is opened for
+ *  reading on this client (one already reading it goes on), its first chunk
+ *  pulled for the schema, and each get_next hands out the batches of its
+ *  chunks (record batches or tables) as they come, waiting for the writer;
+ *  the end of the stream ends it, a failed stream is an error of get_next
+ *  (EIO, get_last_error says why). Such a stream holds the client's
+ *  connection while it waits, and must be used by one thread at a time.
  *
  *  Ownership: *out (zero-initialised) is a stream the caller owns and
  *  releases with out->release. Each array get_next returns is the caller's
@@ -747,6 +756,76 @@ v6d_status v6d_get_timeout(v6d_client client, int64_t *timeout_ms,
  *  May take as long as the transfer (bounded by the daemon). \since 3 */
 v6d_status v6d_migrate(v6d_client client, uint64_t id, uint64_t *copy,
                        v6d_error *err);
+
+/* ---- streams (ABI 8) ---------------------------------------------------
+ *
+ * A stream is an object (its metadata created first, typename one of
+ * upstream's: vineyard::ByteStream, vineyard::RecordBatchStream,
+ * vineyard::DataframeStream) whose chunks, ordinary sealed objects or blobs,
+ * one writer pushes and its readers pull in order (docs/protocol.md,
+ * "Streams"). A chunk a reader pulled stays valid for it while it holds a
+ * reference (v6d_get_object / v6d_get then v6d_release); the daemon deletes
+ * it once every reader pulled the next. Each call is one round trip; a
+ * client waiting in one blocks its other calls until it returns. */
+
+/** Modes of v6d_open_stream, as upstream numbers them. \since 8 */
+#define V6D_STREAM_READ 1
+#define V6D_STREAM_WRITE 2
+
+/** Makes the object `id` a stream. `readers` (0 or 1: upstream's single
+ *  reader; at most 64) readers each see every chunk; `capacity` (0: the
+ *  daemon's default, 16; at most 65536) is how many chunks it buffers before
+ *  its writer waits. Values other than 0/1 and 0 need our daemon
+ *  (V6D_NOT_IMPLEMENTED against upstream's). A missing object is
+ *  V6D_OBJECT_NOT_EXISTS, a blob V6D_OBJECT_IS_BLOB, a second create
+ *  V6D_OBJECT_EXISTS. Thread-safe. \since 8 */
+v6d_status v6d_create_stream(v6d_client client, uint64_t id, int32_t readers,
+                             int32_t capacity, v6d_error *err);
+
+/** Opens stream `id` on this client for reading (V6D_STREAM_READ: takes a
+ *  reader slot) or writing (V6D_STREAM_WRITE: becomes its one writer);
+ *  V6D_STREAM_OPENED when taken. Pushing or pulling without opening is
+ *  allowed (as upstream). Thread-safe. \since 8 */
+v6d_status v6d_open_stream(v6d_client client, uint64_t id, int32_t mode,
+                           v6d_error *err);
+
+/** Appends the sealed object or blob `chunk` to `stream`. When the stream
+ *  holds its capacity of chunks not yet read by every reader, waits at most
+ *  timeout_ms (negative: the daemon's default, 60 s) for room, then fails
+ *  with V6D_NOT_ENOUGH_MEMORY, having pushed nothing. A stopped stream is
+ *  V6D_INVALID_STREAM_STATE. Thread-safe. \since 8 */
+v6d_status v6d_push_chunk(v6d_client client, uint64_t stream, uint64_t chunk,
+                          int64_t timeout_ms, v6d_error *err);
+
+/** *chunk receives the id of the stream's next chunk, waiting without limit
+ *  until there is one (the writer going away ends the wait). At the end:
+ *  V6D_STREAM_DRAINED after the writer stopped, V6D_STREAM_FAILED when it
+ *  failed, went away, or the stream was dropped. Pulling gives back the
+ *  chunk pulled before (its references this client holds stay valid until
+ *  released). Thread-safe. \since 8 */
+v6d_status v6d_pull_chunk(v6d_client client, uint64_t stream, uint64_t *chunk,
+                          v6d_error *err);
+
+/** *id and *data receive a new writable blob of `size` bytes that becomes the
+ *  stream's next chunk: the next v6d_new_buffer_chunk or v6d_stop_stream of
+ *  this stream on this client seals and pushes it (as upstream's
+ *  new_buffer_chunk); *data is valid and writable until then. Thread-safe.
+ *  \since 8 */
+v6d_status v6d_new_buffer_chunk(v6d_client client, uint64_t stream,
+                                uint64_t size, uint64_t *id, uint8_t **data,
+                                v6d_error *err);
+
+/** Ends the stream: its readers get V6D_STREAM_DRAINED after the last chunk,
+ *  or V6D_STREAM_FAILED when `failed` is nonzero. A buffer chunk not yet
+ *  pushed is pushed first (dropped when failed). Stopping twice is
+ *  V6D_INVALID_STREAM_STATE. Thread-safe. \since 8 */
+v6d_status v6d_stop_stream(v6d_client client, uint64_t stream, int32_t failed,
+                           v6d_error *err);
+
+/** Removes the stream (not its metadata): waiting readers and writers get
+ *  V6D_STREAM_FAILED, chunks not yet read are deleted, later calls about it
+ *  V6D_OBJECT_NOT_EXISTS. Thread-safe. \since 8 */
+v6d_status v6d_drop_stream(v6d_client client, uint64_t stream, v6d_error *err);
 
 #ifdef __cplusplus
 }

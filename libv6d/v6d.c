@@ -574,3 +574,45 @@ v6d_status v6d_migrate(v6d_client client, uint64_t id, uint64_t *copy,
   if (forked()) return forked_error(err);
   return st(v6dgo_migrate(client, id, copy, err));
 }
+
+v6d_status v6d_create_stream(v6d_client client, uint64_t id, int32_t readers,
+                             int32_t capacity, v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_create_stream(client, id, readers, capacity, err));
+}
+
+v6d_status v6d_open_stream(v6d_client client, uint64_t id, int32_t mode,
+                           v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_open_stream(client, id, mode, err));
+}
+
+v6d_status v6d_push_chunk(v6d_client client, uint64_t stream, uint64_t chunk,
+                          int64_t timeout_ms, v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_push_chunk(client, stream, chunk, timeout_ms, err));
+}
+
+v6d_status v6d_pull_chunk(v6d_client client, uint64_t stream, uint64_t *chunk,
+                          v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_pull_chunk(client, stream, chunk, err));
+}
+
+v6d_status v6d_new_buffer_chunk(v6d_client client, uint64_t stream,
+                                uint64_t size, uint64_t *id, uint8_t **data,
+                                v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_new_buffer_chunk(client, stream, size, id, data, err));
+}
+
+v6d_status v6d_stop_stream(v6d_client client, uint64_t stream, int32_t failed,
+                           v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_stop_stream(client, stream, failed, err));
+}
+
+v6d_status v6d_drop_stream(v6d_client client, uint64_t stream, v6d_error *err) {
+  if (forked()) return forked_error(err);
+  return st(v6dgo_drop_stream(client, stream, err));
+}

@@ -207,12 +207,19 @@ func GetArray(c *client.Client, id ids.ObjectID, out, outSchema unsafe.Pointer) 
 }
 
 // GetStream gets object id (one round trip) and exports it as a stream into
-// out: the batches of a table, the chunks of a chunked array, or one item.
+// out: the batches of a table, the chunks of a chunked array, or one item;
+// of a vineyard::RecordBatchStream, the batches of its chunks as they come
+// (the stream is opened for reading on c, and its first chunk pulled).
 func GetStream(c *client.Client, id ids.ObjectID, out unsafe.Pointer) error {
 	if err := checkOut(out, nil, false); err != nil {
 		return err
 	}
-	return withObject(c, id, func(tree []byte) error { return StreamFromMeta(c, tree, out) })
+	return withObject(c, id, func(tree []byte) error {
+		if isRecordBatchStream(tree) {
+			return getLiveStream(c, id, (*C.struct_ArrowArrayStream)(out))
+		}
+		return StreamFromMeta(c, tree, out)
+	})
 }
 
 // withObject gets object id (one round trip) and runs export on its tree

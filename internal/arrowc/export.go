@@ -124,16 +124,24 @@ type stream struct {
 // the construction hold of h.
 func exportStream(o *object, arrays []arrow.Array, h *holder, out *C.struct_ArrowArrayStream) {
 	s := &stream{schema: o.schema, items: o.items, arrays: arrays, h: h}
-	C.arrowc_init_stream(out, C.uintptr_t(cgo.NewHandle(s)))
+	C.arrowc_init_stream(out, C.uintptr_t(cgo.NewHandle(arrowStream(s))))
+}
+
+// arrowStream is a stream this package exports: the items of an object
+// (stream) or the chunks of a vineyard::RecordBatchStream (liveStream).
+type arrowStream interface {
+	getSchema(out unsafe.Pointer) error
+	getNext(out unsafe.Pointer) error // leaves out zeroed at the end
+	release()
 }
 
 // streamOf returns the Go stream of a stream this package exported, and its
 // handle.
-func streamOf(s *C.struct_ArrowArrayStream) (*stream, cgo.Handle, error) {
+func streamOf(s *C.struct_ArrowArrayStream) (arrowStream, cgo.Handle, error) {
 	h := cgo.Handle((*C.struct_arrowc_stream)(s.private_data).handle)
-	st, ok := h.Value().(*stream)
+	st, ok := h.Value().(arrowStream)
 	if !ok {
-		return nil, h, fmt.Errorf("not a stream of libv6d")
+		return nil, h, errNotStream
 	}
 	return st, h, nil
 }
@@ -161,7 +169,7 @@ func v6dArrowStreamGetSchema(s *C.struct_ArrowArrayStream, out *C.struct_ArrowSc
 	err := guarded(func() error {
 		st, _, err := streamOf(s)
 		if err == nil {
-			exportSchema(st.schema, unsafe.Pointer(out))
+			err = st.getSchema(unsafe.Pointer(out))
 		}
 		return err
 	})
@@ -175,25 +183,46 @@ func v6dArrowStreamGetSchema(s *C.struct_ArrowArrayStream, out *C.struct_ArrowSc
 func v6dArrowStreamGetNext(s *C.struct_ArrowArrayStream, out *C.struct_ArrowArray) C.int {
 	err := guarded(func() error {
 		st, _, err := streamOf(s)
-		if err != nil {
-			return err
+		if err == nil {
+			err = st.getNext(unsafe.Pointer(out))
 		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if st.next == len(st.items) {
-			return nil // out was zeroed: the end of the stream
-		}
-		arr := st.arrays[st.next]
-		st.arrays[st.next] = nil
-		exportArray(arr, st.items[st.next], unsafe.Pointer(out))
-		arr.Release()
-		st.next++
-		return nil
+		return err
 	})
 	if err != nil {
 		return setStreamError(s, err)
 	}
 	return 0
+}
+
+func (st *stream) getSchema(out unsafe.Pointer) error {
+	exportSchema(st.schema, out)
+	return nil
+}
+
+func (st *stream) getNext(out unsafe.Pointer) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.next == len(st.items) {
+		return nil // out was zeroed: the end of the stream
+	}
+	arr := st.arrays[st.next]
+	st.arrays[st.next] = nil
+	exportArray(arr, st.items[st.next], out)
+	arr.Release()
+	st.next++
+	return nil
+}
+
+func (st *stream) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, a := range st.arrays {
+		if a != nil {
+			a.Release()
+			st.arrays[i] = nil
+		}
+	}
+	st.h.unref()
 }
 
 //export v6dArrowStreamRelease
@@ -204,15 +233,7 @@ func v6dArrowStreamRelease(s *C.struct_ArrowArrayStream) {
 			return err
 		}
 		h.Delete()
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		for i, a := range st.arrays {
-			if a != nil {
-				a.Release()
-				st.arrays[i] = nil
-			}
-		}
-		st.h.unref()
+		st.release()
 		return nil
 	})
 }

@@ -57,9 +57,12 @@ type Client struct {
 	isClosed      atomic.Bool  // closed, readable without mu
 	timeout       atomic.Int64 // time.Duration of each socket operation; set under mu
 
-	mu      sync.Mutex // serialises exchanges; guards w and oneSize
+	mu      sync.Mutex // serialises exchanges; guards w, oneSize and bufferChunks
 	w       wire       // the transport (wire.go)
 	oneSize [1]uint64  // CreateBuffer's size, as the accelerators take it
+	// bufferChunks maps a stream to the blob NewBufferChunk handed out
+	// last, pushed by the next one or StopStream (streams.go).
+	bufferChunks map[ids.ObjectID]ids.ObjectID
 
 	// The accelerators in use (accel.go), in the order they are asked;
 	// set by Connect, read without a lock.

@@ -34,7 +34,7 @@ import (
 
 // extSet records which extensions the daemon has.
 type extSet struct {
-	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch, lease, pipelined bool
+	seal, inline, withContent, withBuffers, releaseIDs, metaEpoch, lease, pipelined, streams bool
 }
 
 // parseExtensions returns the extensions a register_reply names; unknown
@@ -59,6 +59,8 @@ func parseExtensions(names []string) extSet {
 			e.lease = true
 		case protocol.ExtPipelined:
 			e.pipelined = true
+		case protocol.ExtStreams:
+			e.streams = true
 		}
 	}
 	return e

@@ -46,31 +46,36 @@ func (c *Client) GetName(name string, wait bool, timeout time.Duration) (ids.Obj
 		}
 		return reply.ObjectID, nil
 	}
-	// The daemon may hold the request for up to the wait before it
-	// replies: the socket's timeout is stretched by it for this exchange
-	// only, so the client's timeout still catches a daemon that stopped.
-	// A negative wait (no limit) lifts the timeout for the exchange.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.usableLocked(); err != nil {
-		return 0, err
-	}
-	base := c.Timeout()
-	stretched := time.Duration(0) // no limit
-	if stretch > 0 {
-		stretched = base + stretch // both at most MaxTimeout: no overflow
-	}
-	if err := c.w.conn.SetTimeout(stretched); err != nil {
-		return 0, c.w.lose(err)
-	}
-	err := c.callLocked(req, &reply)
-	if e := c.w.conn.SetTimeout(base); e != nil {
-		return 0, c.w.lose(e)
-	}
-	if err != nil {
+	if err := c.callStretchedLocked(req, &reply, stretch); err != nil {
 		return 0, err
 	}
 	return reply.ObjectID, nil
+}
+
+// callStretchedLocked is callLocked for a request the daemon may hold for
+// up to stretch before it replies (negative: without limit): the socket's
+// timeout is stretched by it for this exchange only, so the client's
+// timeout still catches a daemon that stopped; a negative stretch lifts
+// the timeout for the exchange. c.mu must be held.
+func (c *Client) callStretchedLocked(req protocol.Request, reply protocol.Reply, stretch time.Duration) error {
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	base := c.Timeout()
+	stretched := time.Duration(0) // no limit
+	if stretch >= 0 {
+		stretched = base + min(stretch, MaxTimeout) // both at most MaxTimeout: no overflow
+	}
+	if err := c.w.conn.SetTimeout(stretched); err != nil {
+		return c.w.lose(err)
+	}
+	err := c.callLocked(req, reply)
+	if e := c.w.conn.SetTimeout(base); e != nil {
+		return c.w.lose(e)
+	}
+	return err
 }
 
 // DropName removes a name; an unknown name is not an error.

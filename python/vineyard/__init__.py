@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import io as io  # the stream resolvers register at import
 from ._objects import Blob, Object
 from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta

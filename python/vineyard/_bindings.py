@@ -141,6 +141,14 @@ SIGNATURES = {
     "v6d_arrow_stream_from_meta": (c_int32, [_client, c_char_p, c_size_t, c_void_p, _err]),
     "v6d_is_shared_memory": (c_int32, [_client, c_void_p, POINTER(c_int32), _err]),
     "v6d_arrow_exports": (c_int64, []),
+    # Streams (ABI 8).
+    "v6d_create_stream": (c_int32, [_client, c_uint64, c_int32, c_int32, _err]),
+    "v6d_open_stream": (c_int32, [_client, c_uint64, c_int32, _err]),
+    "v6d_push_chunk": (c_int32, [_client, c_uint64, c_uint64, c_int64, _err]),
+    "v6d_pull_chunk": (c_int32, [_client, c_uint64, POINTER(c_uint64), _err]),
+    "v6d_new_buffer_chunk": (c_int32, [_client, c_uint64, c_uint64, POINTER(c_uint64), POINTER(c_void_p), _err]),
+    "v6d_stop_stream": (c_int32, [_client, c_uint64, c_int32, _err]),
+    "v6d_drop_stream": (c_int32, [_client, c_uint64, _err]),
 }
 
 

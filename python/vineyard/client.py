@@ -25,7 +25,7 @@ from .data.arrow import arrow_plan
 from .data.dataframe import dataframe_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
-from .errors import ForkError, ObjectNotExistsException, TimeoutException
+from .errors import AssertionFailedException, ForkError, ObjectNotExistsException, TimeoutException, VineyardException
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
 
@@ -391,6 +391,84 @@ class Client:
         with ``regex`` a regular expression), with their ids."""
         names = self._json_out("v6d_list_names", pattern.encode(), 1 if regex else 0, limit) or {}
         return {k: ObjectID(v) for k, v in names.items()}
+
+    # -- streams ----------------------------------------------------------
+    # Upstream's stream calls (vineyard.io has the stream classes over them;
+    # docs/protocol.md, "Streams"). Each is one round trip; a pull waits for
+    # the writer, holding this connection meanwhile.
+
+    def create_stream(self, stream: IdLike, readers: int = 1, capacity: int = 0) -> None:
+        """Makes the object ``stream`` (its metadata created first) a stream.
+        ``readers`` readers each see every chunk (upstream: one);
+        ``capacity`` is how many chunks it buffers before its writer waits
+        (0: the daemon's default, 16). Both are our extension."""
+        _ffi.call("v6d_create_stream", self._session.handle(), _id(stream), int(readers), int(capacity))
+
+    def open_stream(self, stream: IdLike, mode: str) -> None:
+        """Opens ``stream`` on this connection for reading (``'r'``) or
+        writing (``'w'``); ``StreamOpenedException`` when taken."""
+        if mode not in ("r", "w"):
+            raise AssertionFailedException("Mode can only be 'r' or 'w'")
+        _ffi.call("v6d_open_stream", self._session.handle(), _id(stream), 1 if mode == "r" else 2)
+
+    def push_chunk(self, stream: IdLike, chunk: IdLike, timeout: float | None = None) -> None:
+        """Appends the sealed object or blob ``chunk`` to ``stream``. A full
+        stream makes it wait for the readers, at most ``timeout`` seconds
+        (None: the daemon's bound, 60 s), then raise
+        ``NotEnoughMemoryException`` having pushed nothing."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        _ffi.call("v6d_push_chunk", self._session.handle(), _id(stream), _id(chunk), ms)
+
+    def next_chunk_id(self, stream: IdLike) -> ObjectID:
+        """The id of the stream's next chunk, waiting for it; at the end
+        ``StreamDrainedException`` (finished) or ``StreamFailedException``
+        (failed, its writer gone, or dropped). The chunk pulled before is
+        given back: the daemon deletes it once every reader has (views of
+        it this process holds stay valid)."""
+        out = ctypes.c_uint64()
+        _ffi.call("v6d_pull_chunk", self._session.handle(), _id(stream), ctypes.byref(out))
+        return ObjectID(out.value)
+
+    def next_chunk_meta(self, stream: IdLike) -> ObjectMeta:
+        """The metadata of the stream's next chunk (see :meth:`next_chunk_id`)."""
+        return self.get_meta(self.next_chunk_id(stream))
+
+    def next_chunk(self, stream: IdLike) -> Object:
+        """The stream's next chunk as an :class:`Object`, its blobs pinned
+        while it lives (see :meth:`next_chunk_id`)."""
+        return self.get_object(self.next_chunk_id(stream))
+
+    def new_buffer_chunk(self, stream: IdLike, size: int) -> memoryview:
+        """A writable buffer of ``size`` bytes that becomes the stream's next
+        chunk, a blob: the next ``new_buffer_chunk`` or ``stop_stream`` of
+        this stream on this client seals and pushes it; write it before."""
+        oid, ptr = ctypes.c_uint64(), ctypes.c_void_p()
+        _ffi.call("v6d_new_buffer_chunk", self._session.handle(), _id(stream), int(size), ctypes.byref(oid),
+                  ctypes.byref(ptr))
+        if not size or not ptr.value:
+            return memoryview(bytearray())
+        return memoryview((ctypes.c_ubyte * int(size)).from_address(ptr.value)).cast("B")
+
+    def next_buffer_chunk(self, stream: IdLike) -> memoryview:
+        """The stream's next chunk, a blob, as a read-only memoryview over the
+        shared memory (pinned while the view lives); see :meth:`next_chunk_id`."""
+        blob = self.get_blob(self.next_chunk_id(stream))
+        return memoryview(blob).cast("B")
+
+    def stop_stream(self, stream: IdLike, failed: bool) -> None:
+        """Ends the stream: its readers get ``StreamDrainedException`` after
+        the last chunk, or ``StreamFailedException`` when ``failed``."""
+        _ffi.call("v6d_stop_stream", self._session.handle(), _id(stream), 1 if failed else 0)
+
+    def drop_stream(self, stream: IdLike, drop_metadata: bool = True) -> None:
+        """Removes the stream (waiters get ``StreamFailedException``, chunks
+        not yet read are deleted) and, with ``drop_metadata``, its object."""
+        _ffi.call("v6d_drop_stream", self._session.handle(), _id(stream))
+        if drop_metadata:
+            try:
+                self.delete(stream)
+            except VineyardException:
+                pass
 
     # -- housekeeping -----------------------------------------------------
 

@@ -62,7 +62,60 @@ def handlers(client: Any) -> dict[str, jsonlines.Handler]:
             del got
             client.delete(oid)
 
-    return {"put": put, "get": get, "delete": delete, "info": info, "list": list_, "loop": loop}
+    def stream_write(kind: str, n: int) -> dict[str, Any]:
+        """Makes a stream of kind with upstream's classes and API (both
+        clients have them), writes n chunks whose content names their
+        number, finishes it; returns its id."""
+        stream = stream_class(kind).new(client)
+        writer = stream.open_writer(client)
+        for i in range(n):
+            if kind == "recordbatch":
+                writer.append(client.put(stream_batch(i)))
+            elif kind == "dataframe":
+                writer.write(stream_batch(i))
+            else:
+                chunk = writer.next(16 + i)
+                chunk[:] = bytes([i]) * (16 + i)
+        writer.finish()
+        return {"id": repr(stream.id)}
+
+    def stream_read(id: str, kind: str, n: int) -> dict[str, Any]:
+        """Reads the stream id to its end with upstream's API, checking each
+        chunk; returns how many chunks it read."""
+        stream = client.get(vineyard.ObjectID(id))
+        reader = stream.open_reader(client)
+        i = 0
+        while True:
+            try:
+                chunk = reader.next()
+            except StopIteration:
+                break
+            if kind == "byte":
+                assert bytes(chunk) == bytes([i]) * (16 + i), (i, bytes(chunk)[:32])
+            else:
+                assert chunk.equals(stream_batch(i)), (i, chunk)
+            i += 1
+        assert i == n, (i, n)
+        return {"n": i}
+
+    return {"put": put, "get": get, "delete": delete, "info": info, "list": list_, "loop": loop,
+            "stream_write": stream_write, "stream_read": stream_read}
+
+
+def stream_class(kind: str) -> Any:
+    import vineyard.io.byte
+    import vineyard.io.dataframe
+    import vineyard.io.recordbatch
+
+    return {"byte": vineyard.io.byte.ByteStream, "dataframe": vineyard.io.dataframe.DataframeStream,
+            "recordbatch": vineyard.io.recordbatch.RecordBatchStream}[kind]
+
+
+def stream_batch(i: int) -> Any:
+    import pyarrow as pa
+
+    return pa.record_batch({"i": pa.array(np.full(50, i, dtype=np.int64)),
+                            "x": pa.array(np.arange(50, dtype=np.float64) + i)})
 
 
 def main() -> None:
