@@ -302,7 +302,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min), then the cluster figures (bench-cluster, bench-transfer); see docs/performance.md
 	@$(MAKE) --no-print-directory build
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
-	@$(MAKE) --no-print-directory bench-cluster bench-transfer NO_BUILD=1
+	@$(MAKE) --no-print-directory bench-cluster bench-transfer bench-spill NO_BUILD=1
 
 bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (client API), 1 MiB..1 GiB, against memcpy and a raw loopback TCP copy in the same run
 	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
@@ -313,6 +313,9 @@ bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (cli
 	$(GO) test -run '^$$' -bench 'Migrate$$/1GiB/' -benchtime 3x ./internal/server
 	$(GO) test -run '^$$' -bench 'MigrateCold' -benchtime 3x ./internal/server
 	$(GO) test -run '^$$' -bench 'MigrateSmall' ./internal/server
+
+bench-spill: $(BUILD_DEP) $(VENV_DEP) ## Spilling: evict and get of a spilled 256 MiB array against file write/read in the same directory, 4x the arena end to end against Ray
+	$(PY_ENV) $(VENV_PY) benchmarks/spill.py $(if $(filter --quick,$(BENCH_ARGS)),--quick)
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke

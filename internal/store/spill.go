@@ -378,11 +378,7 @@ func (part *spiller) spillBatchLocked(batch []*blob) {
 	}
 	for _, b := range failed {
 		sp.removeQ = append(sp.removeQ, sp.files.name(b.id, b.gen))
-		sp.sess.releaseLocked(b.id)
-		if b.state == stateSealed && b.refs == 0 {
-			// Pinned or failed: to the back of the queue.
-			s.sp.coldLocked(b)
-		}
+		sp.sess.releaseLocked(b.id) // unheld, it goes to the back of the cold queue
 	}
 }
 
@@ -696,7 +692,6 @@ func (ss *Session) Evict(idl []ids.ObjectID) error {
 		if sp.diskErr != nil {
 			for _, b := range batch {
 				sp.sess.releaseLocked(b.id)
-				s.sp.coldLocked(b)
 			}
 			return status.Errorf(status.IOError, "evict: %v", sp.diskErr)
 		}

@@ -401,3 +401,52 @@ func TestSpillDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// Several sessions put, get, evict and delete at once in a small arena:
+// every get sees its bytes, and the bookkeeping holds.
+func TestSpillStress(t *testing.T) {
+	s := spillStore(t, 2<<20, "")
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ss := s.NewSession()
+			defer ss.Close()
+			var mine []spillObj
+			for i := range 150 {
+				switch {
+				case i%7 == 3 && len(mine) > 0:
+					o := mine[0]
+					mine = mine[1:]
+					s.Delete([]ids.ObjectID{o.id}, DeleteOptions{Deep: true})
+				case i%5 == 2 && len(mine) > 0:
+					if err := ss.Evict([]ids.ObjectID{mine[len(mine)/2].id}); err != nil {
+						errs <- err
+						return
+					}
+				case i%3 == 1 && len(mine) > 0:
+					if err := getSpill(t, ss, mine[i%len(mine)]); err != nil {
+						errs <- err
+						return
+					}
+				default:
+					mine = append(mine, putSpill(t, ss, uint64(16<<10+(i*w*7919)%(200<<10)), w*1000+i))
+				}
+			}
+			for _, o := range mine {
+				if err := getSpill(t, ss, o); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkInvariants(t, s)
+}
