@@ -27,8 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import warnings
 
 import numpy as np
@@ -60,7 +64,7 @@ def make_dataset(clients: list) -> tuple[int, int]:
     return int(gid), len(ids)
 
 
-def train(rank: int, world: int, sock: str, port: int, epochs: int) -> dict:
+def train(rank: int, world: int, sock: str, rendezvous: str, epochs: int) -> dict:
     """One trainer: the partitions of its daemon, zero-copy, under DDP."""
     import torch
     import torch.distributed as dist
@@ -78,7 +82,9 @@ def train(rank: int, world: int, sock: str, port: int, epochs: int) -> dict:
         tensors = [torch.from_numpy(p) for p in parts]
     zero_copy = zero_copy and all(t.data_ptr() == p.ctypes.data for t, p in zip(tensors, parts))
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # A file rendezvous (on several machines: tcp://host:port of rank 0);
+    # gloo's own connections use the interface GLOO_SOCKET_IFNAME names.
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
     torch.manual_seed(0)  # the same initial weights on every rank
     model = DistributedDataParallel(torch.nn.Linear(FEATURES, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -115,32 +121,42 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--etcd-endpoint", help="an etcd to use instead of starting build/v6d-etcd")
-    parser.add_argument("--trainer", nargs=4, metavar=("RANK", "WORLD", "SOCKET", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--trainer", nargs=4, metavar=("RANK", "WORLD", "SOCKET", "RENDEZVOUS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.trainer:
-        rank, world, sock, port = args.trainer
-        print(json.dumps(train(int(rank), int(world), sock, int(port), args.epochs)), flush=True)
+        rank, world, sock, rendezvous = args.trainer
+        print(json.dumps(train(int(rank), int(world), sock, rendezvous, args.epochs)), flush=True)
         return 0
 
     import vineyard
-    from local_cluster import daemons, free_port
+    from local_cluster import daemons
 
     with daemons(2, etcd_endpoint=args.etcd_endpoint) as sockets:
         clients = [vineyard.connect(sock) for sock in sockets]
         gid, n = make_dataset(clients)
         print(f"dataset: global object {vineyard.ObjectID(gid)!r} named {NAME!r}, {n} partitions of "
               f"{ROWS} rows on {len(sockets)} daemons")
-        port = free_port()
+        rendezvous = tempfile.mkdtemp(prefix="v6d-ddp-", dir="/tmp")
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}  # one machine here
         trainers = [subprocess.Popen([sys.executable, __file__, "--epochs", str(args.epochs), "--trainer",
-                                      str(rank), str(len(sockets)), sock, str(port)], stdout=subprocess.PIPE, text=True)
+                                      str(rank), str(len(sockets)), sock, f"file://{rendezvous}/store"],
+                                     stdout=subprocess.PIPE, text=True, env=env)
                     for rank, sock in enumerate(sockets)]
-        results = []
-        for proc in trainers:
-            out, _ = proc.communicate(timeout=600)
-            if proc.returncode != 0:
-                print(f"a trainer failed with status {proc.returncode}", file=sys.stderr)
+        try:
+            # A trainer that fails leaves the others waiting for it: stop them.
+            while any(p.poll() is None for p in trainers) and all(p.poll() in (None, 0) for p in trainers):
+                time.sleep(0.1)
+            failed = [p.returncode for p in trainers if p.poll() not in (None, 0)]
+            if failed:
+                print(f"a trainer failed with status {failed[0]}", file=sys.stderr)
                 return 1
-            results.append(json.loads(out.strip().splitlines()[-1]))
+            results = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in trainers]
+        finally:
+            for p in trainers:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            shutil.rmtree(rendezvous, ignore_errors=True)
     ok = len({r["instance"] for r in results}) == len(results)
     for r in results:
         print(f"rank {r['rank']}: daemon instance {r['instance']}, read {r['local']} of {r['partitions']} "
