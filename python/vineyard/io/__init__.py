@@ -1,21 +1,23 @@
 """Streams and file I/O (upstream's ``vineyard.io``): the stream kinds
 :class:`ByteStream`, :class:`RecordBatchStream`, :class:`DataframeStream`
 and :class:`StreamCollection`, whose resolvers make ``client.get`` of a
-stream id the stream object. Nothing here imports pyarrow or pandas until a
+stream id the stream object; :func:`read` and :func:`write` of Parquet, CSV,
+ORC and JSON-lines files (:mod:`vineyard.io.files`). Nothing here imports pyarrow or pandas until a
 stream needs it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import byte, dataframe, recordbatch, stream
+from . import byte, dataframe, files, recordbatch, stream
 from .byte import ByteStream, register_byte_stream_types
 from .dataframe import DataframeStream, register_dataframe_stream_types
+from .files import read, write
 from .recordbatch import RecordBatchStream, register_recordbatch_stream_types
 from .stream import BaseStream, StreamCollection, register_stream_collection_types
 
 __all__ = ["BaseStream", "ByteStream", "DataframeStream", "RecordBatchStream", "StreamCollection", "byte",
-           "dataframe", "recordbatch", "register_builtin_stream_types", "stream"]
+           "dataframe", "files", "read", "recordbatch", "register_builtin_stream_types", "stream", "write"]
 
 
 def register_builtin_stream_types(builder_ctx: Any = None, resolver_ctx: Any = None) -> None:
