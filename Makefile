@@ -99,7 +99,7 @@ endef
 
 .PHONY: help build lib daemon ctl image-binaries test-image etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
-	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer demo install uninstall clean
+	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer bench-streams demo install uninstall clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET [VARIABLE=value ...]"
@@ -302,7 +302,7 @@ fuzz: ## Run every Fuzz* target of every package for FUZZTIME each
 bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--quick: < 2 min), then the cluster figures (bench-cluster, bench-transfer); see docs/performance.md
 	@$(MAKE) --no-print-directory build
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py $(BENCH_ARGS)
-	@$(MAKE) --no-print-directory bench-cluster bench-transfer bench-spill NO_BUILD=1
+	@$(MAKE) --no-print-directory bench-cluster bench-transfer bench-spill bench-streams NO_BUILD=1
 
 bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (client API), 1 MiB..1 GiB, against memcpy and a raw loopback TCP copy in the same run
 	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
@@ -316,6 +316,9 @@ bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (cli
 
 bench-spill: $(BUILD_DEP) $(VENV_DEP) ## Spilling: evict and get of a spilled 256 MiB array against file write/read in the same directory, 4x the arena end to end against Ray
 	$(PY_ENV) $(VENV_PY) benchmarks/spill.py $(if $(filter --quick,$(BENCH_ARGS)),--quick)
+
+bench-streams: $(BUILD_DEP) $(VENV_DEP) ## Streams: small-chunk push-to-pull latency against a socket round trip, 4 MiB chunks against memcpy, mp.Queue and Ray
+	$(PY_ENV) $(VENV_PY) benchmarks/streams.py $(if $(filter --quick,$(BENCH_ARGS)),--quick)
 
 bench-smoke: $(BUILD_DEP) $(VENV_DEP) ## The benchmark harness in smoke mode: every figure of ours, a few iterations, no peers
 	$(PY_ENV) $(VENV_PY) benchmarks/run.py --smoke
