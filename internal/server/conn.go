@@ -368,6 +368,18 @@ func (c *conn) wait(timeout time.Duration, check func() (bool, store.WaitKey, er
 // (a store key's, or a stream's: internal/streams) and, if not nil, a
 // stop function called once the wait on it ends.
 func (c *conn) waitFor(timeout time.Duration, check func() (bool, <-chan struct{}, func(), error)) (bool, error) {
+	stopped := func(stop func()) {
+		if stop != nil {
+			stop()
+		}
+	}
+	// A condition that holds already costs no set-up (no watch of the
+	// socket, no timer): a push with room, a pull of a buffered chunk.
+	done, _, stop, err := check()
+	stopped(stop)
+	if done || err != nil {
+		return done, err
+	}
 	var deadline <-chan time.Time
 	if timeout >= 0 {
 		t := time.NewTimer(timeout)
@@ -386,11 +398,6 @@ func (c *conn) waitFor(timeout time.Duration, check func() (bool, <-chan struct{
 	}
 	if err := c.s.poller.watchHangup(c); err != nil {
 		return false, err
-	}
-	stopped := func(stop func()) {
-		if stop != nil {
-			stop()
-		}
 	}
 	for {
 		done, woken, stop, err := check()
