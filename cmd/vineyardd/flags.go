@@ -14,6 +14,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/memsize"
 	"github.com/v6d-io/v6d-go/internal/meta"
 	"github.com/v6d-io/v6d-go/internal/server"
+	"github.com/v6d-io/v6d-go/internal/streams"
 )
 
 // settings are what the command line sets: the server's config, which
@@ -364,6 +365,28 @@ var flags = []flagDef{
 				return fmt.Errorf("--frame-timeout %q is not a positive duration such as 30s", v)
 			}
 			o.FrameTimeout = d
+			return nil
+		}},
+	{"stream-capacity", "N", func(d *settings) string { return strconv.Itoa(d.StreamCapacity) },
+		"chunks a stream holds that its readers have not all read before its writer waits\n" +
+			"(a stream's creator may choose its own, up to 65536)",
+		func(o *settings, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > streams.MaxCapacity {
+				return fmt.Errorf("--stream-capacity %q is not an integer from 1 to %d", v, streams.MaxCapacity)
+			}
+			o.StreamCapacity = n
+			return nil
+		}},
+	{"stream-push-timeout", "DURATION", func(d *settings) string { return d.StreamPushTimeout.String() },
+		"longest a push to a full stream waits for its readers (e.g. 1m) before it fails with\n" +
+			"NotEnoughMemory, unless the push says",
+		func(o *settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--stream-push-timeout %q is not a positive duration such as 1m", v)
+			}
+			o.StreamPushTimeout = d
 			return nil
 		}},
 	{"check-invariants", "DURATION", constant("0 (off)"),

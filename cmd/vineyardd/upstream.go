@@ -120,7 +120,7 @@ var upstreamFlags = []flagDef{
 		}, nil)},
 	{"stream-threshold", "PERCENT", constant("80"),
 		"upstream's share of the memory streams may hold: accepted with a warning, not enforced here",
-		warnOnly("stream-threshold", "not enforced: streams are bounded by --size alone here", func(v string) error {
+		warnOnly("stream-threshold", "not enforced: a stream holds at most --stream-capacity chunks here", func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 || n > 100 {
 				return errors.New("want a percentage from 0 to 100")

@@ -18,6 +18,7 @@ import (
 	"github.com/v6d-io/v6d-go/internal/peer"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/store"
+	"github.com/v6d-io/v6d-go/internal/streams"
 )
 
 // Config configures a daemon; it is the daemon's one declaration of its
@@ -133,7 +134,8 @@ type Config struct {
 	// DefaultFrameTimeout when zero. The connection is closed when it passes.
 	FrameTimeout time.Duration
 	// StreamCapacity is how many chunks a stream buffers before its writer
-	// waits, unless its creator says (internal/streams); 16 when zero.
+	// waits, unless its creator says (internal/streams);
+	// streams.DefaultCapacity (16) when zero.
 	StreamCapacity int
 	// StreamPushTimeout bounds how long a push to a full stream waits for
 	// its readers, unless the request says; DefaultStreamPushTimeout when
@@ -374,6 +376,9 @@ func (c *Config) fillDefaults() {
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
+	if c.StreamCapacity == 0 {
+		c.StreamCapacity = streams.DefaultCapacity
+	}
 	if c.StreamPushTimeout == 0 {
 		c.StreamPushTimeout = DefaultStreamPushTimeout
 	}
@@ -404,6 +409,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Size == 0 {
 		return fmt.Errorf("%w: size must be positive", ErrBadConfig)
+	}
+	if c.StreamCapacity > streams.MaxCapacity {
+		return fmt.Errorf("%w: stream capacity %d is over %d chunks", ErrBadConfig, c.StreamCapacity, streams.MaxCapacity)
 	}
 	if err := memsize.CheckSize(c.Size, c.ReserveMemory, c.AllowOvercommit, memsize.ReadMemory()); err != nil {
 		return err
