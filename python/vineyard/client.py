@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 from . import _ffi, _trees, data
 from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNSAFE
+from ._config import DEFAULT_DIR, config_path, parse_configuration
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
 from ._session import BlobBuilder, Session, address_of
@@ -114,14 +115,20 @@ class Client:
 
     def __init__(self, socket: str | None = None, timeout: float | None = None, *, port: int | str | None = None,
                  host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None, config: str | None = None) -> None:
         rpc = _rpc_endpoint(socket, host, port, endpoint)
         path = "" if rpc else (socket or os.environ.get("VINEYARD_IPC_SOCKET", ""))
+        conf_socket = conf_rpc = None
         if not rpc and not path:
-            rpc = os.environ.get("VINEYARD_RPC_ENDPOINT", "")
+            # Upstream's configuration file (_config.py): its socket before
+            # any TCP endpoint (zero-copy first), its endpoint after the env's.
+            conf_socket, conf_rpc = parse_configuration(config)
+            path = conf_socket or ""
         if not rpc and not path:
-            raise ConnectionError("vineyard: no socket given and neither VINEYARD_IPC_SOCKET nor "
-                                  "VINEYARD_RPC_ENDPOINT is set")
+            rpc = os.environ.get("VINEYARD_RPC_ENDPOINT", "") or conf_rpc or ""
+        if not rpc and not path:
+            raise ConnectionError("vineyard: no socket given, neither VINEYARD_IPC_SOCKET nor VINEYARD_RPC_ENDPOINT "
+                                  f"is set, and no configuration names a daemon ({config_path(config) or 'none found'})")
         # In a child forked after libv6d was loaded, raise ForkError before
         # anything calls into the library (whose connect would fail the same
         # way, V6D_FORKED, and must not be read as a connection failure).
@@ -811,7 +818,7 @@ def _target_address(target: Any) -> int:
 
 def connect(socket: str | None = None, port: int | str | None = None, *, timeout: float | None = None,
             host: str | None = None, endpoint: str | tuple[str, int | str] | None = None,
-            username: str | None = None, password: str | None = None) -> Client:
+            username: str | None = None, password: str | None = None, config: str | None = None) -> Client:
     """Connects to a daemon, as upstream's ``vineyard.connect``:
 
     - ``connect(socket)``: its UNIX socket (default: env
@@ -823,22 +830,32 @@ def connect(socket: str | None = None, port: int | str | None = None, *, timeout
       bytes are copied over the connection. ``password`` is the daemon's
       shared secret (default: env VINEYARD_RPC_SECRET).
 
-    With no argument and neither VINEYARD_IPC_SOCKET nor
-    VINEYARD_RPC_ENDPOINT set, it starts a local daemon for this process
-    first, as upstream's (:func:`vineyard.deploy.local.try_init`: stopped by
+    - ``connect(config=path)``, or env VINEYARD_CONFIG, or a
+      ``/var/run/vineyard-config.yaml``: upstream's configuration file
+      (``Vineyard: {IPCSocket: ..., RPCEndpoint: ...}``; a directory holding
+      ``vineyard-config.yaml`` works too), used when no socket is given nor
+      VINEYARD_IPC_SOCKET set; its socket comes before VINEYARD_RPC_ENDPOINT,
+      its endpoint after.
+
+    With no argument, none of VINEYARD_IPC_SOCKET, VINEYARD_RPC_ENDPOINT and
+    VINEYARD_CONFIG set and no configuration file in ``/var/run``, it
+    starts a local daemon for this process first, as upstream's
+    (:func:`vineyard.deploy.local.try_init`: stopped by
     ``vineyard.deploy.local.shutdown()`` or at exit; VINEYARD_IPC_SOCKET
     then names it).
 
     ``timeout`` (seconds) bounds every later call (:attr:`Client.timeout`).
     Raises ConnectionError naming the socket or endpoint tried.
     """
-    if (socket is None and port is None and host is None and endpoint is None
-            and not os.environ.get("VINEYARD_IPC_SOCKET") and not os.environ.get("VINEYARD_RPC_ENDPOINT")):
+    if (socket is None and port is None and host is None and endpoint is None and config is None
+            and not os.environ.get("VINEYARD_IPC_SOCKET") and not os.environ.get("VINEYARD_RPC_ENDPOINT")
+            and not os.environ.get("VINEYARD_CONFIG") and config_path(DEFAULT_DIR) is None):
         from .deploy.local import try_init
 
         os.environ.pop("VINEYARD_IPC_SOCKET", None)  # set but empty
         try_init()
-    return Client(socket, timeout, port=port, host=host, endpoint=endpoint, username=username, password=password)
+    return Client(socket, timeout, port=port, host=host, endpoint=endpoint, username=username, password=password,
+                  config=config)
 
 
 def _rpc_endpoint(socket: str | None, host: str | None, port: int | str | None,

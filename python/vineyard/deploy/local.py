@@ -10,6 +10,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
+import socket as socketlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,14 +26,21 @@ def start_vineyardd(meta: str | None = "local", etcd_endpoints: str | None = Non
                     rpc: bool = True, rpc_socket_port: int | str = 9600,
                     debug: bool = False) -> Iterator[tuple[Any, str, str | None]]:
     """Runs one daemon until the block ends; yields ``(process, socket,
-    etcd_endpoints)`` as upstream's. Differences: the default metadata
-    backend is ``local`` (ours starts no etcd; ``meta="etcd"`` needs
-    ``etcd_endpoints``), the default size is the daemon's, and ``debug``
-    is accepted and ignored."""
+    etcd_endpoints)`` as upstream's. ``meta="etcd"`` without
+    ``etcd_endpoints`` has the daemon launch an etcd of its own on a free
+    local port (its ``--etcd-cmd``: env V6D_ETCD, else ``etcd`` on PATH),
+    stopped with it, as upstream's launches one. Differences: the default
+    metadata backend is ``local`` (ours needs no etcd), the default size is
+    1Gi, and ``debug`` shows the daemon's output."""
     args = ["--meta", meta or "local"]
     if meta == "etcd":
         if not etcd_endpoints:
-            raise ValueError("vineyard: meta='etcd' needs etcd_endpoints (this package starts no etcd)")
+            cmd = os.environ.get("V6D_ETCD") or shutil.which("etcd")
+            if not cmd:
+                raise ValueError("vineyard: meta='etcd' without etcd_endpoints launches etcd, but none was found "
+                                 "(set V6D_ETCD or put etcd on PATH), or pass etcd_endpoints")
+            etcd_endpoints = f"http://127.0.0.1:{_free_port()}"
+            args += ["--etcd-cmd", cmd]
         args += ["--etcd-endpoint", etcd_endpoints]
         if etcd_prefix:
             args += ["--etcd-prefix", etcd_prefix]
@@ -39,6 +48,12 @@ def start_vineyardd(meta: str | None = "local", etcd_endpoints: str | None = Non
         args += ["--rpc-socket-port", str(rpc_socket_port)]
     with deploy.launch(size or "1Gi", socket, args, rpc=rpc, binary=vineyardd_path, quiet=not debug) as d:
         yield d.proc, d.socket, etcd_endpoints
+
+
+def _free_port() -> int:
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 _contexts: dict[str, contextlib.AbstractContextManager] = {}
