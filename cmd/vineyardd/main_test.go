@@ -121,7 +121,7 @@ func TestParseArgsRefusals(t *testing.T) {
 		{[]string{"--meta=redis"}, "redis backend is not supported"},
 		{[]string{"--allocator=jemalloc"}, "want dlmalloc or mimalloc"},
 		{[]string{"--stream_threshold=101"}, "percentage"},
-		{[]string{"--spill_upper_rate=2"}, "rate from 0 to 1"},
+		{[]string{"--spill_upper_rate=2"}, "from 0 to 1"},
 		{[]string{"--deployment=cloud"}, "want local or distributed"},
 		{[]string{"--meta_timeout=-1"}, "positive number of seconds"},
 		{[]string{"--log-format=xml"}, "want text or json"},

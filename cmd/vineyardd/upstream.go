@@ -16,8 +16,8 @@ import (
 // is implemented, an alias of ours, or accepted with one warning at start
 // saying what is not supported here; none is silently ignored, and a value
 // is still checked. The flags both share (--socket, --size, --reserve_memory,
-// --meta, --etcd_endpoint, --etcd_prefix, --rpc, --rpc_socket_port) are rows
-// of flags.go. A row here is skipped when a row of the same name exists
+// --meta, --etcd_endpoint, --etcd_prefix, --rpc, --rpc_socket_port, and the
+// spill flags) are rows of the table's own files. A row here is skipped when a row of the same name exists
 // (a feature implemented since, such as spilling, owns its flags).
 
 // warn records the one warning of an upstream flag accepted but not
@@ -50,18 +50,6 @@ func warnOnly(name, what string, check func(string) error, skip func(string) boo
 
 func isFalse(v string) bool { return v == "false" }
 func isEmpty(v string) bool { return v == "" }
-
-func rate(v string) error {
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f > 1 {
-		return errors.New("want a rate from 0 to 1")
-	}
-	return nil
-}
-
-// noSpill is the one warning of upstream's three spill flags.
-const noSpill = "spilling (--spill_path, --spill_lower_rate, --spill_upper_rate) is not supported by this build: " +
-	"objects stay in memory"
 
 // upstreamFlags are the rows of upstream's flags that flags.go does not
 // have.
@@ -127,13 +115,6 @@ var upstreamFlags = []flagDef{
 			}
 			return nil
 		}, nil)},
-	{"spill-path", "DIR", constant("none (no spilling)"),
-		"upstream's spilling: accepted with a warning until this daemon spills",
-		warnOnly("spill-path", noSpill, nil, isEmpty)},
-	{"spill-lower-rate", "RATE", constant("0.3"), "upstream's spilling: accepted with --spill-path's warning",
-		warnOnly("spill-path", noSpill, rate, nil)},
-	{"spill-upper-rate", "RATE", constant("0.8"), "upstream's spilling: accepted with --spill-path's warning",
-		warnOnly("spill-path", noSpill, rate, nil)},
 	{"rdma-endpoint", "HOST:PORT", constant("none"), "upstream's RDMA transport: not supported (a warning)",
 		warnOnly("rdma-endpoint", "RDMA is not supported here; peers move blobs over the gRPC peer service", nil, isEmpty)},
 	{"sync-crds", "", constant("false"),

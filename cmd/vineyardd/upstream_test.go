@@ -61,8 +61,8 @@ func TestEveryUpstreamFlagAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.warnings) != 5 { // sync_crds, compression, allocator, htpasswd, the spill flags together
-		t.Errorf("warnings %q, want 5", o.warnings)
+	if len(o.warnings) != 4 { // sync_crds, compression, allocator, htpasswd (spilling is implemented)
+		t.Errorf("warnings %q, want 4", o.warnings)
 	}
 	if o, err := parseArgs([]string{"--sync_crds", "false", "--compression=false", "--skip_launch_etcd", "true"}); err != nil ||
 		len(o.warnings) != 0 {
@@ -240,7 +240,8 @@ func putPersistGet(t *testing.T, from, to string, n int) {
 // operator gives vineyardd (k8s/pkg/templates/vineyardd), with the socket,
 // paths and ports made local and free, against a real etcd, twice: an
 // object put and persisted on one daemon is got from the other; each
-// unsupported flag warned once; -log_dir got the log; --metrics serves.
+// unsupported flag (--sync_crds, --stream_threshold) warned once; -log_dir
+// got the log; --metrics serves.
 func TestOperatorCommandLine(t *testing.T) {
 	etcd := etcdtest.Run(t)
 	dir := t.TempDir()
@@ -277,13 +278,13 @@ func TestOperatorCommandLine(t *testing.T) {
 	stopDaemons(t, a, b)
 
 	logA := a.stderr.String()
-	for _, flag := range []string{"--sync-crds", "--stream-threshold", "--spill-path"} {
+	for _, flag := range []string{"--sync-crds", "--stream-threshold"} {
 		if n := strings.Count(logA, "not supported here: "+flag+":"); n != 1 {
 			t.Errorf("%d warnings of %s, want 1:\n%s", n, flag, logA)
 		}
 	}
-	if n := strings.Count(logA, "upstream flag accepted"); n != 3 {
-		t.Errorf("%d warnings, want 3:\n%s", n, logA)
+	if n := strings.Count(logA, "upstream flag accepted"); n != 2 {
+		t.Errorf("%d warnings, want 2:\n%s", n, logA)
 	}
 	file, err := os.ReadFile(filepath.Join(dir, "log-a", logFileName))
 	if err != nil || !strings.Contains(string(file), "vineyardd ready") || !strings.Contains(string(file), "meta=etcd") {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/v6d-io/v6d-go/internal/etcdtest"
+	"github.com/v6d-io/v6d-go/internal/ids"
 )
 
 // httpGet returns the status and body of GET url.
@@ -198,5 +199,26 @@ func TestReadyzFollowsEtcd(t *testing.T) {
 	}
 	if errs < 1 {
 		t.Errorf("etcd errors %v: the failed cluster_meta was not counted", errs)
+	}
+}
+
+// TestMetricsSpilled: spilled bytes and blobs read the store's spill state.
+func TestMetricsSpilled(t *testing.T) {
+	s := startCfg(t, Config{MetricsEndpoint: "127.0.0.1:0", Size: 8 << 20, SpillPath: t.TempDir()})
+	id, err := storeTensor(s, 64<<10, func(b []byte) { b[0] = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := s.store.NewSession()
+	defer ss.Close()
+	if err := ss.Evict([]ids.ObjectID{id}); err != nil {
+		t.Fatal(err)
+	}
+	mfs := scrape(t, s)
+	if got := sample(t, mfs, "vineyard_spilled_blobs"); got != 1 {
+		t.Errorf("spilled blobs %v, want 1", got)
+	}
+	if got := sample(t, mfs, "vineyard_memory_spilled_bytes"); got < 64<<10 {
+		t.Errorf("spilled bytes %v, want at least %d", got, 64<<10)
 	}
 }

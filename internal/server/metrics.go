@@ -26,7 +26,6 @@ type serverMetrics struct {
 	refused   *metrics.CounterVec   // by listener
 	waiting   *metrics.Gauge
 	events    *metrics.CounterVec // by store.EventKind
-	spilled   *metrics.Gauge      // bytes: EventSpilled adds, EventLoaded subtracts
 	// Peer transfers by direction: in (fetched by this daemon's
 	// migrations) and out (served to other daemons).
 	peerTransfers, peerBytes, peerErrors *metrics.CounterVec
@@ -40,6 +39,7 @@ type serverMetrics struct {
 	// Start has made it (0 before).
 	conns                                     *metrics.GaugeFuncVec // by listener
 	memUsed, memLimit, memLeased, metaPending *metrics.GaugeFunc
+	spilledBytes, spilledBlobs                *metrics.GaugeFunc
 	srv                                       atomic.Pointer[Server]
 }
 
@@ -115,7 +115,6 @@ func newServerMetrics(r *metrics.Registry, timed bool) *serverMetrics {
 			"Client connections refused over the listener's connection limit, by listener.", "listener", listeners),
 		waiting: r.Gauge("vineyard_waiting_requests", "Requests waiting for an object or a name to appear."),
 		events:  r.CounterVec("vineyard_store_events_total", "Changes of the store, by kind of event.", "kind", events),
-		spilled: r.Gauge("vineyard_memory_spilled_bytes", "Bytes of blobs spilled out of the arena to files."),
 		peerTransfers: r.CounterVec("vineyard_peer_transfers_total",
 			"Blob transfers between daemons: in, fetched by this daemon's migrations; out, served to others.",
 			"direction", directions),
@@ -142,6 +141,10 @@ func newServerMetrics(r *metrics.Registry, timed bool) *serverMetrics {
 			}
 			return int64(s.connections() - rpc)
 		})
+	m.spilledBytes = r.GaugeFunc("vineyard_memory_spilled_bytes", "Bytes of blobs spilled out of the arena to files.",
+		read(func(s *Server) int64 { return int64(s.store.SpillStats().Bytes) }))
+	m.spilledBlobs = r.GaugeFunc("vineyard_spilled_blobs", "Blobs whose bytes are spilled to files.",
+		read(func(s *Server) int64 { return int64(s.store.SpillStats().Blobs) }))
 	r.GaugeFunc("vineyard_streams", "Streams in the daemon, open or stopped, until dropped.",
 		read(func(s *Server) int64 { return int64(s.streams.Len()) }))
 	r.GaugeFunc("vineyard_objects", "Objects (not blobs) of this instance in the store.",
@@ -157,15 +160,9 @@ func newServerMetrics(r *metrics.Registry, timed bool) *serverMetrics {
 	return m
 }
 
-// StoreEvent counts a store event (store.Observer): an atomic add or two.
+// StoreEvent counts a store event (store.Observer): one atomic add.
 func (m *serverMetrics) StoreEvent(e store.Event) {
 	m.events.Inc(int(e.Kind))
-	switch e.Kind {
-	case store.EventSpilled:
-		m.spilled.Add(int64(e.Size))
-	case store.EventLoaded:
-		m.spilled.Add(-int64(e.Size))
-	}
 }
 
 // requestError counts an error reply.
@@ -225,7 +222,6 @@ func (c countingSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
 
 // instanceStatus is the instance_status reply's figures, from the metrics.
 func (m *serverMetrics) instanceStatus(s *Server) protocol.InstanceStatus {
-	sp := s.store.SpillStats()
 	return protocol.InstanceStatus{
 		InstanceID:       s.store.InstanceID(),
 		Deployment:       s.cfg.Deployment,
@@ -236,7 +232,7 @@ func (m *serverMetrics) instanceStatus(s *Server) protocol.InstanceStatus {
 		IPCConnections:   int(m.conns.Value(listenerIPC)),
 		RPCConnections:   int(m.conns.Value(listenerRPC)),
 		MetaPending:      int(m.metaPending.Value()),
-		SpilledObjects:   sp.Blobs,
-		SpilledBytes:     sp.Bytes,
+		SpilledObjects:   int(m.spilledBlobs.Value()),
+		SpilledBytes:     uint64(m.spilledBytes.Value()),
 	}
 }
