@@ -97,7 +97,7 @@ define run-all
 	[ -z "$$failed" ]
 endef
 
-.PHONY: help build lib daemon ctl image-binaries test-image etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
+.PHONY: help build lib daemon ctl image-binaries test-image test-helm etcd-helper cluster-demo bench-cluster lib-cgocheck2 check venv venv-torch venv-jax venv-tensorflow test test-go vet test-python test-accel-off test-interop test-upstream-suite \
 	test-cgocheck2 test-arrow-cgocheck2 check-header check-symbols test-install lint lint-go \
 	lint-fmt lint-python fmt fuzz bench bench-smoke bench-go bench-transfer bench-streams demo install uninstall clean
 
@@ -199,7 +199,7 @@ $(TF_STAMP): requirements-tensorflow.txt $(VENV_STAMP)
 ##@ Test
 
 test: check build venv ## Check prerequisites, build, make the venv, then vet, go test -race, header/symbol/install checks, pytest, Arrow under cgocheck2, bench smoke (what CI runs)
-	$(call run-all,make test,vet test-go check-header check-symbols test-install test-image test-python test-accel-off test-interop test-upstream-suite test-arrow-cgocheck2 bench-smoke)
+	$(call run-all,make test,vet test-go check-header check-symbols test-install test-image test-helm test-python test-accel-off test-interop test-upstream-suite test-arrow-cgocheck2 bench-smoke)
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -254,6 +254,11 @@ check-symbols: $(if $(NO_BUILD),,lib) ## Check libv6d.so exports exactly the v6d
 # which the Dockerfile runs too) is checked by running the daemon chrooted into it.
 test-image: image-binaries $(if $(NO_BUILD),,ctl) ## The container image's contents suffice: vineyardd + vineyardctl in an empty root (no libraries, no /dev/shm), as uid 65532, put/get (root)
 	scripts/test-image-root.sh $(IMAGE_BIN)
+
+# The chart's test is a Go module of its own (deploy/helm/test/go.mod), so
+# that Helm and the Kubernetes API stay out of the project's go.mod.
+test-helm: $(if $(NO_BUILD),,daemon) ## Lint and render deploy/helm/vineyard with Helm's Go packages; decode every object strictly into the Kubernetes types, defaults and each option
+	cd deploy/helm/test && VINEYARDD=$(CURDIR)/$(DAEMON) $(GO) test -count=1 ./...
 
 test-install: $(BUILD_DEP) ## The README's C example and examples/c from the tree, after install to a temp PREFIX and to DESTDIR/usr/local
 	MAKE="$(MAKE)" scripts/test-install.sh
