@@ -189,3 +189,40 @@ func (h *hookSource) Pin(blobs []ids.ObjectID) ([][]byte, func(), error) {
 	}
 	return v, u, err
 }
+
+// A fetch of a blob the owner spilled loads it back first: the peer gets
+// its bytes.
+func TestSourceLoadsSpilledBlobs(t *testing.T) {
+	s, err := store.New(store.Config{Size: 1 << 20, InstanceID: 1, SpillPath: t.TempDir() + "/spill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	want := make([]byte, 100<<10)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	id := putBlob(t, s, want)
+	ss := s.NewSession()
+	defer ss.Close()
+	if err := ss.Evict([]ids.ObjectID{id}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.SpillStats(); st.Blobs != 1 {
+		t.Fatalf("not spilled: %+v", st)
+	}
+	filler := make([]byte, len(want)) // reuses the memory the spill freed
+	for i := range filler {
+		filler[i] = 0xff
+	}
+	putBlob(t, s, filler)
+	if got := readBlob(t, s, id); string(got) != string(want) {
+		t.Fatal("the fetch of a spilled blob read other bytes")
+	}
+	if st := s.SpillStats(); st.Blobs != 0 || st.Loaded != 1 {
+		t.Fatalf("not loaded: %+v", st)
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
