@@ -54,7 +54,7 @@ const (
 	DefaultSpillWait = 30 * time.Second
 	// spillBatch bounds the bytes and blobs of one spill batch (one read
 	// of the pin pages, one hold of the lock to commit).
-	spillBatch      = 64 << 20
+	spillBatch      = 16 << 20
 	spillBatchBlobs = 1024
 	// spillPause is how long spilling rests after a write failed (a full
 	// disk) before it tries again; a spill file removed ends it sooner.
@@ -76,6 +76,7 @@ type spillState struct {
 	room       chan struct{} // closed (and replaced) at the end of each pass
 	freed      uint64        // bytes freed by spills, ever (waiters compare)
 	passes     uint64        // passes ended
+	started    uint64        // passes started
 	removeQ    []string      // files to remove, by the spiller, outside the lock
 	diskErr    error         // the last write failure; nil once a write succeeds
 	pausedTill time.Time     // no writes before this, after diskErr
@@ -244,6 +245,7 @@ func (part *spiller) pass() {
 	sp := s.spill
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sp.started++
 	end := sp.tick // blobs that go cold during the pass wait for the next
 	active := false
 	for !s.closed {
@@ -271,12 +273,21 @@ func (part *spiller) pass() {
 		if len(batch) == 0 {
 			break
 		}
+		freed := sp.freed
 		part.spillBatchLocked(batch)
+		if sp.freed > freed {
+			sp.wakeLocked() // a waiting put may fit now: it need not wait for the whole pass
+		}
 		if sp.diskErr != nil {
 			break
 		}
 	}
 	sp.passes++
+	sp.wakeLocked()
+}
+
+// wakeLocked wakes the waiters of room (waitRoomLocked).
+func (sp *spillState) wakeLocked() {
 	close(sp.room)
 	sp.room = make(chan struct{})
 }
@@ -468,19 +479,34 @@ func (part *spiller) waitRoomLocked(need uint64, deadline time.Time) bool {
 	if left <= 0 {
 		return false
 	}
-	freed, room := sp.freed, sp.room
+	// Only a pass that started after this call and freed nothing says
+	// there is nothing to spill: one running now may have looked at its
+	// candidates before they went cold.
+	freed, mark := sp.freed, sp.started
 	sp.demand += need
-	sp.kickLocked()
-	s.mu.Unlock()
+	defer func() { sp.demand -= need }()
 	t := time.NewTimer(left)
-	select {
-	case <-room:
-	case <-t.C:
+	defer t.Stop()
+	for {
+		room := sp.room
+		sp.kickLocked()
+		s.mu.Unlock()
+		timeout := false
+		select {
+		case <-room:
+		case <-t.C:
+			timeout = true
+		}
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			return false
+		case sp.freed > freed:
+			return true
+		case timeout || sp.passes > mark:
+			return false
+		}
 	}
-	t.Stop()
-	s.mu.Lock()
-	sp.demand -= need
-	return !s.closed && sp.freed > freed
 }
 
 // noRoomLocked describes, for a NotEnoughMemory error, what the spill
