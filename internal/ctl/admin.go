@@ -133,6 +133,9 @@ func setupStatus(fs *flag.FlagSet, e *env) func([]string) error {
 		}
 		fmt.Fprintf(w, "  memory: %s used of %s (%.1f%%), %s leased to clients\n",
 			humanBytes(st.MemoryUsage), humanBytes(st.MemoryLimit), pct, humanBytes(st.MemoryLeased))
+		if st.SpilledObjects > 0 || st.SpilledBytes > 0 {
+			fmt.Fprintf(w, "  spilled to disk: %d blobs, %s\n", st.SpilledObjects, humanBytes(st.SpilledBytes))
+		}
 		fmt.Fprintf(w, "  connections: %d IPC, %d RPC; %d deferred requests; %d metadata changes waiting for etcd\n",
 			st.IPCConnections, st.RPCConnections, st.DeferredRequests, st.MetaPending)
 		keys := make([]string, 0, len(rep.Cluster))

@@ -354,3 +354,34 @@ func TestWatch(t *testing.T) {
 
 // waitABit yields while polling for output (no assertion depends on it).
 func waitABit() { time.Sleep(5 * time.Millisecond) }
+
+// TestSpilledStatusAndGet: with spilling on, files put past the arena's
+// size are spilled, status says so, and get loads them back unchanged.
+func TestSpilledStatusAndGet(t *testing.T) {
+	srv := servertest.Start(t, server.Config{Size: 16 << 20, SpillPath: filepath.Join(servertest.Dir(t), "spill")})
+	sock := "--socket=" + srv.Socket()
+	var idl []string
+	var files [][]byte
+	for i := range 12 {
+		data := bytes.Repeat([]byte{byte(i + 1)}, 2<<20)
+		idl = append(idl, strings.TrimSpace(ok(t, "put", sock, writeFile(t, data, "f"))))
+		files = append(files, data)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(ok(t, "status", sock, "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Instance.SpilledObjects == 0 {
+		t.Fatalf("24 MiB put into a 16 MiB arena, nothing spilled: %+v", rep.Instance)
+	}
+	if text := ok(t, "status", sock); !strings.Contains(text, "spilled to disk") {
+		t.Fatalf("status:\n%s", text)
+	}
+	for i, id := range idl {
+		out := filepath.Join(t.TempDir(), "o")
+		ok(t, "get", sock, id, "-o", out)
+		if got, _ := os.ReadFile(out); !bytes.Equal(got, files[i]) {
+			t.Fatalf("file %d came back different", i)
+		}
+	}
+}
