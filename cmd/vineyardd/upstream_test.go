@@ -325,3 +325,37 @@ func TestEtcdCmdLaunchesEtcd(t *testing.T) {
 		t.Fatal("the launched etcd still serves after its daemon stopped")
 	}
 }
+
+// TestLogFormatJSON: with --log-format json every log line is a JSON object,
+// in the -log_dir file too.
+func TestLogFormatJSON(t *testing.T) {
+	var stderr bytes.Buffer
+	dir := t.TempDir()
+	// The warning is logged, then the start fails (the socket's directory
+	// cannot be made): the log is all there is.
+	code := run([]string{"--log-format", "json", "-log_dir", dir, "--sync_crds", "--socket", "/proc/x/v.sock",
+		"--size", "4Mi", "--norpc"}, io.Discard, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	file, err := os.ReadFile(filepath.Join(dir, logFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{stderr.String(), string(file)} {
+		var lines int
+		for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+			if !strings.HasPrefix(line, "{") {
+				continue // the failure itself, printed for the operator
+			}
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
+				t.Errorf("not a JSON log record: %q (%v)", line, err)
+			}
+			lines++
+		}
+		if lines == 0 || !strings.Contains(out, `"level":"WARN"`) {
+			t.Errorf("no JSON warning in %q", out)
+		}
+	}
+}
