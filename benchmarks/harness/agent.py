@@ -104,20 +104,24 @@ class Agent:
         return {"samples": out, "cpu_client": mine, "cpu_daemon": theirs}
 
     def put_warm(self, spec: dict[str, Any], trials: int) -> dict[str, Any]:
-        """put, then delete, trials times: each put reuses memory the last one freed."""
+        """put, then delete, trials times: each put reuses memory the last one freed.
+        The garbage collector is off for the whole series, collected once before it:
+        a collection right before each put (as ``_no_gc`` per put did) walks the
+        process's heap and evicts the caches, and timed a 1 MiB put at 2-2.5x its
+        time in a series of puts, for every system (docs/performance.md, issue 37)."""
         value = self._value(spec)
         out = []
-        for trial in range(trials + 1):
-            with _no_gc():
+        with _no_gc():
+            for trial in range(trials + 1):
                 t0 = time.perf_counter()
                 ref = self.system.put(value)
                 dt = time.perf_counter() - t0
-            refs = [ref]
-            del ref
-            self.system.delete(refs)
-            refs.clear()
-            if trial:
-                out.append(dt)
+                refs = [ref]
+                del ref
+                self.system.delete(refs)
+                refs.clear()
+                if trial:
+                    out.append(dt)
         return {"samples": out}
 
     def put_cold(self, specs: list[dict[str, Any]], trials: int) -> dict[str, Any]:

@@ -182,6 +182,12 @@ func (p *pipeline) put(tree []byte, data [][]byte) (id ids.ObjectID, bids []ids.
 		l.next++
 		l.ids--
 	}
+	if total >= fillChunk {
+		// As a create does: the blobs' end is noted and the pre-touch of
+		// what the daemon pre-faulted above them starts, for the next
+		// large puts (pretouch.go).
+		a.pretouch(l.off)
+	}
 	id = l.next &^ ids.BlobBit
 	l.next++
 	l.ids--
