@@ -222,3 +222,30 @@ func TestMetricsSpilled(t *testing.T) {
 		t.Errorf("spilled bytes %v, want at least %d", got, 64<<10)
 	}
 }
+
+// TestMetricsPeerTransfers: a migration counts one transfer in on the
+// daemon that fetched and one out on the owner, with the blob's bytes.
+func TestMetricsPeerTransfers(t *testing.T) {
+	etcd := etcdtest.Run(t)
+	a := clusterServer(t, etcd, 16<<20)
+	b := clusterServer(t, etcd, 16<<20)
+	const n = 1<<20 + 3
+	id := putTensor(t, a, 3, n)
+	synced(t, b)
+	if _, err := b.Migrate(migrateCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	if in, out := b.m.peerTransfers.Value(peerIn), a.m.peerTransfers.Value(peerOut); in != 1 || out != 1 {
+		t.Errorf("transfers in %d (fetcher), out %d (owner); want 1 and 1", in, out)
+	}
+	if in, out := b.m.peerBytes.Value(peerIn), a.m.peerBytes.Value(peerOut); in != n || out != n {
+		t.Errorf("bytes in %d, out %d; want %d", in, out, n)
+	}
+	var text strings.Builder
+	if err := b.Metrics().WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := `vineyard_peer_bytes_total{direction="in"} 1.048579e+06`; !strings.Contains(text.String(), want) {
+		t.Errorf("metrics lack %s", want)
+	}
+}
