@@ -20,6 +20,24 @@ type getResult struct {
 	File     string `json:"file"`
 	Format   string `json:"format"`
 	Bytes    int64  `json:"bytes"`
+	// FetchedFrom is the instance the object's blobs were on, when not
+	// this one; LocalCopy is then the copy made here.
+	FetchedFrom *uint64 `json:"fetched_from,omitempty"`
+	LocalCopy   string  `json:"local_copy,omitempty"`
+}
+
+// remoteBlobs reports whether a blob of t is on an instance other than
+// here, and which.
+func remoteBlobs(t node, here uint64) (uint64, bool) {
+	for _, b := range t.blobs() {
+		if b.id() == ids.EmptyBlob {
+			continue
+		}
+		if inst := b.uint("instance_id"); inst != here {
+			return inst, true
+		}
+	}
+	return 0, false
 }
 
 // blobsOf gives the bytes of the blobs a GetObject pinned.
@@ -83,6 +101,25 @@ func setupGet(fs *flag.FlagSet, e *env) func([]string) error {
 		if err != nil {
 			return err
 		}
+		// An object persisted by another daemon of the cluster is
+		// copied here first (migrate; the daemon keeps the copy), as
+		// the Python client's get does.
+		asked := id
+		var from *uint64
+		meta, err := c.GetMetadata(id)
+		if err != nil {
+			return err
+		}
+		t0, err := decodeTree(meta)
+		if err != nil {
+			return err
+		}
+		if inst, remote := remoteBlobs(t0, c.InstanceID()); remote {
+			if id, err = c.Migrate(asked); err != nil {
+				return fmt.Errorf("%s is on instance %d; copying it to this one failed: %w", asked, inst, err)
+			}
+			from = &inst
+		}
 		raw, err := c.GetObject(id)
 		if err != nil {
 			return err
@@ -99,7 +136,13 @@ func setupGet(fs *flag.FlagSet, e *env) func([]string) error {
 		if err != nil {
 			return err
 		}
-		res := getResult{ID: id.String(), Typename: t.typename(), File: out, Format: kind, Bytes: n}
+		res := getResult{ID: asked.String(), Typename: t.typename(), File: out, Format: kind, Bytes: n, FetchedFrom: from}
+		if from != nil {
+			res.LocalCopy = id.String()
+			if !*asJSON {
+				fmt.Fprintf(e.stderr, "%s is on instance %d: copied to this instance as %s\n", asked, *from, id)
+			}
+		}
 		switch {
 		case *asJSON:
 			return writeJSON(e.stdout, res)
