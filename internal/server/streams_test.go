@@ -311,3 +311,26 @@ func TestStreamGetNextChunk(t *testing.T) {
 	}
 	r.code(r.pull(id), status.StreamDrained)
 }
+
+// TestStreamWaitersThatGoAway: a reader waiting in a pull and a writer
+// waiting in a push whose clients go away stop waiting (learnt from the
+// poller, no polling), free the reader's slot and fail the writer's stream.
+func TestStreamWaitersThatGoAway(t *testing.T) {
+	s := start(t)
+	w, r := streamDial(t, s), streamDial(t, s)
+	id := w.stream(`,"capacity":1`)
+	r.send(fmt.Sprintf(`{"type":"pull_next_stream_chunk_request","id":%d}`, uint64(id)))
+	eventually(t, "the pull to wait", func() bool { return s.waitingCount() == 1 })
+	_ = r.c.Close()
+	eventually(t, "the pull to end", func() bool { return s.waitingCount() == 0 })
+	r2 := streamDial(t, s)
+	r2.ok(r2.open(id, 1), "open_stream_reply") // the slot is free again
+
+	w.ok(w.push(id, w.object("a")), "push_next_stream_chunk_reply")
+	w.send(fmt.Sprintf(`{"type":"push_next_stream_chunk_request","id":%d,"chunk":%d}`, uint64(id), uint64(w.object("b"))))
+	eventually(t, "the push to wait", func() bool { return s.waitingCount() == 1 })
+	_ = w.c.Close()
+	eventually(t, "the push to end", func() bool { return s.waitingCount() == 0 })
+	r2.pulled(id)
+	r2.code(r2.pull(id), status.StreamFailed)
+}
