@@ -148,13 +148,14 @@ def worker(index: int, socket: str, seconds: float, max_size: int, seed: int, ou
     out.put((index, dict(counts), failures))
 
 
-def start_daemon(daemon: str, size: str, tmp: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_daemon(daemon: str, size: str, tmp: str, spill: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     from vineyard.deploy import DaemonError, launch
 
     # --check-invariants: the daemon checks its bookkeeping every second and
     # exits with status 3 at the first violation, which fails the soak.
     try:
-        d = launch(size, os.path.join(tmp, "vineyard.sock"), ["--check-invariants", "1s"], binary=daemon,
+        flags = ["--check-invariants", "1s"] + (["--spill-path", os.path.join(tmp, "spill")] if spill else [])
+        d = launch(size, os.path.join(tmp, "vineyard.sock"), flags, binary=daemon,
                    log=os.path.join(tmp, "daemon.log"))
     except DaemonError as e:
         sys.exit(f"soak: {e}")
@@ -169,10 +170,11 @@ def main() -> int:
     ap.add_argument("--max-size", type=int, default=MAX_SIZE, help="largest value in bytes (default 64 MiB)")
     ap.add_argument("--daemon", default=os.environ.get("VINEYARDD", "build/vineyardd"), help="vineyardd binary")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
+    ap.add_argument("--spill", action="store_true", help="the daemon spills (--spill-path in its temp directory)")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time())
     tmp = tempfile.mkdtemp(prefix="v6d-soak-")
-    proc, socket = start_daemon(args.daemon, args.size, tmp)
+    proc, socket = start_daemon(args.daemon, args.size, tmp, args.spill)
     print(
         f"soak: {args.workers} workers, {args.seconds:g} s, values 1 B..{args.max_size} B, seed {seed}, daemon pid {proc.pid}"
     )

@@ -325,3 +325,34 @@ func TestEtcdSecurityFlags(t *testing.T) {
 		t.Fatal("a missing password file was accepted")
 	}
 }
+
+// Upstream's spill flags, in both spellings, reach server.Config.
+func TestParseArgsSpill(t *testing.T) {
+	o, err := parseArgs([]string{"--spill_path", "/tmp/sp", "--spill_lower_rate", "0.2", "--spill-upper-rate=0.7", "--spill-wait", "5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.SpillPath != "/tmp/sp" || o.SpillLowerRate != 0.2 || o.SpillUpperRate != 0.7 || o.SpillWait != 5*time.Second {
+		t.Fatalf("spill settings: %q %v %v %v", o.SpillPath, o.SpillLowerRate, o.SpillUpperRate, o.SpillWait)
+	}
+	d, err := parseArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.SpillPath != "" || d.SpillLowerRate != 0.3 || d.SpillUpperRate != 0.8 {
+		t.Fatalf("spill defaults: %q %v %v", d.SpillPath, d.SpillLowerRate, d.SpillUpperRate)
+	}
+	for _, bad := range [][]string{{"--spill-lower-rate", "1.5"}, {"--spill-upper-rate", "x"}, {"--spill-path", ""},
+		{"--spill-wait", "-1s"}} {
+		if _, err := parseArgs(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+	o, err = parseArgs([]string{"--spill-lower-rate", "0.9", "--spill-upper-rate", "0.5", "--socket", "/tmp/x.sock", "--size", "1Mi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err == nil {
+		t.Fatal("a lower spill rate above the upper one accepted")
+	}
+}

@@ -73,6 +73,7 @@ type spillState struct {
 	tick       uint64        // the last cold tick given
 	gen        uint64        // the last file generation given (spill files' names)
 	demand     uint64        // bytes the waiting puts and loads need
+	needMax    uint64        // the largest of them (0 when none waits)
 	room       chan struct{} // closed (and replaced) at the end of each pass
 	freed      uint64        // bytes freed by spills, ever (waiters compare)
 	passes     uint64        // passes ended
@@ -266,10 +267,20 @@ func (part *spiller) pass() {
 			goal = limit - min(sp.demand, limit)
 		}
 		active = active || used >= sp.upper || sp.demand > 0
-		if used <= goal || !active || time.Now().Before(sp.pausedTill) {
+		// The bytes a waiter needs may be free but not in one piece: then
+		// spill on, at least that much per batch, until they are.
+		short := sp.demand > 0 && s.alloc.LargestFree() < sp.needMax
+		if (used <= goal && !short) || !active || time.Now().Before(sp.pausedTill) {
 			break
 		}
-		batch := part.pickLocked(used-goal, end)
+		want := uint64(0)
+		if used > goal {
+			want = used - goal
+		}
+		if short {
+			want = max(want, sp.needMax)
+		}
+		batch := part.pickLocked(want, end)
 		if len(batch) == 0 {
 			break
 		}
@@ -484,7 +495,12 @@ func (part *spiller) waitRoomLocked(need uint64, deadline time.Time) bool {
 	// candidates before they went cold.
 	freed, mark := sp.freed, sp.started
 	sp.demand += need
-	defer func() { sp.demand -= need }()
+	sp.needMax = max(sp.needMax, need)
+	defer func() {
+		if sp.demand -= need; sp.demand == 0 {
+			sp.needMax = 0
+		}
+	}()
 	t := time.NewTimer(left)
 	defer t.Stop()
 	for {
@@ -516,11 +532,16 @@ func (part *spiller) noRoomLocked() string {
 	if sp == nil {
 		return ""
 	}
+	s := part.s
 	msg := fmt.Sprintf("; the spill directory %s holds %d blobs (%d bytes)", sp.files.dir, sp.blobs, sp.bytes)
 	if sp.diskErr != nil {
 		return msg + fmt.Sprintf(", and spilling is paused: %v", sp.diskErr)
 	}
-	return msg + ", and the blobs in the arena are all held (referenced, pinned or being written)"
+	msg += ", and the blobs in the arena are all held (referenced, pinned or being written)"
+	if s.leased > 0 {
+		msg += fmt.Sprintf(", %d bytes leased to clients", s.leased)
+	}
+	return msg + fmt.Sprintf("; the largest free extent is %d bytes", s.alloc.LargestFree())
 }
 
 // loadLocked makes every blob of bl resident: the spilled ones are loaded

@@ -450,3 +450,34 @@ func TestSpillStress(t *testing.T) {
 	}
 	checkInvariants(t, s)
 }
+
+// A put whose bytes are free but not in one piece (below the lower mark)
+// still gets them: the spiller goes on until they are.
+func TestSpillMakesRoomInOnePiece(t *testing.T) {
+	s, err := New(Config{Size: 1 << 20, SpillPath: filepath.Join(t.TempDir(), "spill"), SpillLowerRate: 0.6, SpillUpperRate: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ss := s.NewSession()
+	defer ss.Close()
+	var objs []spillObj
+	for i := range 10 {
+		objs = append(objs, putSpill(t, ss, 96<<10, i))
+	}
+	for i := 0; i < len(objs); i += 2 {
+		s.Delete([]ids.ObjectID{objs[i].id}, DeleteOptions{Deep: true})
+	}
+	if used, _ := s.Usage(); used > 600<<10 {
+		t.Fatalf("used %d: above the lower mark", used)
+	}
+	if _, err := ss.CreateBuffer(200 << 10); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(objs); i += 2 {
+		if err := getSpill(t, ss, objs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkInvariants(t, s)
+}
