@@ -38,7 +38,10 @@
  *    v6d_version, v6d_status_name, v6d_error_release and v6d_free work. Load
  *    the library in a process that does not fork afterwards, or fork (or exec)
  *    before loading it; Python: the 'spawn' or 'forkserver' start method.
- *    tests/c (test_fork_c.py) checks this.
+ *    tests/c (test_fork_c.py) checks this. The exception (ABI 8):
+ *    v6d_forked_get and v6d_forked_release read, in such a child, objects
+ *    the daemon published, through the mappings the child inherited,
+ *    without Go (see "Reading in a forked child" below).
  *
  * ABI versioning (the policy; docs/c-api.md, "Versions"):
  *
@@ -69,8 +72,9 @@
  *    v6d_pretouch) to include/v6d_internal.h; the library still exports them
  *    with the same behaviour, so programs built against ABI 4 to 6 still run.
  *  - ABI 8 adds spilling (v6d_evict, v6d_load, v6d_unpin), streams
- *    (v6d_create_stream ... v6d_drop_stream) and v6d_get_arrow_stream of a
- *    vineyard::RecordBatchStream.
+ *    (v6d_create_stream ... v6d_drop_stream), v6d_get_arrow_stream of a
+ *    vineyard::RecordBatchStream, and gets in a forked child without Go
+ *    (v6d_forked_get, v6d_forked_release, struct v6d_forked_blob).
  *
  * \since 1
  */
@@ -826,6 +830,51 @@ v6d_status v6d_stop_stream(v6d_client client, uint64_t stream, int32_t failed,
  *  V6D_STREAM_FAILED, chunks not yet read are deleted, later calls about it
  *  V6D_OBJECT_NOT_EXISTS. Thread-safe. \since 8 */
 v6d_status v6d_drop_stream(v6d_client client, uint64_t stream, v6d_error *err);
+
+/* ---- reading in a forked child ---------------------------------------- */
+
+/** One blob of an object v6d_forked_get returned: its id, its bytes
+ *  (read-only memory of the daemon's arena, as the child inherited the
+ *  mapping; NULL for the empty blob) and its size. \since 8 */
+typedef struct v6d_forked_blob {
+  uint64_t id;
+  const void *data;
+  uint64_t size;
+} v6d_forked_blob;
+
+/** Gets object `id` in a child forked (without exec) from a process in which
+ *  `client` was connected over its UNIX socket, with no Go and no request to
+ *  the daemon: the child reads the daemon's directory and arena through the
+ *  mappings it inherited, and pins the object in its parent's pin page
+ *  (docs/design.md, "Reading in a forked child"). *tree receives the
+ *  NUL-terminated JSON metadata tree (as v6d_get_metadata returns it) and
+ *  *tree_len (may be NULL) its length, *blobs an array of the *n_blobs blobs
+ *  of the tree (free both with v6d_free), *pin the token that releases them.
+ *  The blobs' bytes stay valid until v6d_forked_release(client, id, *pin),
+ *  or until the parent's connection closes: the parent's connection bounds
+ *  its children's pins. A child that ends without releasing leaves its pins
+ *  until another child reuses their slots or the parent disconnects.
+ *  Thread-safe; children share 256 pin slots per parent connection.
+ *  Fails with V6D_INVALID outside such a child (use v6d_get_object) or when
+ *  the daemon's directory has another layout version than this library's
+ *  (the message names both), V6D_INVALID_HANDLE when `client` was not
+ *  connected with the daemon's directory at the fork (a client over TCP, or
+ *  one without the directory), V6D_OBJECT_NOT_EXISTS when the directory has
+ *  no entry for `id` (also an object it does not publish: one of another
+ *  instance, a tree over 64 KiB, a blob stored with its object's tree),
+ *  V6D_CONNECTION_ERROR once the daemon exited or the parent's connection
+ *  closed, V6D_NOT_ENOUGH_MEMORY when live processes hold every slot for
+ *  children. Every other call of this library still fails with V6D_FORKED
+ *  in such a child. \since 8 */
+v6d_status v6d_forked_get(v6d_client client, uint64_t id, char **tree,
+                          size_t *tree_len, v6d_forked_blob **blobs,
+                          size_t *n_blobs, uint64_t *pin, v6d_error *err);
+
+/** Releases what v6d_forked_get(client, id) pinned with `pin`, once. Fails
+ *  with V6D_INVALID outside a forked child, or when `pin` does not hold `id`
+ *  for this process (released already). \since 8 */
+v6d_status v6d_forked_release(v6d_client client, uint64_t id, uint64_t pin,
+                              v6d_error *err);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,7 @@ func addHandle(c *client.Client) uint64 {
 	defer handlesMu.Unlock()
 	nextID++
 	handles[nextID] = c
+	forkAttach(nextID, c)
 	return nextID
 }
 
@@ -52,6 +53,7 @@ func removeHandle(h C.uint64_t) (*client.Client, error) {
 		return nil, status.Errorf(status.InvalidHandle, "invalid client handle %d", uint64(h))
 	}
 	delete(handles, uint64(h))
+	forkDetach(uint64(h))
 	return c, nil
 }
 

@@ -81,6 +81,9 @@ static inline int forked(void) {
   return getpid() != loader;
 }
 
+/* v6dshim_forked is forked() for forkread.c, the reader for children. */
+int v6dshim_forked(void) { return forked(); }
+
 /* forked_error fails a call made in a forked child: V6D_FORKED, and in err
  * (if given) a message that names the fix. No Go: malloc and snprintf only
  * (glibc keeps malloc usable in a child of a threaded process). */

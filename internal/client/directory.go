@@ -106,8 +106,9 @@ func (w *wire) receiveDirectory(d *protocol.DirectoryFds) (*dirState, error) {
 }
 
 // openDirectory maps the directory (read-only) and the pin page
-// (read-write); neither is inherited by a forked child (MADV_DONTFORK). The
-// caller keeps the fds.
+// (read-write). A forked child inherits both, with the arena: libv6d's
+// reader for children (libv6d/forkread.c, ForkView) reads them without Go.
+// The caller keeps the fds.
 func openDirectory(dirFd, pinFd int) (*dirState, error) {
 	size, err := shm.FileSize(dirFd)
 	if err != nil {
@@ -144,9 +145,25 @@ func openDirectory(dirFd, pinFd int) (*dirState, error) {
 		_ = pm.Close()
 		return nil, err
 	}
-	_ = unix.Madvise(dm.Bytes(), unix.MADV_DONTFORK)
-	_ = unix.Madvise(pm.Bytes(), unix.MADV_DONTFORK)
 	return &dirState{view: view, dirMap: dm, pinMap: pm, pins: pins}, nil
+}
+
+// ForkView returns the mappings a reader in a forked child of this process
+// reads (libv6d/forkread.c; docs/design.md, "Reading in a forked child"):
+// the daemon's directory (read-only), this connection's pin page
+// (read-write) and the arena the directory's extents lie in (read-only).
+// ok is false without a directory. They stay mapped until Close.
+func (c *Client) ForkView() (dir, pins, arena []byte, ok bool) {
+	c.state.Lock()
+	defer c.state.Unlock()
+	d := c.state.dir
+	if d == nil || d.arena == nil {
+		return nil, nil, nil, false
+	}
+	arenas.mu.Lock()
+	arena = d.arena.roB
+	arenas.mu.Unlock()
+	return d.dirMap.Bytes(), d.pinMap.Bytes(), arena, arena != nil
 }
 
 // closeDirectoryLocked unmaps the directory and the pin page. c.state must

@@ -230,7 +230,7 @@ func TestDirectoryPinsMany(t *testing.T) {
 	a, b := connect(t, srv), connect(t, srv)
 	var objs []ids.ObjectID
 	const many = 20_000 // held without a round trip
-	held := max(shm.PinSlots, many) + 90
+	held := max(shm.ClientPinSlots, many) + 90
 	for i := range held {
 		id, bid := put(t, a, []byte(fmt.Sprint(i)))
 		_ = a.Release(bid)
@@ -247,7 +247,7 @@ func TestDirectoryPinsMany(t *testing.T) {
 			}
 		}
 	}
-	if n := b.Stats().RoundTrips - before; n != 90 || b.Stats().PinsInUse != shm.PinSlots {
+	if n := b.Stats().RoundTrips - before; n != 90 || b.Stats().PinsInUse != shm.ClientPinSlots {
 		t.Fatalf("%d held gets took %d round trips with %d slots in use", held, n, b.Stats().PinsInUse)
 	}
 	deleted, err := a.Delete(objs, false, true, false) // more ids than a request takes
@@ -259,8 +259,8 @@ func TestDirectoryPinsMany(t *testing.T) {
 	// it afterwards, holding every deleted id until its pass ends, and turns
 	// b's pins into holds of b (store/pinsweep.go).
 	waitFor(t, srv.Store().PinSweepIdle)
-	if n := srv.Store().Holds(); n != shm.PinSlots {
-		t.Fatalf("%d holds after the sweep, want one per pinned slot (%d)", n, shm.PinSlots)
+	if n := srv.Store().Holds(); n != shm.ClientPinSlots {
+		t.Fatalf("%d holds after the sweep, want one per pinned slot (%d)", n, shm.ClientPinSlots)
 	}
 	for _, id := range objs {
 		if err := b.Release(id); err != nil {

@@ -83,8 +83,16 @@ const (
 // few thousand puts would each fault in a page of slots (15–30 µs on a VM).
 func hotLen(recOff, recSize uint64) uint64 { return recOff + min(recSize, DirHotRecords) }
 
-// DirMagic identifies the directory layout.
+// DirMagic identifies the directory layout; its last byte is the layout's
+// version. libv6d's reader for forked children (libv6d/forkread.c) has its
+// own copy of the layout in libv6d/dirlayout.h, which the libv6d package
+// checks against these constants when it compiles (forklayout.go), and
+// refuses a directory whose magic differs, naming both versions.
 const DirMagic = "v6ddir\x00\x02"
+
+// DirMagicWord is DirMagic read as a little-endian word, as a reader in C
+// compares it.
+const DirMagicWord = 0x0200726964643676
 
 // directoryName is the memfd name of the directory.
 const directoryName = "vineyard-directory"
@@ -443,11 +451,31 @@ const (
 	PinPageSize = 512 << 10
 	// PinSlots is the number of slots of a pin page of PinPageSize.
 	PinSlots = PinPageSize/8 - pinTail
+	// ClientPinSlots is how many of them a client's PinView takes: all
+	// but the forked children's and their owner words (ForkSlotFirst).
+	ClientPinSlots = PinSlots - (ForkWordsEnd - ForkSlotFirst)
 	// MinPinPageSize and MaxPinPageSize bound the pages a client accepts: a
 	// daemon of another version may make pages of another size, whose
 	// words the client then places from the page's end as the daemon does.
 	MinPinPageSize = 4 << 10
 	MaxPinPageSize = 64 << 20
+	// ForkSlotFirst to ForkSlotLast are the slots readers in forked
+	// children of the client's process use (libv6d/forkread.c,
+	// docs/design.md "Reading in a forked child"); the word ForkPidOffset
+	// slots after each holds the process id of the child that owns it, 0
+	// when free. A child takes a slot by a compare-and-swap of its owner
+	// word from 0 (or from a dead process's id) to its own, raises the
+	// hint, stores the id; it releases by storing 0 in the slot, then in
+	// the owner word. The client's PinView never takes any of these words.
+	// The slots end below 1024, so that a page whose children pinned is
+	// still one a delete reads at once (store's pinScanNow); the owner
+	// words above are read as slots only by a delete of a page whose
+	// client holds more, and hold no object's id. A page too small for
+	// them (under ForkWordsEnd+pinTail words) serves no child.
+	ForkSlotFirst = 768
+	ForkSlotLast  = 1023
+	ForkPidOffset = ForkSlotLast - ForkSlotFirst + 1
+	ForkWordsEnd  = ForkSlotLast + ForkPidOffset + 1 // the first word after the owner words
 	// pinTail is the number of words that are not slots: the hint, and
 	// the four after the slots, which both sides place from the page's end
 	// whatever its size (words(page)[len-k] for k below).
@@ -634,16 +662,35 @@ func (v *PinView) Set(id uint64) (uint64, bool) {
 		v.free = v.free[:len(v.free)-1]
 	case v.next <= uint64(v.Slots()):
 		i = v.next
-		v.next++
+		if i == ForkSlotFirst {
+			i = ForkWordsEnd // the forked children's slots and owner words
+		}
+		v.next = i + 1
+		if i > uint64(v.Slots()) {
+			return 0, false
+		}
 	default:
 		return 0, false
 	}
 	if i >= v.hint {
 		v.hint = i + 1
-		atomic.StoreUint64(&v.w[0], v.hint) // before the slot: the daemon reads the hint first
+		raiseHint(&v.w[0], v.hint) // before the slot: the daemon reads the hint first
 	}
 	atomic.StoreUint64(&v.w[i], id)
 	return i, true
+}
+
+// raiseHint makes the hint word at least h. Forked children of the
+// client's process raise it too (libv6d/forkread.c), so it only grows, by
+// compare-and-swap: a plain store could lower a child's hint and hide its
+// pin from a delete.
+func raiseHint(w *uint64, h uint64) {
+	for {
+		old := atomic.LoadUint64(w)
+		if old >= h || atomic.CompareAndSwapUint64(w, old, h) {
+			return
+		}
+	}
 }
 
 // Clear frees slot i.
@@ -698,7 +745,23 @@ func (v *PinView) EndWait() { atomic.AddUint64(&v.w[len(v.w)-endWaiting], ^uint6
 func SleepHandled(addr *uint32, val uint32, timeout time.Duration) { futexWait(addr, val, timeout) }
 
 // InUse returns the number of slots taken (tests).
-func (v *PinView) InUse() int { return int(v.next-1) - len(v.free) }
+func (v *PinView) InUse() int {
+	n := int(v.next-1) - len(v.free)
+	if v.next > ForkWordsEnd {
+		n -= ForkWordsEnd - ForkSlotFirst // skipped: the children's
+	}
+	return n
+}
 
-// Slots returns the number of slots of the page.
+// Slots returns the number of slots of the page, the forked children's
+// included (TakeableSlots: without them).
 func (v *PinView) Slots() int { return len(v.w) - pinTail }
+
+// TakeableSlots returns the number of slots Set can take.
+func (v *PinView) TakeableSlots() int {
+	n := v.Slots()
+	if n >= ForkSlotFirst {
+		n -= min(n+1, ForkWordsEnd) - ForkSlotFirst
+	}
+	return n
+}

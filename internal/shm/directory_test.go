@@ -2,6 +2,7 @@ package shm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -136,7 +137,7 @@ func TestPinPage(t *testing.T) {
 		t.Fatalf("scan after clear saw %v", seen)
 	}
 	v.Clear(b)
-	for range PinSlots {
+	for range v.TakeableSlots() {
 		if _, ok := v.Set(1); !ok {
 			t.Fatal("a free slot was refused")
 		}
@@ -148,7 +149,7 @@ func TestPinPage(t *testing.T) {
 	words(m.Bytes())[0] = 1 << 40
 	n := 0
 	p.Find(NewPinIDs([]uint64{1}), func(uint64, uint64) { n++ })
-	if n != PinSlots {
+	if n != PinSlots-(ForkWordsEnd-ForkSlotFirst) { // the children's slots are not the client's
 		t.Fatalf("scanned %d slots", n)
 	}
 }
@@ -294,7 +295,7 @@ func TestPinViewOtherSizes(t *testing.T) {
 		if w[n-4] != 1 || v.Handled() != 7 || !v.Revoked() || v.Slots() != n-5 {
 			t.Fatalf("%d bytes: submitted at %v, handled %d, revoked %v, %d slots", size, w[n-5:], v.Handled(), v.Revoked(), v.Slots())
 		}
-		for range v.Slots() {
+		for range v.TakeableSlots() {
 			if _, ok := v.Set(1); !ok {
 				t.Fatalf("%d bytes: a free slot was refused", size)
 			}
@@ -379,5 +380,36 @@ func TestDirectoryCannotBeMadeWritable(t *testing.T) {
 	d.data[pageSize] = 7
 	if m[pageSize] != 7 {
 		t.Fatal("the daemon's write is not seen")
+	}
+}
+
+// The client never takes the forked children's slots, and its hint only
+// grows: a child's larger hint survives the client's next pin.
+func TestPinViewLeavesForkSlots(t *testing.T) {
+	b := make([]byte, PinPageSize)
+	v, err := NewPinView(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := words(b)
+	atomic.StoreUint64(&w[0], ForkSlotLast+1) // a child pinned its last slot
+	atomic.StoreUint64(&w[ForkSlotLast], 77)
+	if i, _ := v.Set(5); i != 1 || atomic.LoadUint64(&w[0]) != ForkSlotLast+1 {
+		t.Fatalf("slot %d, hint %d: the client lowered a child's hint", i, w[0])
+	}
+	for range v.TakeableSlots() - 1 {
+		i, ok := v.Set(9)
+		if !ok {
+			t.Fatal("a free slot was refused")
+		}
+		if i >= ForkSlotFirst && i < ForkWordsEnd {
+			t.Fatalf("the client took the children's slot %d", i)
+		}
+	}
+	if w[ForkSlotLast] != 77 || w[ForkSlotFirst] != 0 || w[ForkWordsEnd-1] != 0 || v.InUse() != v.TakeableSlots() {
+		t.Fatalf("children's slots %d %d, in use %d of %d", w[ForkSlotFirst], w[ForkSlotLast], v.InUse(), v.TakeableSlots())
+	}
+	if binary.LittleEndian.Uint64([]byte(DirMagic)) != DirMagicWord {
+		t.Fatalf("DirMagicWord %#x is not DirMagic %q", uint64(DirMagicWord), DirMagic)
 	}
 }

@@ -32,6 +32,12 @@ class V6DError(ctypes.Structure):
     _fields_ = [("code", c_int32), ("message", c_void_p)]
 
 
+class V6DForkedBlob(ctypes.Structure):
+    """``v6d_forked_blob``: one blob of an object v6d_forked_get returned."""
+
+    _fields_ = [("id", c_uint64), ("data", c_void_p), ("size", c_uint64)]
+
+
 class V6DGetArgs(ctypes.Structure):
     """``v6d_get_args`` (v6d_internal.h): v6d_get_object_args's arguments, every field a word
     of 8 bytes (``_session._Room`` reads and writes them by index)."""
@@ -149,6 +155,12 @@ SIGNATURES = {
     "v6d_new_buffer_chunk": (c_int32, [_client, c_uint64, c_uint64, POINTER(c_uint64), POINTER(c_void_p), _err]),
     "v6d_stop_stream": (c_int32, [_client, c_uint64, c_int32, _err]),
     "v6d_drop_stream": (c_int32, [_client, c_uint64, _err]),
+    # Gets in a forked child (no Go): the only fallible calls that work there.
+    "v6d_forked_get": (
+        c_int32,
+        [_client, c_uint64, _charpp, _sizep, POINTER(POINTER(V6DForkedBlob)), _sizep, POINTER(c_uint64), _err],
+    ),
+    "v6d_forked_release": (c_int32, [_client, c_uint64, c_uint64, _err]),
 }
 
 

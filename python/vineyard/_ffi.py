@@ -32,8 +32,8 @@ from . import _bindings
 from ._bindings import V6DError
 from .errors import ForkError, VineyardException, exception_for
 
-__all__ = ["call", "check_process", "function", "lib", "library_path", "loaded", "on_fork", "raise_status", "take_string",
-           "untyped", "usable"]
+__all__ = ["call", "check_process", "forked_call", "forked_child", "forked_free", "function", "lib", "library_path",
+           "loaded", "on_fork", "raise_status", "take_string", "untyped", "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
 _LIBRARY_NAME = "libv6d.so"
@@ -86,7 +86,9 @@ def _fork_message() -> str:
         "with the 'spawn' or 'forkserver' multiprocessing start method "
         "(multiprocessing.get_context('spawn')), or connect only in the child "
         "without connecting in the parent before forking; pass objects "
-        "between processes by ObjectID."
+        "between processes by ObjectID. Only client.get works here, for "
+        "objects the daemon published in its directory, read-only and "
+        "without Go (docs/integrations.md, 'Reading in forked children')."
     )
 
 
@@ -106,6 +108,32 @@ def check_process() -> None:
     """Raises ForkError if the library was loaded by another (parent) process."""
     if _lib is not None and not usable():
         raise ForkError(_fork_message())
+
+
+def forked_child() -> bool:
+    """Reports whether this is a child forked after the library loaded: no
+    call enters libv6d's Go here, only :func:`forked_call`'s."""
+    return _lib is not None and not usable()
+
+
+def forked_call(name: str, *args: Any) -> None:
+    """:func:`call` for the functions that work in a forked child without Go
+    (``v6d_forked_get``, ``v6d_forked_release``; v6d.h, "Reading in a
+    forked child"), past the fork guard."""
+    if not name.startswith("v6d_forked_") or _lib is None:
+        raise ValueError(f"vineyard: {name} is not a function for forked children, or libv6d is not loaded")
+    err = V6DError()
+    status = getattr(_lib, name)(*args, _byref(err))
+    if status != 0:
+        message = ctypes.string_at(err.message).decode("utf-8", "replace") if err.message else ""
+        _lib.v6d_error_release(_byref(err))
+        raise exception_for(status, message)
+
+
+def forked_free(ptr: int) -> None:
+    """``v6d_free`` (C's free, no Go), also in a forked child."""
+    if _lib is not None and ptr:
+        _lib.v6d_free(ptr)
 
 
 def loaded() -> bool:

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _ffi
 
-__all__ = ["ArrayHolder", "ArrayPin", "Conn", "Pin", "PrivateView", "live_views", "map_private"]
+__all__ = ["ArrayHolder", "ArrayPin", "Conn", "ForkedPin", "Pin", "PrivateView", "live_views", "map_private"]
 
 
 def _disconnect(handle: int, queue: Any = None) -> None:
@@ -158,6 +158,48 @@ class ArrayPin(Pin):
             "strides": None,
             "version": 3,
         }
+
+
+class ForkedPin(Pin):
+    """The pin of a get in a forked child (``v6d_forked_get``): a slot of
+    the parent's pin page, released with ``v6d_forked_release`` (no Go) when
+    garbage collected. In a process forked from this one again the release
+    is refused (the slot is this process's) and ignored."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, conn: Conn, oid: int, views: dict[int, tuple[int, int]], token: int) -> None:
+        super().__init__(conn, oid, views)
+        self.token = token
+
+    def __del__(self) -> None:
+        try:
+            if self.token:
+                token, self.token = self.token, 0
+                _ffi.forked_call("v6d_forked_release", self.conn.handle, self.oid, token)
+        except Exception:  # noqa: BLE001,S110 - also at interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return f"ForkedPin <o{self.oid:016x}, slot {self.token}>"
+
+
+def forked_get(conn: Conn, oid: int) -> tuple[bytes, ForkedPin]:
+    """A get in a forked child: the tree's JSON and the pin of its blobs."""
+    from ._bindings import V6DForkedBlob
+
+    tree, tree_len = ctypes.c_void_p(), ctypes.c_size_t()
+    blobs, n = ctypes.POINTER(V6DForkedBlob)(), ctypes.c_size_t()
+    token = ctypes.c_uint64()
+    _ffi.forked_call("v6d_forked_get", conn.handle, oid, ctypes.byref(tree), ctypes.byref(tree_len),
+                     ctypes.byref(blobs), ctypes.byref(n), ctypes.byref(token))
+    try:
+        raw = ctypes.string_at(tree.value or 0, tree_len.value) if tree_len.value else b""
+        views = {blobs[i].id: (blobs[i].data or 0, blobs[i].size) for i in range(n.value)}
+    finally:
+        _ffi.forked_free(tree.value or 0)
+        _ffi.forked_free(ctypes.cast(blobs, ctypes.c_void_p).value or 0)
+    return raw, ForkedPin(conn, oid, views, token.value)
 
 
 class ArrayHolder:

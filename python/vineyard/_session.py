@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _ffi
 from ._bindings import V6DError, V6DGetArgs
-from ._handles import ArrayHolder, Conn, Pin, map_private
+from ._handles import ArrayHolder, Conn, Pin, forked_get, map_private
 from ._types import ObjectID, ObjectMeta
 from .errors import Status, exception_for
 
@@ -193,6 +193,9 @@ class Session:
         call and attribute load here costs a get about 0.1 µs."""
         conn = self.conn
         if conn is None or not _usable():
+            if conn is not None and _ffi.forked_child():
+                raw, pin = forked_get(conn, oid)  # no Go: the directory, pinned in the parent's page
+                return None, raw, pin, 0
             self.handle()  # raises: closed, or a forked child
         room = _room()
         words = room.words

@@ -718,7 +718,7 @@ class Client:
         except ObjectNotExistsException:
             # An object of another instance whose blobs are not here: as
             # upstream, a plain get serves it (migrated here, as fetch=True).
-            if fetch or not self._remote(object_id):
+            if fetch or _ffi.forked_child() or not self._remote(object_id):
                 raise
             return self.get(object_id, name, resolver, True, **kwargs)
 

@@ -8,6 +8,8 @@
  *              start) and called nothing that connects
  *   raw        as connected, but the child is made by a raw clone() system
  *              call, which runs no pthread_atfork handlers
+ * The exception: v6d_forked_get and v6d_forked_release read the parent's
+ * object without Go.
  * Prints "ok" and exits 0 when the child (its exit status is checked)
  * and the parent behaved. */
 #define _GNU_SOURCE
@@ -41,6 +43,48 @@ static void say(const char *s) {
     v6d_error_release(&err);                                                 \
     if (err.message != NULL) _exit(11);                                      \
   } while (0)
+
+/* forked_reads: the child gets the parent's object without Go
+ * (v6d_forked_get), many times, and releases each; a client the parent
+ * never connected is refused. */
+static int forked_reads(v6d_client parent, uint64_t obj) {
+  char *tree = NULL;
+  size_t tree_len = 0, n = 0;
+  v6d_forked_blob *blobs = NULL;
+  uint64_t pin = 0;
+  v6d_error err = {0, NULL};
+  if (parent == 0) {
+    if (v6d_forked_get(1, obj, &tree, &tree_len, &blobs, &n, &pin, &err) != V6D_INVALID_HANDLE ||
+        err.message == NULL || strstr(err.message, "spawn") == NULL) {
+      return 40;
+    }
+    v6d_error_release(&err);
+    return 0;
+  }
+  for (int i = 0; i < 5000; i++) {
+    if (v6d_forked_get(parent, obj, &tree, &tree_len, &blobs, &n, &pin, &err) != V6D_OK) {
+      say("fork_test: child: v6d_forked_get: ");
+      say(err.message ? err.message : "?");
+      say("\n");
+      return 41;
+    }
+    if (n != 1 || blobs[0].size != sizeof "bytes of the parent" ||
+        memcmp(blobs[0].data, "bytes of the parent", blobs[0].size) != 0 || tree_len == 0 ||
+        strlen(tree) != tree_len) {
+      return 42;
+    }
+    v6d_free(tree);
+    v6d_free(blobs);
+    if (v6d_forked_release(parent, obj, pin, &err) != V6D_OK) return 43;
+    if (v6d_forked_release(parent, obj, pin, &err) != V6D_INVALID) return 44; /* once */
+    v6d_error_release(&err);
+  }
+  if (v6d_forked_get(parent, obj + 2, &tree, &tree_len, &blobs, &n, &pin, &err) != V6D_OBJECT_NOT_EXISTS) {
+    return 45;
+  }
+  v6d_error_release(&err);
+  return 0;
+}
 
 static int child(const char *sock, v6d_client parent, uint64_t obj) {
   /* The calls that cannot fail answer without Go. */
@@ -87,7 +131,7 @@ static int child(const char *sock, v6d_client parent, uint64_t obj) {
   if (data != NULL || wdata != NULL || json != NULL) return 28;
   /* A call without an error out-parameter fails the same way. */
   if (v6d_exists(parent, obj, &exists, NULL) != V6D_FORKED) return 29;
-  return 0;
+  return forked_reads(parent, obj);
 }
 
 static pid_t spawn_child(const char *mode) {
@@ -138,7 +182,19 @@ int main(int argc, char **argv) {
             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 1;
   }
-  /* The parent goes on. */
+  /* The parent goes on; the reader for children refuses it. */
+  {
+    char *tree = NULL;
+    size_t tree_len = 0, n = 0;
+    v6d_forked_blob *blobs = NULL;
+    uint64_t pin = 0;
+    if (v6d_forked_get(c, obj, &tree, &tree_len, &blobs, &n, &pin, &err) != V6D_INVALID ||
+        strstr(err.message, "not a fork") == NULL) {
+      fprintf(stderr, "fork_test: v6d_forked_get worked in the parent\n");
+      return 1;
+    }
+    v6d_error_release(&err);
+  }
   if (connected) {
     const uint8_t *data = NULL;
     uint64_t size = 0;

@@ -108,7 +108,8 @@ def _mismatch(ctype: str, py: Any, *, result: bool = False) -> str | None:
         if want is None:
             return f"unknown C type {ctype!r} (teach this test)"
         return None if py is want else f"{ctype} declared as {py}"
-    structs = {"v6d_error": bindings.V6DError, "v6d_get_args": bindings.V6DGetArgs}
+    structs = {"v6d_error": bindings.V6DError, "v6d_get_args": bindings.V6DGetArgs,
+               "v6d_forked_blob": bindings.V6DForkedBlob}
     if base in structs and depth == 1:
         ok = isinstance(py, type) and issubclass(py, ctypes._Pointer) and py._type_ is structs[base]
         return None if ok else f"{ctype} declared as {py}"
@@ -289,6 +290,15 @@ def test_error_struct_matches_the_header():
     assert [n for n, _ in bindings.V6DError._fields_] == ["code", "message"]
     assert bindings.V6DError._fields_[0][1] is ctypes.c_int32
     assert _is_pointer_type(bindings.V6DError._fields_[1][1])
+
+
+def test_forked_blob_struct_matches_the_header():
+    m = re.search(r"typedef\s+struct\s+v6d_forked_blob\s*\{(.*?)\}", _header_code(), re.DOTALL)
+    assert m
+    fields = [_param_type(f) + " " + f.split()[-1].lstrip("*") for f in m.group(1).split(";") if f.strip()]
+    assert fields == ["uint64_t id", "const void* data", "uint64_t size"]
+    assert [n for n, _ in bindings.V6DForkedBlob._fields_] == ["id", "data", "size"]
+    assert [t for _, t in bindings.V6DForkedBlob._fields_] == [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64]
 
 
 def test_get_args_struct_matches_the_header():
