@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/status"
 )
@@ -90,29 +88,23 @@ func (p *pendingAnswer) Fail(err error) {
 	close(p.done)
 }
 
-// await waits for a deferred answer, checking now and then that the client
-// is still there; it returns the answer, or an error when the client went
-// away or the daemon stops first.
+// await waits for a deferred answer through conn.waitFor (the client's
+// hang-up learnt from the poller, no polling); it returns the answer, or an
+// error when the client went away or the daemon stops first.
 func (rs *responder) await() (protocol.Reply, []int, error) {
 	p := rs.pending
-	c := rs.c
-	c.flush(nil) // replies held back for pipelined requests go out before waiting
-	c.s.addWaiting(1)
-	defer c.s.addWaiting(-1)
-	poll := time.NewTicker(250 * time.Millisecond)
-	defer poll.Stop()
-	for {
+	_, err := rs.c.waitFor(-1, func() (bool, <-chan struct{}, func(), error) {
 		select {
 		case <-p.done:
-			return p.reply, p.fds, p.err
-		case <-poll.C:
-			if !c.alive() {
-				return nil, nil, status.Errorf(status.ConnectionError, "client went away")
-			}
-		case <-c.s.ctx.Done():
-			return nil, nil, status.Errorf(status.AlreadyStopped, "the daemon is shutting down")
+			return true, nil, nil, nil
+		default:
+			return false, p.done, nil, nil
 		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return p.reply, p.fds, p.err
 }
 
 // answer runs the handler of kind for req and returns its answer: the

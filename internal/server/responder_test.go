@@ -28,6 +28,8 @@ func TestResponderPushAndDefer(t *testing.T) {
 		case "fail":
 			p := rs.Defer()
 			go p.Fail(errMisrouted(&protocol.DebugRequest{}))
+		case "never":
+			rs.Defer() // nobody answers: only the client going away ends the wait
 		case "silent":
 		}
 		return nil
@@ -57,4 +59,12 @@ func TestResponderPushAndDefer(t *testing.T) {
 	if m := r.rpc(`{"type":"exists_request","id":1}`); m["type"] != "exists_reply" {
 		t.Fatalf("after: %v", m)
 	}
+
+	// A deferred answer that never comes ends when the client goes away,
+	// learnt from the poller's hang-up (no polling).
+	mode.Store("never")
+	r.send(`{"type":"debug_command"}`)
+	eventually(t, "the deferred request to wait", func() bool { return s.waitingCount() == 1 })
+	_ = r.c.Close()
+	eventually(t, "the wait to end", func() bool { return s.waitingCount() == 0 })
 }
