@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/v6d-io/v6d-go/internal/alloc"
@@ -88,7 +89,8 @@ type spillState struct {
 	// Counts, ever: blobs spilled, loaded.
 	spilledN, loadedN uint64
 
-	kick chan struct{} // buffered 1: run a pass
+	io   sync.WaitGroup // reads and writes of the arena in flight, without the lock (Close waits)
+	kick chan struct{}  // buffered 1: run a pass
 	stop chan struct{}
 	done chan struct{}
 }
@@ -153,6 +155,17 @@ func CheckSpillRates(lower, upper float64) error {
 		return fmt.Errorf("the spill lower rate %v is above the upper rate %v", l, u)
 	}
 	return nil
+}
+
+var errStoreClosed = status.Errorf(status.AlreadyStopped, "the daemon is stopping")
+
+// waitIO waits for the reads and writes of the arena that loads and spills
+// do without the lock; called by Close once the store is closed (no new
+// ones start), before it unmaps the arena.
+func (part *spiller) waitIO() {
+	if sp := part.s.spill; sp != nil {
+		sp.io.Wait()
+	}
 }
 
 // stopSpill stops the spiller and waits for it.
@@ -348,8 +361,12 @@ func (part *spiller) spillBatchLocked(batch []*blob) {
 	for i, b := range batch {
 		jobs[i] = job{b: b, data: s.arena.Bytes()[b.offset : b.offset+b.size]}
 	}
-	s.mu.Unlock()
 	var werr error
+	if s.closed {
+		werr = errStoreClosed
+	}
+	sp.io.Add(1) // Close unmaps the arena only after the I/O
+	s.mu.Unlock()
 	for i := range jobs {
 		if werr != nil {
 			jobs[i].err = werr
@@ -359,6 +376,7 @@ func (part *spiller) spillBatchLocked(batch []*blob) {
 			jobs[i].err, werr = err, err
 		}
 	}
+	sp.io.Done()
 	s.mu.Lock()
 	if werr != nil {
 		sp.diskErr = werr
@@ -600,10 +618,17 @@ func (part *spiller) loadLocked(bl []*blob) error {
 		for i, b := range mine {
 			bufs[i] = s.arena.Bytes()[b.offset : b.offset+b.size]
 		}
+		closed := s.closed
+		sp.io.Add(1) // Close unmaps the arena only after the I/O
 		s.mu.Unlock()
 		for i, b := range mine {
+			if closed {
+				errs[i] = errStoreClosed
+				continue
+			}
 			errs[i] = sp.files.read(b.id, b.gen, bufs[i])
 		}
+		sp.io.Done()
 		s.mu.Lock()
 		for i, b := range mine {
 			err := errs[i]

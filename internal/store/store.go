@@ -290,11 +290,15 @@ func (s *Store) Close() error {
 	s.pf.stopPrefault()
 	s.sp.stopSpill()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	s.sp.waitIO() // loads and spills in flight read or write the arena
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var dirErr error
 	if s.dir != nil {
 		dirErr = s.dir.d.Close()

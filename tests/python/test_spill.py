@@ -108,6 +108,28 @@ def test_evict_load_unpin(tmp_path, spill_dir):
         c.close()
 
 
+def test_concurrent_gets_of_a_spilled_object_from_processes(tmp_path, spill_dir):
+    with _daemon(tmp_path, spill_dir) as d:
+        c = vineyard.connect(d.socket)
+        a = _array(7)
+        oid = c.put(a)
+        c.evict([oid])
+        assert c.status.spilled_objects == 1
+        job = json.dumps([(int(oid), _crc(a))])
+        procs = [subprocess.Popen([sys.executable, "-c", READER, d.socket], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        for p in procs:  # all start, then all ask at once, as far as a test can arrange
+            p.stdin.write(job)
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            out, err = p.stdout.read(), p.stderr.read()
+            assert p.wait(timeout=300) == 0, err
+            assert json.loads(out.strip().splitlines()[-1]) == []
+        assert c.status.spilled_objects == 0
+        c.close()
+
+
 def test_corrupt_and_missing_files_fail_clearly(tmp_path, spill_dir):
     with _daemon(tmp_path, spill_dir) as d:
         c = vineyard.connect(d.socket)
