@@ -64,7 +64,7 @@ func (c *conn) pullStreamChunk(r *protocol.PullNextStreamChunkRequest) (protocol
 	var chunk ids.ObjectID
 	_, err = c.waitFor(-1, func() (bool, <-chan struct{}, func(), error) {
 		got, more, consumed, err := c.s.streams.Pull(c, st)
-		c.consume(consumed)
+		c.consumeOf(st, consumed)
 		chunk = got
 		return more == nil && err == nil, more, nil, err
 	})
@@ -152,12 +152,28 @@ func (c *conn) leaveStreams() {
 // consume deletes the chunks no reader needs any more. An upstream client
 // never releases, so its references to their blobs go with them (as a
 // delete of its own releases them: delData).
-func (c *conn) consume(chunks []ids.ObjectID) {
+func (c *conn) consume(chunks []ids.ObjectID) { c.consumeOf(nil, chunks) }
+
+// consumeOf is consume of the chunks of st: the references of its writer,
+// when it is upstream's client (which never releases what it put or was
+// handed by get_next_stream_chunk), go too, or a long stream written by it
+// would keep every chunk's memory until it disconnects. A session's
+// references are guarded by the store's lock, so releasing them from this
+// connection's goroutine is safe.
+func (c *conn) consumeOf(st *streams.Stream, chunks []ids.ObjectID) {
 	if len(chunks) == 0 {
 		return
 	}
 	blobs := c.s.store.Delete(chunks, store.DeleteOptions{Deep: true})
-	if c.upstream && len(blobs) > 0 {
+	if len(blobs) == 0 {
+		return
+	}
+	if c.upstream {
 		_ = c.sess.Release(blobs...)
+	}
+	if st != nil {
+		if w, ok := c.s.streams.Writer(st).(*conn); ok && w != c && w.upstream {
+			_ = w.sess.Release(blobs...)
+		}
 	}
 }

@@ -334,3 +334,27 @@ func TestStreamWaitersThatGoAway(t *testing.T) {
 	r2.pulled(id)
 	r2.code(r2.pull(id), status.StreamFailed)
 }
+
+// TestStreamUpstreamWriterMemoryFreed: upstream's writer never releases the
+// blobs get_next_stream_chunk gave it; once its reader consumed them, their
+// memory must be free while the writer is still connected.
+func TestStreamUpstreamWriterMemoryFreed(t *testing.T) {
+	s := startRPC(t, "")
+	w := streamConn{dialTCP(t, s)}
+	w.ok(w.call(`{"type":"register_request"}`), "register_reply")
+	r := streamConn{dialTCP(t, s)}
+	r.ok(r.call(`{"type":"register_request"}`), "register_reply")
+	id := w.stream("")
+	base, _ := s.store.Usage()
+	for range 4 {
+		w.ok(w.call(`{"type":"get_next_stream_chunk_request","id":%d,"size":%d}`, uint64(id), 1<<20), "get_next_stream_chunk_reply")
+	}
+	w.ok(w.stop(id, false), "stop_stream_reply")
+	for range 4 {
+		r.pulled(id)
+	}
+	r.code(r.pull(id), status.StreamDrained)
+	if used, _ := s.store.Usage(); used > base {
+		t.Fatalf("%d bytes still used after every chunk was read, %d before", used, base)
+	}
+}

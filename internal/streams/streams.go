@@ -377,6 +377,13 @@ func (r *Registry) Leave(o Owner) (consumed []ids.ObjectID) {
 	return consumed
 }
 
+// Writer returns st's writer, nil when it has none (not yet, or gone).
+func (r *Registry) Writer(st *Stream) Owner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return st.writer
+}
+
 // Len returns the number of streams (tests and status).
 func (r *Registry) Len() int {
 	r.mu.Lock()
