@@ -26,6 +26,9 @@ def test_wheel_contents(tmp_path):
         assert (daemon.external_attr >> 16) & stat.S_IXUSR
         ctl = names["vineyard/bin/vineyardctl"]
         assert (ctl.external_attr >> 16) & stat.S_IXUSR
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        scripts = z.read(entry_points).decode()
+        assert "vineyardctl = vineyard._ctl:main" in scripts and "vineyardd = vineyard.__main__:main" in scripts, scripts
         assert "vineyard/__init__.py" in names
         # upstream's module layout (docs/protocol.md, "Upstream's own test suite")
         for name in ("vineyard/core/__init__.py", "vineyard/core/resolver.py", "vineyard/deploy/local.py",
