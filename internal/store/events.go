@@ -19,11 +19,13 @@ import (
 //   - it is delivered under Store.mu, synchronously, in the order the
 //     changes were made, to every subscriber before emitLocked returns, so a
 //     reply sent after the mutator returned reflects it;
-//   - it is emitted after the change it reports, with one exception:
+//   - it is emitted after the change it reports, with two exceptions:
 //     EventDeleted is emitted when a delete is decided, before the id's tree
 //     and blobs are taken apart in the same hold of the lock (the directory
 //     must retire the entry before the delete reads the pin pages, and the
-//     pin scan needs the tree to find the blobs a pin holds);
+//     pin scan needs the tree to find the blobs a pin holds); EventSpilled
+//     likewise comes before the pin pages are read and the blob's memory
+//     freed (spill.go);
 //   - a subscriber must not call the store, block, or keep the Event past
 //     the call; it may read the store's state under the lock it already
 //     holds. Delivering one costs a switch and no allocation.
