@@ -213,3 +213,20 @@ def test_full_disk_pauses_spilling_and_loses_nothing(tmp_path, spill_dir):
         for oid, crc in kept:
             assert _crc(c.get(oid)) == crc
         c.close()
+
+
+def test_init_takes_the_spill_settings(tmp_path, spill_dir):
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import vineyard
+        c = vineyard.init("64Mi", spill_path=sys.argv[1], spill_lower_rate=0.2, spill_upper_rate=0.5)
+        oid = c.put(np.arange(1 << 20))
+        c.evict([oid])
+        print(c.status.spilled_objects)
+        vineyard.shutdown()
+    """)
+    p = subprocess.run([sys.executable, "-c", script, str(spill_dir)], check=False, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "1"
