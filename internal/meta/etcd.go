@@ -153,6 +153,9 @@ const (
 	keyInstances = "instances/"
 	keyData      = "data/"
 	keyNames     = "names/"
+	// keyDeleted + id: the tombstone of an object deleted through an
+	// instance that did not make it, for its owner (Etcd.Delete).
+	keyDeleted = "deleted/"
 )
 
 // OpenEtcd connects to etcd, registers this instance under a fresh

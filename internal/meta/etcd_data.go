@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,12 @@ const MaxTreeBytes = txnMaxBytes - 4096
 func (e *Etcd) dataKey(id ids.ObjectID) string {
 	var b [17]byte
 	return e.root + keyData + string(id.AppendText(b[:0]))
+}
+
+// tombstoneKey is the key of the tombstone of id (Delete).
+func (e *Etcd) tombstoneKey(id ids.ObjectID) string {
+	var b [17]byte
+	return e.root + keyDeleted + string(id.AppendText(b[:0]))
 }
 
 func (e *Etcd) nameKey(name string) string { return e.root + keyNames + name }
@@ -118,12 +125,20 @@ func (e *Etcd) Delete(idl []ids.ObjectID) error {
 		e.mu.Unlock()
 		return ErrClosed
 	}
-	keys := make([]string, len(idl))
-	seqs := make([]uint64, len(idl))
-	for i, id := range idl {
+	keys := make([]string, 0, len(idl))
+	seqs := make([]uint64, 0, len(idl))
+	for _, id := range idl {
 		delete(e.ownTrees, id) // not published again under a new lease
-		keys[i] = e.dataKey(id)
-		seqs[i] = e.enqueueLocked(outOp{key: keys[i], del: true})
+		keys = append(keys, e.dataKey(id))
+		seqs = append(seqs, e.enqueueLocked(outOp{key: keys[len(keys)-1], del: true}))
+		if !e.own(id) {
+			// Another instance's object: its tombstone tells the owner,
+			// whose watch skips the deletes of its own keys (a lease that
+			// expired deletes them too, and the owner puts them back).
+			keys = append(keys, e.tombstoneKey(id))
+			value := []byte(strconv.FormatUint(e.instance, 10))
+			seqs = append(seqs, e.enqueueLocked(outOp{key: keys[len(keys)-1], value: value}))
+		}
 	}
 	e.mu.Unlock()
 	e.tryWrite(keys, seqs)

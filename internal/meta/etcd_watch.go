@@ -113,6 +113,14 @@ func (e *Etcd) resync() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Tombstones of this instance's objects deleted through another while
+	// the watch was away.
+	err = e.readAll(keyDeleted, &rev, func(kv *mvccpb.KeyValue) bool {
+		return e.tombstone(strings.TrimPrefix(string(kv.Key), e.root+keyDeleted))
+	})
+	if err != nil {
+		return 0, err
+	}
 	e.mu.Lock()
 	var goneTrees []ids.ObjectID
 	for id := range e.remote {
@@ -238,6 +246,12 @@ func (e *Etcd) event(ev *clientv3.Event) bool {
 		e.mu.Unlock()
 		return e.send(Change{Kind: NamePut, Name: name, ID: id})
 	}
+	if rest, ok := strings.CutPrefix(key, e.root+keyDeleted); ok {
+		if !put {
+			return true
+		}
+		return e.tombstone(rest)
+	}
 	id, ok := e.parseDataKey(key)
 	if !ok || e.own(id) {
 		return true
@@ -255,6 +269,27 @@ func (e *Etcd) event(ev *clientv3.Event) bool {
 	}
 	if !known {
 		return true
+	}
+	return e.send(Change{Kind: Deleted, ID: id})
+}
+
+// tombstone handles the tombstone of the object id (the text after the
+// prefix; Delete): one of this instance's objects deleted through another
+// is reported as Deleted, and its tombstone removed (queued, as a delete);
+// the tombstones of other instances' objects are theirs. False means Close
+// came first.
+func (e *Etcd) tombstone(text string) bool {
+	id, err := ids.Parse(text)
+	if err != nil || id.IsBlob() || !e.own(id) {
+		return true
+	}
+	key := e.tombstoneKey(id)
+	e.mu.Lock()
+	e.enqueueLocked(outOp{key: key, del: true})
+	e.mu.Unlock()
+	select {
+	case e.outKick <- struct{}{}:
+	default:
 	}
 	return e.send(Change{Kind: Deleted, ID: id})
 }

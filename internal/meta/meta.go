@@ -55,7 +55,8 @@ type ChangeKind int
 const (
 	// Persisted reports a tree persisted (or updated) by another daemon.
 	Persisted ChangeKind = iota + 1
-	// Deleted reports a persisted object deleted by another daemon.
+	// Deleted reports a persisted object deleted by another daemon: one of
+	// another instance, or one of this instance deleted through another.
 	Deleted
 	// NamePut reports a name set (or moved) by another daemon.
 	NamePut
@@ -88,7 +89,11 @@ type Backend interface {
 	// Delete forgets the persisted trees of ids; unknown ids are ignored.
 	// The store deleted the objects already: a backend that cannot reach
 	// its storage now queues the deletion and writes it when it can (see
-	// Pending); an error means it was refused (a closed backend).
+	// Pending); an error means it was refused (a closed backend). An id
+	// another instance made is that instance's object deleted through this
+	// one (upstream's cluster-wide delete): the backend also tells the
+	// owner, whose Changes report it as Deleted, so that it deletes the
+	// object, members and blobs, where they live.
 	Delete(idl []ids.ObjectID) error
 	// Update replaces the trees of objects persisted before, after their
 	// fields changed (a label, a name moved): queued like Delete. An error

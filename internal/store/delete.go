@@ -107,7 +107,8 @@ type deletion struct {
 
 func (s *Store) deleteLocked(idl []ids.ObjectID, opt DeleteOptions) (blobs []ids.ObjectID, removed int) {
 	d := s.planDeleteLocked(idl, opt)
-	return d.apply(opt.MemoryTrim, false), len(d.order)
+	blobs = d.apply(opt.MemoryTrim, false)
+	return blobs, len(d.order) + s.cl.deleteRemoteLocked(idl)
 }
 
 // planDeleteLocked decides what a delete of idl removes, changing nothing.

@@ -342,3 +342,69 @@ func TestClusterNameChangesVisitOnlyTheirObjects(t *testing.T) {
 		t.Fatalf("two name changes looked at %d objects of %d", visits, many)
 	}
 }
+
+// TestClusterDeleteThroughAnotherInstance: upstream's delete of a persisted
+// object through an instance that did not make it is cluster-wide: it is
+// gone there at once, and its owner deletes it with its members and blobs
+// (its memory is free again) once it has caught up; a third instance no
+// longer sees any of it. A delete of a local object of b is unaffected.
+func TestClusterDeleteThroughAnotherInstance(t *testing.T) {
+	srv := etcdtest.Run(t)
+	a := clusterStore(t, srv, "a", 10*time.Second)
+	b := clusterStore(t, srv, "b", 10*time.Second)
+	c := clusterStore(t, srv, "c", 10*time.Second)
+	sa := a.NewSession()
+	defer sa.Close()
+	before, _ := a.Usage()
+	bid := blobOf(t, sa, 4096)
+	child := create(t, sa, fmt.Sprintf(`{"typename":"vineyard::Tensor","b":{"id":"%v"}}`, bid), bid)
+	root := create(t, sa, fmt.Sprintf(`{"typename":"vineyard::Pair","first":{"id":"%v"}}`, child))
+	kept := create(t, sa, `{"typename":"vineyard::Kept"}`)
+	for _, id := range []ids.ObjectID{root, kept} {
+		if err := a.Persist(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sa.Release(bid); err != nil { // create's reference: the blob is held by the tree alone
+		t.Fatal(err)
+	}
+	if used, _ := a.Usage(); used == before {
+		t.Fatal("the blob takes no memory")
+	}
+	synced(t, b)
+	if !b.Exists(root) {
+		t.Fatal("b does not see a's object")
+	}
+	if _, removed := b.DeleteCounted([]ids.ObjectID{root}, DeleteOptions{Deep: true}); removed != 1 {
+		t.Fatalf("b's delete of a's object removed %d", removed)
+	}
+	if b.Exists(root) {
+		t.Fatal("deleted through b, b still sees it")
+	}
+	synced(t, a)
+	for _, id := range []ids.ObjectID{root, child, bid} {
+		if a.Exists(id) {
+			t.Fatalf("deleted through b, %v is still on its owner", id)
+		}
+	}
+	if used, _ := a.Usage(); used != before {
+		t.Fatalf("the owner's memory after the delete through b: %d bytes used, %d before", used, before)
+	}
+	if !a.Exists(kept) {
+		t.Fatal("another object of a went too")
+	}
+	// The owner's deletion of the members goes to etcd as its own deletes
+	// do (written at once, or queued while its outbox is busy).
+	for deadline := time.Now().Add(30 * time.Second); a.MetaPending() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's outbox still holds %d changes", a.MetaPending())
+		}
+	}
+	synced(t, c)
+	if c.Exists(root) || c.Exists(child) || !c.Exists(kept) {
+		t.Fatalf("c: root %v child %v kept %v", c.Exists(root), c.Exists(child), c.Exists(kept))
+	}
+	for _, s := range []*Store{a, b, c} {
+		checkInvariants(t, s)
+	}
+}

@@ -69,6 +69,12 @@ func (part *cluster) applyChangeLocked(c meta.Change) {
 		if _, ok := s.remote[c.ID]; ok {
 			delete(s.remote, c.ID)
 			s.emitIDLocked(EventDeleted, c.ID, FlagRemote)
+		} else if o, ok := s.objects[c.ID]; ok && o.persisted {
+			// This instance's object, deleted through another instance
+			// (upstream's cluster-wide delete): deleted here as a delete
+			// here would (deep), which frees its blobs and tells the
+			// cluster about its persisted members.
+			s.deleteLocked([]ids.ObjectID{c.ID}, DeleteOptions{Deep: true})
 		}
 	case meta.NamePut, meta.NameDropped:
 		s.cl.applyNameLocked(c)
@@ -77,6 +83,31 @@ func (part *cluster) applyChangeLocked(c meta.Change) {
 		s.metaRev = c.Revision
 		s.waiters.broadcast() // Sync
 	}
+}
+
+// deleteRemoteLocked deletes, of idl, the persisted objects of other
+// instances, as upstream's delete of them through this instance does: they
+// go from here at once, and the backend tells their owners (meta.Backend's
+// Delete of an id another instance made), which delete them with their
+// members and blobs (applyChangeLocked). Returns how many it deleted.
+func (part *cluster) deleteRemoteLocked(idl []ids.ObjectID) int {
+	s := part.s
+	var gone []ids.ObjectID
+	for _, id := range idl {
+		if _, ok := s.remote[id]; !ok {
+			continue
+		}
+		if _, local := s.objects[id]; local {
+			continue
+		}
+		delete(s.remote, id)
+		s.emitIDLocked(EventDeleted, id, FlagRemote)
+		gone = append(gone, id)
+	}
+	if len(gone) > 0 {
+		_ = s.meta.Delete(gone) // queued while etcd does not answer, as a local delete's
+	}
+	return len(gone)
 }
 
 // applyNameLocked makes the "__name" of this daemon's objects follow a name
