@@ -8,6 +8,7 @@ transports: :attr:`Client.is_ipc` / :attr:`Client.is_rpc`)."""
 from __future__ import annotations
 
 from ._objects import Blob, Object
+from ._remote import RemoteBlob, RemoteBlobBuilder
 from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta
 from .client import Client, InstanceStatus, connect
@@ -19,4 +20,4 @@ RPCClient = Client
 ClientBase = Client
 
 __all__ = ["Blob", "BlobBuilder", "ClientBase", "IPCClient", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
-           "RPCClient", "VineyardException", "connect"]
+           "RPCClient", "RemoteBlob", "RemoteBlobBuilder", "VineyardException", "connect"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import io as io  # the stream resolvers register at import
 from ._objects import Blob, Object
+from ._remote import RemoteBlob, RemoteBlobBuilder
 from ._session import BlobBuilder
 from ._types import ObjectID, ObjectMeta
 from ._version import __version__ as __version__
@@ -18,11 +19,39 @@ from .deploy import init, shutdown
 from .errors import *
 from .errors import ForkError, VineyardException
 
+# Upstream's client classes: one class serves both transports here
+# (Client.is_ipc / Client.is_rpc).
+IPCClient = Client
+RPCClient = Client
+
 __all__ = [
-    "Blob", "BlobBuilder", "Client", "ForkError", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
-    "VineyardException", "connect", "get", "init", "put", "register_builder", "register_resolver",
-    "shutdown",
+    "Blob", "BlobBuilder", "Client", "ForkError", "IPCClient", "InstanceStatus", "Object", "ObjectID", "ObjectMeta",
+    "RPCClient", "RemoteBlob", "RemoteBlobBuilder", "VineyardException", "connect", "get", "init", "put",
+    "register_builder", "register_resolver", "shutdown",
 ]
+
+# Upstream's top-level names of its submodules, loaded on first use
+# (importing vineyard stays light): name -> (module, attribute).
+_LAZY = {
+    "BuilderContext": ("vineyard.core", "BuilderContext"),
+    "ResolverContext": ("vineyard.core", "ResolverContext"),
+    "builder_context": ("vineyard.core", "builder_context"),
+    "resolver_context": ("vineyard.core", "resolver_context"),
+    "default_builder_context": ("vineyard.core", "default_builder_context"),
+    "default_resolver_context": ("vineyard.core", "default_resolver_context"),
+    "register_builtin_types": ("vineyard.data", "register_builtin_types"),
+    "try_init": ("vineyard.deploy.local", "try_init"),
+    "get_current_socket": ("vineyard.deploy.local", "get_current_socket"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'vineyard' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(where[0]), where[1])
 
 
 def put(value: Any, builder: Any = None, persist: bool = False, name: str | None = None, **kw: Any) -> ObjectID:

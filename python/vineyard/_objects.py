@@ -4,12 +4,13 @@ registry of Object subclasses per typename."""
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._handles import ArrayHolder, Pin
-from ._types import ObjectID, ObjectMeta
+from ._types import BLOB_TYPENAME, ObjectID, ObjectMeta
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -60,6 +61,29 @@ class Blob(_ndarray()):  # type: ignore[misc]
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)  # kDLCPU
+
+    @property
+    def buffer(self) -> builtins.memoryview:
+        """A read-only memoryview of the bytes (upstream's name)."""
+        return memoryview(self)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.size
+
+    @property
+    def allocated_size(self) -> int:
+        """The bytes the blob holds (upstream's name; its size here)."""
+        return int(self.size)
+
+    @property
+    def typename(self) -> str:
+        return BLOB_TYPENAME
+
+    @staticmethod
+    def empty() -> Blob:
+        """The empty blob (size 0, id ``o8000000000000000``)."""
+        return Blob(1 << 63, 0, 0, None)
 
     def __repr__(self) -> str:
         return f"Blob <{self.id!r}: {self.size} bytes>"

@@ -463,17 +463,32 @@ class BlobBuilder:
             raise ValueError(f"copy of {src.nbytes} bytes at {offset} exceeds blob of {self.size}")
         self._array[offset:offset + src.nbytes] = src
 
-    def seal(self, client: Any = None) -> ObjectID:
-        """Seals the blob; it becomes immutable and readable by others. The
-        builder's memory must not be used afterwards: get the blob to read it.
-        ``client`` is accepted for upstream's signature and ignored: a
-        builder seals through the connection that created it."""
+    def seal(self, client: Any = None) -> Any:
+        """Seals the blob; it becomes immutable and readable by others.
+        Returns it as upstream's seal does: a read-only :class:`Blob` of the
+        sealed bytes (``blob.id`` its id; a Blob is taken wherever an id is),
+        which keeps the blob pinned while it lives, as a got Blob does. The
+        builder's memory must not be written afterwards. ``client`` is
+        accepted for upstream's signature and ignored: a builder seals
+        through the connection that created it."""
+        from ._objects import Blob
+
         handle = self._session.handle()
         self.revoke_views()
         _ffi.call("v6d_seal", handle, int(self.id))
         self.issealed = True
-        # Sealing gave this connection a reference; nothing here reads through
-        # it, and holding it would keep the blob's memory after a delete.
+        if not self.size:
+            return Blob(int(self.id), 0, 0, None)
+        # The reference sealing gave this connection is the Blob's pin.
+        return Blob(int(self.id), self.address, self.size, self._session.pin(int(self.id)))
+
+    def _seal_id(self) -> ObjectID:
+        """Seals the blob and returns its id, keeping no reference (holding
+        one would keep the blob's memory after a delete): puts use this."""
+        handle = self._session.handle()
+        self.revoke_views()
+        _ffi.call("v6d_seal", handle, int(self.id))
+        self.issealed = True
         _ffi.call("v6d_release", handle, int(self.id))
         return self.id
 

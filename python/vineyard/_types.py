@@ -34,6 +34,8 @@ class ObjectID(int):
     def __new__(cls, value: int | str | ObjectID = 0xFFFFFFFFFFFFFFFF) -> Self:
         if isinstance(value, str):
             value = _parse_id(value)
+        elif not isinstance(value, int) and isinstance(getattr(value, "id", None), int):
+            value = value.id  # a Blob, Object or ObjectMeta stands for its id, as upstream's
         value = int(value)
         if not 0 <= value < 1 << 64:
             raise ValueError(f"object id {value} is out of range")

@@ -7,7 +7,8 @@ import ctypes
 import json
 import os
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
@@ -20,13 +21,21 @@ from ._bindings import DELETE_FORCE, DELETE_MEMORY_TRIM, DELETE_SHALLOW, GET_UNS
 from ._config import DEFAULT_DIR, config_path, parse_configuration
 from ._handles import Conn, Pin
 from ._objects import Blob, Object, object_type
+from ._remote import RemoteBlob
 from ._session import BlobBuilder, Session, address_of
 from ._types import ObjectID, ObjectMeta
 from .data.arrow import arrow_plan
 from .data.dataframe import dataframe_plan
 from .data.global_objects import make_global_object
 from .data.tensor import numpy_plan
-from .errors import AssertionFailedException, ForkError, ObjectNotExistsException, TimeoutException, VineyardException
+from .errors import (
+    AssertionFailedException,
+    ForkError,
+    NotEnoughMemoryException,
+    ObjectNotExistsException,
+    TimeoutException,
+    VineyardException,
+)
 
 __all__ = ["Blob", "BlobBuilder", "Client", "InstanceStatus", "Object", "connect"]
 
@@ -147,6 +156,8 @@ class Client:
                 raise
             raise ConnectionError(f"vineyard: cannot connect to {rpc or path}: {e}") from e
         self._session = Session(Conn(out.value, remote=bool(rpc)), self)
+        self._spread = False
+        self._compression = True
         self.ipc_socket = path
         self.rpc_endpoint = rpc
         self._password = password
@@ -258,6 +269,46 @@ class Client:
         _ffi.call("v6d_get_buffers", session.handle(), n, c_ids, GET_UNSAFE if unsafe else 0, c_ptrs, c_sizes)
         return [Blob(idl[i], ctypes.cast(c_ptrs[i], ctypes.c_void_p).value or 0, c_sizes[i], session.pin(idl[i]))
                 for i in range(n)]
+
+    def create_remote_blob(self, blob_builder: Any) -> Any:
+        """Upstream's: makes a sealed blob of the daemon from each
+        :class:`~vineyard.RemoteBlobBuilder` (bytes in this process; one
+        builder, or a list) and returns its :class:`ObjectMeta` (a list for
+        a list). The bytes are copied once into a new blob (over a TCP
+        connection they cross it at seal); the builders stay usable. Works
+        on either kind of connection."""
+        many = isinstance(blob_builder, (list, tuple))
+        sources = list(blob_builder) if many else [blob_builder]
+        ids: list[int] = []
+        if sources:
+            created = self._session.create_blob([int(b.size) for b in sources])
+            for src, dst in zip(sources, created):
+                if src.size:
+                    ctypes.memmove(dst.address, src.address, src.size)
+                ids.append(int(dst._seal_id()))
+        metas = [self.get_meta(i) for i in ids]
+        return metas if many else metas[0]
+
+    def get_remote_blob(self, object_id: IdLike, unsafe: bool = False) -> RemoteBlob:
+        """Upstream's: a sealed blob as a :class:`~vineyard.RemoteBlob` (a
+        :class:`Blob` that names its ``instance_id``); over a TCP connection
+        its bytes are a private copy, else a view, as :meth:`get_blob`."""
+        return self.get_remote_blobs([object_id], unsafe)[0]
+
+    def get_remote_blobs(self, object_ids: Sequence[IdLike], unsafe: bool = False) -> list[RemoteBlob]:
+        """:meth:`get_remote_blob` of several blobs in one round trip."""
+        out = []
+        for blob in self.get_blobs(object_ids, unsafe):
+            remote = blob.view(RemoteBlob)
+            remote.instance_id = self.instance_id
+            out.append(remote)
+        return out
+
+    @property
+    def remote_instance_id(self) -> int:
+        """The instance id of the daemon this client is connected to
+        (upstream's name on its RPC client)."""
+        return self.instance_id
 
     # -- metadata ---------------------------------------------------------
 
@@ -621,13 +672,20 @@ class Client:
                 raise TypeError("put(..., global_=True) takes a list of the ids of its partitions, "
                                 f"not {type(value).__name__}")
             oid = make_global_object(self, value).id
-        elif (type(value) is np.ndarray and not kwargs and not data.registry._builder_scopes
-              and data.registry._by_type.get(np.ndarray) is _build_numpy):
-            oid = self._put_small_array(value)
-            if oid is None:
-                oid = data.build(self._session, value)
         else:
-            oid = data.build(self._session, value, **kwargs)
+            try:
+                oid = None
+                if (type(value) is np.ndarray and not kwargs and not data.registry._builder_scopes
+                        and data.registry._by_type.get(np.ndarray) is _build_numpy):
+                    oid = self._put_small_array(value)
+                if oid is None:
+                    oid = data.build(self._session, value, **kwargs)
+            except NotEnoughMemoryException:
+                # upstream's fallback: the instance of the cluster with the
+                # most free memory takes the put, and this client moves there
+                if not self._move_to_roomiest_instance():
+                    raise
+                oid = data.build(self._session, value, **kwargs)
         if persist:
             self.persist(oid)
             if name is not None:
@@ -635,6 +693,88 @@ class Client:
         elif name is not None:
             warnings.warn("The object is not persisted, the name won't be associated.", UserWarning, stacklevel=2)
         return oid
+
+    def _move_to_roomiest_instance(self) -> bool:
+        """Upstream's answer to a put its daemon has no memory for: asks every
+        other instance of the cluster (:attr:`meta`, their TCP listeners) for
+        its free memory and connects this client to the one with the most
+        (through its UNIX socket when that is here, else over TCP), with a
+        warning, as upstream's ``Client.put`` does; the caller then puts
+        there. Views got before keep their connection. False, with upstream's
+        warning, when no other instance answers."""
+        best: tuple[int, dict[str, Any]] | None = None
+        room = -1
+        for iid, inst in self.meta.items():
+            endpoint = inst.get("rpc_endpoint") if isinstance(inst, dict) else None
+            if iid == self.instance_id or not endpoint:
+                continue
+            try:
+                with Client(endpoint=endpoint, password=self._password) as other:
+                    status = other.status
+            except (ConnectionError, VineyardException):
+                continue
+            free = status.memory_limit - status.memory_usage
+            if free > room:
+                best, room = (iid, inst), free
+        if best is None:
+            warnings.warn("No other vineyard instance available", stacklevel=3)
+            return False
+        iid, inst = best
+        warnings.warn(f"Put object to the vineyard instance {iid} with the most available memory.", stacklevel=3)
+        target = None
+        sock = inst.get("ipc_socket")
+        if sock and os.path.exists(sock):
+            with contextlib.suppress(ConnectionError, VineyardException):
+                target = Client(sock, self.timeout)
+                if target.instance_id != iid:  # a daemon restarted on that socket
+                    target.close()
+                    target = None
+        if target is None:
+            target = Client(endpoint=inst["rpc_endpoint"], timeout=self.timeout, password=self._password)
+        session = target._session
+        session._client = weakref.ref(self)
+        self._session = session
+        self.ipc_socket, self.rpc_endpoint, self.instance_id = target.ipc_socket, target.rpc_endpoint, target.instance_id
+        return True
+
+    @property
+    def spread(self) -> bool:
+        """Upstream's flag (no effect there on put either): a put the daemon
+        has no memory for always goes to the instance with the most free
+        memory (see :meth:`put`)."""
+        return self._spread
+
+    @spread.setter
+    def spread(self, value: bool = False) -> None:
+        self._spread = bool(value)
+
+    @contextlib.contextmanager
+    def with_spread(self, enabled: bool = True) -> Iterator[None]:
+        """Sets :attr:`spread` for the block, as upstream's."""
+        before, self.spread = self.spread, enabled
+        try:
+            yield
+        finally:
+            self.spread = before
+
+    @property
+    def compression(self) -> bool:
+        """Upstream's flag of its RPC transfers (compressed there); accepted
+        and kept here, where TCP transfers are never compressed."""
+        return self._compression
+
+    @compression.setter
+    def compression(self, value: bool = True) -> None:
+        self._compression = bool(value)
+
+    @contextlib.contextmanager
+    def with_compression(self, enabled: bool = True) -> Iterator[None]:
+        """Sets :attr:`compression` for the block, as upstream's."""
+        before, self.compression = self.compression, enabled
+        try:
+            yield
+        finally:
+            self.compression = before
 
     def _put_small_array(self, arr: np.ndarray) -> ObjectID | None:
         """The put of a small or medium C-contiguous array, when the built-in builder

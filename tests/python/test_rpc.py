@@ -143,3 +143,38 @@ def test_secret(tmp_path: Path) -> None:
                 vineyard.connect("127.0.0.1", port, password=wrong)
         with vineyard.connect("127.0.0.1", port, password="s3cret") as c:
             np.testing.assert_array_equal(c.get(c.put(np.arange(7))), np.arange(7))
+
+
+def test_remote_blobs_cross_the_tcp_connection(remote: Any, rpc_daemon: tuple[str, int]) -> None:
+    # upstream's RemoteBlobBuilder / create_remote_blob / get_remote_blob
+    payload = b"abcdefgh1234567890uvwxyz"
+    builder = vineyard.RemoteBlobBuilder(len(payload))
+    assert len(builder) == builder.size == len(payload) and bytes(builder.buffer) == bytes(len(payload))
+    builder.copy(0, payload)
+    builder[0] = ord("A")
+    meta = remote.create_remote_blob(builder)
+    assert isinstance(meta, vineyard.ObjectMeta) and meta.id.is_blob and meta.typename == "vineyard::Blob"
+    want = b"A" + payload[1:]
+    with vineyard.connect(rpc_daemon[0]) as local:  # the daemon holds it: an IPC view reads it
+        assert bytes(local.get_blob(meta.id)) == want
+        sealed = local.create_blob(4)
+        sealed.copy(0, b"wxyz")
+        blob = sealed.seal(local)
+        got = remote.get_remote_blob(blob.id)
+        assert isinstance(got, vineyard.RemoteBlob) and got.id == blob.id and got.size == 4
+        assert got.instance_id == remote.instance_id == remote.remote_instance_id
+        assert memoryview(got) == memoryview(blob) == memoryview(b"wxyz") == got.buffer
+    back = remote.get_remote_blob(meta.id)
+    assert bytes(back) == want and not back.is_empty
+    # wrap (no copy until sent), several at once, and the empty blob
+    big = np.random.default_rng(1).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes()
+    metas = remote.create_remote_blob([vineyard.RemoteBlobBuilder.wrap(big), vineyard.RemoteBlobBuilder(0)])
+    assert [m.id.is_blob for m in metas] == [True, True]
+    blobs = remote.get_remote_blobs([m.id for m in metas])
+    assert bytes(blobs[0]) == big and blobs[1].is_empty
+    aborted = vineyard.RemoteBlobBuilder(8)
+    aborted.abort()
+    with pytest.raises(ValueError, match="aborted"):
+        aborted.copy(0, b"x")
+    with pytest.raises(ValueError, match="exceeds"):
+        vineyard.RemoteBlobBuilder(2).copy(1, b"xy")

@@ -229,3 +229,19 @@ def test_islocal_names_the_instance_of_the_client(client):
     other._here = client.instance_id + 1  # as if another instance's client returned it
     assert not other.islocal and not other.member("__elements_-0").islocal
     assert vineyard.ObjectMeta().islocal  # a tree being built
+
+
+def test_seal_returns_the_blob_which_stands_for_its_id(client):
+    # upstream's BlobBuilder.seal returns the Blob; ours is taken wherever an id is
+    b = client.create_blob(5)
+    b.copy(0, b"hello")
+    blob = b.seal(client)
+    assert isinstance(blob, vineyard.Blob) and blob.id.is_blob and blob.size == 5 and bytes(blob) == b"hello"
+    assert vineyard.ObjectID(blob) == blob.id and client.get_blob(blob).id == blob.id
+    assert bytes(client.get(blob)) == b"hello" and client.exists(blob)
+    assert blob.typename == "vineyard::Blob" and not blob.is_empty and blob.buffer.readonly
+    assert vineyard.Blob.empty().is_empty and vineyard.Blob.empty().id == 1 << 63
+    assert vineyard.IPCClient is vineyard.RPCClient is vineyard.Client
+    from vineyard import default_builder_context, register_builtin_types  # upstream's top-level names
+
+    register_builtin_types(default_builder_context, vineyard.default_resolver_context)

@@ -23,7 +23,7 @@ def build_bytes(session: Any, value: Any, **kw: Any) -> ObjectID:
     builder = session.create_blob(view.nbytes)
     if view.nbytes:
         builder.copy(0, view)
-    return builder.seal()
+    return builder._seal_id()
 
 
 def resolve_blob(session: Any, tree: dict[str, Any], pin: Any) -> memoryview:
