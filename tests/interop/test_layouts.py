@@ -28,7 +28,7 @@ def _blob(client: vineyard.Client, data: bytes) -> vineyard.ObjectID:
     builder = client.create_blob(len(data))
     if data:
         builder.copy(0, data)
-    return builder.seal()
+    return builder.seal().id
 
 
 def _member(client: vineyard.Client, data: bytes | None) -> vineyard.ObjectMeta:
