@@ -55,6 +55,9 @@ CALLS = {
     "is_shared_memory": "c.is_shared_memory(arr)",
     "fork": "c.fork()",
     "sync_meta": "c.sync_meta()",
+    "create_remote_blob": "c.create_remote_blob(vineyard.RemoteBlobBuilder(4))",
+    "get_remote_blob": "c.get_remote_blob(blob)",
+    "get_remote_blobs": "c.get_remote_blobs([blob])",
 }
 # Names that work in a forked child, without Go (tests/python/test_fork_read.py).
 FORKED_READS = {
@@ -66,6 +69,11 @@ NO_LIBRARY = {
     "close": "forgets the handle; the connection is the parent's",
     "is_ipc": "how the client was connected",
     "is_rpc": "how the client was connected",
+    "remote_instance_id": "the instance id read at connect",
+    "spread": "upstream's flag, kept in Python",
+    "with_spread": "sets the flag for a block",
+    "compression": "upstream's flag, kept in Python",
+    "with_compression": "sets the flag for a block",
 }
 
 
