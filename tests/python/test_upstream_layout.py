@@ -245,3 +245,21 @@ def test_seal_returns_the_blob_which_stands_for_its_id(client):
     from vineyard import default_builder_context, register_builtin_types  # upstream's top-level names
 
     register_builtin_types(default_builder_context, vineyard.default_resolver_context)
+
+
+def test_a_put_of_a_got_column_reuses_its_blob(client):
+    # upstream's test_dataframe_reusing: the bytes of a got object put again
+    # are its blob, not a copy; the blob outlives the first object's delete
+    import pandas as pd
+
+    ones = np.ones(1000)
+    first = client.put(pd.DataFrame({"x": ones}))
+    frame = pd.DataFrame(client.get(first))
+    frame["y"] = ones * 2
+    second = client.put(frame)
+    blob = client.get_meta(first)["__values_-value-0"]["buffer_"].id
+    assert client.get_meta(second)["__values_-value-0"]["buffer_"].id == blob
+    del frame
+    client.delete(first)
+    got = client.get(second)
+    assert (got["x"] == 1).all() and (got["y"] == 2).all() and client.exists(blob)

@@ -30,7 +30,7 @@ import numpy as np
 from .. import _ffi
 from .._handles import ArrayHolder
 from .._session import INLINE_BYTES
-from .._types import ObjectMeta
+from .._types import ObjectID, ObjectMeta
 
 __all__ = ["BlobBatch", "copy_bytes"]
 
@@ -98,7 +98,7 @@ class BlobBatch:
         their trees, and makes ``root`` (the tree ``create_metadata`` will
         get) seal them. Every tree given to :meth:`add` must be ``root`` or
         embedded in it already."""
-        jobs = self._jobs
+        jobs = self._jobs = [job for job in self._jobs if not _reused(session, *job)]
         if not jobs:
             return
         sizes = [src.nbytes for _, _, src in jobs]
@@ -137,6 +137,29 @@ class BlobBatch:
                 if self.created:
                     session.delete(self.created)
             raise
+
+
+def _reused(session: Any, meta: ObjectMeta, key: str, src: Any) -> bool:
+    """Upstream reuses a stored blob for data that is its bytes (a column of
+    a got frame put again): when ``src`` is, whole, a read-only view of a
+    blob that a get on this session's connection pinned, ``meta`` gets that
+    blob as member ``key`` (no copy; the blob is sealed, so the bytes are
+    the stored ones) and True is returned; else False."""
+    if not isinstance(src, np.ndarray) or not src.nbytes or not src.flags.c_contiguous:
+        return False
+    base: Any = src
+    while base is not None and not isinstance(base, ArrayHolder):
+        base = getattr(base, "base", None)
+    pin = getattr(base, "pin", None)
+    readonly = bool(getattr(base, "__array_interface__", {}).get("data", (0, False))[1])
+    if pin is None or pin.conn is not session.conn or not pin.views or not readonly:
+        return False  # not a get's view, another connection's, or writable (a TCP client's private copy)
+    address = src.__array_interface__["data"][0]
+    for bid, (start, size) in pin.views.items():
+        if start == address and size == src.nbytes:
+            meta.add_member(key, ObjectID(bid))
+            return True
+    return False
 
 
 def _copy_tasks(address: int, src: Any, touch: bool) -> list[tuple[int, Any, bool]]:
