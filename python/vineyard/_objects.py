@@ -114,6 +114,19 @@ class Object:
     def signature(self) -> int:
         return self.meta.signature
 
+    @property
+    def islocal(self) -> bool:
+        return self.meta.islocal
+
+    @property
+    def isglobal(self) -> bool:
+        return self.meta.isglobal
+
+    @property
+    def ispersist(self) -> bool:
+        """Whether the object is persisted (as its tree says when got)."""
+        return not self.meta.transient
+
     def member(self, name: str) -> Object:
         meta = self.meta.member(name)
         return object_type(meta.typename)(meta, self._pin)

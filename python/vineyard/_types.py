@@ -209,6 +209,75 @@ class ObjectMeta:
             raise KeyError(f"{key!r} is not a member")
         return self._child(value)
 
+    def get_member(self, key: str) -> ObjectMeta:
+        """Upstream's name of :meth:`member`."""
+        return self.member(key)
+
+    def _blobs(self, tree: dict[str, Any], out: dict[str, int]) -> dict[str, int]:
+        """Blob id text -> bytes of every blob in ``tree``, each once."""
+        if tree.get("typename") == BLOB_TYPENAME:
+            out[str(tree.get("id"))] = int(tree.get("nbytes") or tree.get("length") or 0)
+        for value in tree.values():
+            if isinstance(value, dict):
+                self._blobs(value, out)
+        return out
+
+    @property
+    def memory_usage(self) -> int:
+        """Upstream's: the bytes of the object's blobs (each counted once)."""
+        return sum(self._blobs(self._tree, {}).values())
+
+    def memory_usage_details(self, pretty: bool = True) -> dict[str, Any]:
+        """Upstream's: the object's memory usage per member, as a tree
+        ``{"memory_usage": bytes, member: {...}}``; with ``pretty`` the
+        sizes are texts such as ``"1.5 KiB"``."""
+        def show(n: int) -> Any:
+            if not pretty:
+                return n
+            size, unit = float(n), "bytes"
+            for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+                if size < 1024 or unit == "TiB":
+                    break
+                size /= 1024
+            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+
+        def walk(tree: dict[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = {"memory_usage": show(sum(self._blobs(tree, {}).values()))}
+            for key, value in tree.items():
+                if isinstance(value, dict) and value.get("typename") != BLOB_TYPENAME:
+                    out[key] = walk(value)
+            return out
+
+        return walk(self._tree)
+
+    @property
+    def timestamp(self) -> int:
+        """The tree's ``timestamp`` field, 0 when it has none."""
+        return int(self._tree.get("timestamp") or 0)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The object's labels (``client.label``; the tree's ``__labels``)."""
+        raw = self._tree.get("__labels")
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return {}
+        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+    def label(self, key: str) -> str | None:
+        """The label ``key``, or None."""
+        return self.labels.get(key)
+
+    def reset_key(self, key: str) -> None:
+        """Removes ``key`` from the tree (upstream's), if there."""
+        self._tree.pop(key, None)
+
+    def reset_signature(self) -> None:
+        """Drops the signature: the tree gets a new one when created."""
+        self._tree.pop("signature", None)
+
     def _child(self, tree: dict[str, Any]) -> ObjectMeta:
         child = ObjectMeta(tree)
         child._here = self._here

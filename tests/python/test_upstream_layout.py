@@ -263,3 +263,23 @@ def test_a_put_of_a_got_column_reuses_its_blob(client):
     client.delete(first)
     got = client.get(second)
     assert (got["x"] == 1).all() and (got["y"] == 2).all() and client.exists(blob)
+
+
+def test_objectmeta_and_object_members_upstream_reaches(client):
+    oid = client.put(np.arange(1000, dtype=np.int64))
+    client.label(oid, "team", "a")
+    meta = client.get_meta(oid)
+    assert meta.get_member("buffer_").id == meta.member("buffer_").id
+    assert meta.memory_usage == 8000
+    details = meta.memory_usage_details(pretty=False)
+    assert details["memory_usage"] == 8000
+    assert meta.memory_usage_details()["memory_usage"] == "7.8 KiB"
+    assert meta.labels == {"team": "a"} and meta.label("team") == "a" and meta.label("other") is None
+    obj = client.get_object(oid)
+    assert obj.islocal and not obj.isglobal and not obj.ispersist
+    client.persist(oid)
+    assert client.get_object(oid).ispersist
+    fresh = vineyard.ObjectMeta({"typename": "t", "signature": 7, "k": 1})
+    fresh.reset_signature()
+    fresh.reset_key("k")
+    assert "signature" not in fresh and "k" not in fresh and isinstance(fresh.timestamp, int)
