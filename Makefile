@@ -228,10 +228,12 @@ test-interop: $(BUILD_DEP) $(VENV_DEP) ## pytest tests/interop: upstream Vineyar
 	$(PY_ENV) $(VENV_PY) -m pytest tests/interop -q $(PYTEST_ARGS)
 
 # Upstream's own tests from its pinned wheel (the venv of test-interop),
-# unchanged, one file and one fresh daemon of ours at a time; the failures
-# allowed are listed with their reasons in tests/upstream/expected-failures.txt.
+# unchanged, one file and one fresh daemon (or etcd and two, for the cluster
+# files) at a time, against ours and, as the control, against upstream's own
+# package and daemon; the failures allowed are listed with their reasons in
+# tests/upstream/expected-failures.txt.
 UPSTREAM_SUITE_ARGS ?=
-test-upstream-suite: $(BUILD_DEP) $(VENV_DEP) ## Upstream Vineyard 0.24.2's own Python tests against ours (tests/upstream; UPSTREAM_SUITE_ARGS="-k FILE -v")
+test-upstream-suite: $(BUILD_DEP) $(VENV_DEP) ## Upstream Vineyard 0.24.2's own Python tests against ours and upstream's (tests/upstream; UPSTREAM_SUITE_ARGS="-k FILE -v --no-control --no-cluster")
 	$(PY_ENV) $(VENV_PY) tests/upstream/run.py $(UPSTREAM_SUITE_ARGS)
 
 test-cgocheck2: lib-cgocheck2 $(BUILD_DEP) $(VENV_DEP) ## pytest against the cgocheck2 build (pointer-passing violations crash)
