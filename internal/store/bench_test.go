@@ -142,3 +142,39 @@ func BenchmarkClear(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetRelease measures a round-trip get of a resident tensor and
+// the release of its blob, with spilling off and on: what spilling adds to
+// a get that needs no load (a state test per blob, a cold-queue entry per
+// release).
+func BenchmarkGetRelease(b *testing.B) {
+	for _, spill := range []bool{false, true} {
+		b.Run(fmt.Sprintf("spill=%v", spill), func(b *testing.B) {
+			cfg := Config{Size: 64 << 20}
+			if spill {
+				cfg.SpillPath = b.TempDir() + "/spill"
+			}
+			s, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			ss := s.NewSession()
+			b.Cleanup(ss.Close)
+			id := putTensor(b, ss)
+			_, exts, _, err := ss.GetDataWithBuffers([]ids.ObjectID{id})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bid := exts[0].ID
+			_ = ss.Release(bid)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, err := ss.GetDataWithBuffers([]ids.ObjectID{id}); err != nil {
+					b.Fatal(err)
+				}
+				_ = ss.Release(bid)
+			}
+		})
+	}
+}

@@ -221,12 +221,13 @@ func (part *spiller) coldLocked(b *blob) {
 // compactLocked drops the stale entries of the cold queue.
 func (part *spiller) compactLocked() {
 	sp := part.s.spill
-	out := make([]coldEntry, 0, len(sp.cold)-sp.head)
+	out := sp.cold[:0] // in place: an entry is written at or before where it is read
 	for _, e := range sp.cold[sp.head:] {
 		if spillable(e) {
 			out = append(out, e)
 		}
 	}
+	clear(sp.cold[len(out):]) // no pointers kept to blobs that may go
 	sp.cold, sp.head = out, 0
 }
 

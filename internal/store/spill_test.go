@@ -454,7 +454,7 @@ func TestSpillStress(t *testing.T) {
 // A put whose bytes are free but not in one piece (below the lower mark)
 // still gets them: the spiller goes on until they are.
 func TestSpillMakesRoomInOnePiece(t *testing.T) {
-	s, err := New(Config{Size: 1 << 20, SpillPath: filepath.Join(t.TempDir(), "spill"), SpillLowerRate: 0.6, SpillUpperRate: 0.9})
+	s, err := New(Config{Size: 1 << 20, SpillPath: filepath.Join(t.TempDir(), "spill"), SpillLowerRate: 0.6, SpillUpperRate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
