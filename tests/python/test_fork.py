@@ -58,6 +58,19 @@ CALLS = {
     "create_remote_blob": "c.create_remote_blob(vineyard.RemoteBlobBuilder(4))",
     "get_remote_blob": "c.get_remote_blob(blob)",
     "get_remote_blobs": "c.get_remote_blobs([blob])",
+    "create_stream": "c.create_stream(oid)",
+    "open_stream": "c.open_stream(oid, 'r')",
+    "push_chunk": "c.push_chunk(oid, oid)",
+    "next_chunk_id": "c.next_chunk_id(oid)",
+    "next_chunk_meta": "c.next_chunk_meta(oid)",
+    "next_chunk": "c.next_chunk(oid)",
+    "new_buffer_chunk": "c.new_buffer_chunk(oid, 8)",
+    "next_buffer_chunk": "c.next_buffer_chunk(oid)",
+    "stop_stream": "c.stop_stream(oid, False)",
+    "drop_stream": "c.drop_stream(oid)",
+    "evict": "c.evict([oid])",
+    "load": "c.load([oid])",
+    "unpin": "c.unpin([oid])",
 }
 # Names that work in a forked child, without Go (tests/python/test_fork_read.py).
 FORKED_READS = {
