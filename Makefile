@@ -312,7 +312,9 @@ bench: $(VENV_DEP) ## Benchmark ours against baselines and peers (BENCH_ARGS=--q
 	@$(MAKE) --no-print-directory bench-cluster bench-transfer bench-spill bench-streams NO_BUILD=1
 
 bench-transfer: ## Remote (TCP) put/get, daemon-to-daemon fetch and migrate (client API), 1 MiB..1 GiB, against memcpy and a raw loopback TCP copy in the same run
-	$(GO) test -run '^$$' -bench 'Remote' -benchtime 3x ./internal/client
+	$(GO) test -run '^$$' -bench 'Remote/.*/1MiB$$' -benchtime 300x ./internal/client
+	$(GO) test -run '^$$' -bench 'Remote/.*/16MiB$$' -benchtime 40x ./internal/client
+	$(GO) test -run '^$$' -bench 'Remote/.*/(256|1024)MiB$$' -benchtime 3x ./internal/client
 	$(GO) test -run '^$$' -bench 'Fetch$$/(1MiB|64MiB)/' -benchtime 20x ./internal/peer
 	$(GO) test -run '^$$' -bench 'Fetch$$/1GiB/' -benchtime 3x ./internal/peer
 	$(GO) test -run '^$$' -bench 'FetchSmall' ./internal/peer

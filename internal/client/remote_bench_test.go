@@ -6,8 +6,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/v6d-io/v6d-go/internal/ids"
 	"github.com/v6d-io/v6d-go/internal/protocol"
 	"github.com/v6d-io/v6d-go/internal/server"
 )
@@ -21,9 +24,45 @@ import (
 // trip, a get one get_remote_buffers round trip (the release of the previous
 // get rides ahead of it), the raw copy one write and a one-byte answer.
 //
-//	go test -run '^$' -bench Remote -benchtime 5x ./internal/client/
+// Every variant runs warmUp rounds before the clock starts (on a fresh
+// connection the raw copy's first rounds wait for the kernel to grow the
+// socket's buffers) and reports cpu-ms/GB, the CPU time of the whole process
+// (client, daemon, or both ends of the raw copy) per GB of its timed rounds:
+// on a shared machine the figure to compare. make bench-transfer runs enough
+// rounds per size for a ratio (300 of 1 MiB).
+//
+//	go test -run '^$' -bench 'Remote/.*/1MiB' -benchtime 300x ./internal/client/
 
 var remoteBenchSizes = []int{1 << 20, 16 << 20, 256 << 20, 1 << 30}
+
+// warmUp runs round before a variant's timed rounds: enough of them to move
+// 64 MiB, at least two.
+func warmUp(b *testing.B, size int, round func()) {
+	b.Helper()
+	for i := 0; i < max(2, (64<<20)/size); i++ {
+		round()
+	}
+}
+
+// cpuClock sums the process's CPU time over the timed parts of a benchmark
+// (a put's delete between rounds is not one of them).
+type cpuClock struct {
+	used, at time.Duration
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (c *cpuClock) start() { c.at = processCPU() }
+func (c *cpuClock) stop()  { c.used += processCPU() - c.at }
+
+// report gives cpu-ms/GB for b.N rounds of size bytes.
+func (c *cpuClock) report(b *testing.B, size int) {
+	b.ReportMetric(float64(c.used.Microseconds())/1e3/(float64(b.N)*float64(size)/1e9), "cpu-ms/GB")
+}
 
 func benchServer(b *testing.B, size uint64) *server.Server {
 	b.Helper()
@@ -46,29 +85,47 @@ func BenchmarkRemote(b *testing.B) {
 	srv := benchServer(b, (1<<30)+(64<<20))
 	c := connectRPCTest(b, srv)
 	for _, n := range remoteBenchSizes {
-		data := randomBytes(n)
-		b.Run(fmt.Sprintf("raw-tcp/%dMiB", n>>20), func(b *testing.B) { benchRawTCP(b, data) })
+		var data []byte // made by the first variant that runs: most runs pick one size
+		bytesOf := func() []byte {
+			if data == nil {
+				data = randomBytes(n)
+			}
+			return data
+		}
+		b.Run(fmt.Sprintf("raw-tcp/%dMiB", n>>20), func(b *testing.B) { benchRawTCP(b, bytesOf()) })
 		b.Run(fmt.Sprintf("put/%dMiB", n>>20), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			for b.Loop() {
+			data := bytesOf()
+			put := func() []ids.ObjectID {
 				bids, err := c.CreateRemoteBuffers([][]byte{data})
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.StopTimer() // the delete is not part of a put
+				return bids
+			}
+			del := func(bids []ids.ObjectID) {
 				if _, err := c.Delete(bids, true, false, false); err != nil {
 					b.Fatal(err)
 				}
+			}
+			warmUp(b, n, func() { del(put()) })
+			b.SetBytes(int64(n))
+			var cpu cpuClock
+			for b.Loop() {
+				cpu.start()
+				bids := put()
+				cpu.stop()
+				b.StopTimer() // the delete is not part of a put
+				del(bids)
 				b.StartTimer()
 			}
+			cpu.report(b, n)
 		})
-		bids, err := c.CreateRemoteBuffers([][]byte{data})
-		if err != nil {
-			b.Fatal(err)
-		}
 		b.Run(fmt.Sprintf("get/%dMiB", n>>20), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			for b.Loop() {
+			bids, err := c.CreateRemoteBuffers([][]byte{bytesOf()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			get := func() {
 				if _, err := c.GetBuffers(bids, false); err != nil {
 					b.Fatal(err)
 				}
@@ -77,10 +134,20 @@ func BenchmarkRemote(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			warmUp(b, n, get)
+			b.SetBytes(int64(n))
+			var cpu cpuClock
+			cpu.start()
+			for b.Loop() {
+				get()
+			}
+			cpu.stop()
+			cpu.report(b, n)
+			b.StopTimer()
+			if _, err := c.Delete(bids, true, false, false); err != nil {
+				b.Fatal(err)
+			}
 		})
-		if _, err := c.Delete(bids, true, false, false); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 
@@ -127,8 +194,7 @@ func benchRawTCP(b *testing.B, data []byte) {
 		b.Fatal(err)
 	}
 	var ack [1]byte
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
+	round := func() {
 		if _, err := cc.Write(data); err != nil {
 			b.Fatal(err)
 		}
@@ -136,6 +202,15 @@ func benchRawTCP(b *testing.B, data []byte) {
 			b.Fatal(err)
 		}
 	}
+	warmUp(b, len(data), round)
+	b.SetBytes(int64(len(data)))
+	var cpu cpuClock
+	cpu.start()
+	for b.Loop() {
+		round()
+	}
+	cpu.stop()
+	cpu.report(b, len(data))
 	_ = cc.Close()
 	if err := <-done; err != nil {
 		b.Fatal(err)
