@@ -171,6 +171,36 @@ func TestRemoteLarge(t *testing.T) {
 	}
 }
 
+// TestRemoteManyBlobs gets more blobs over TCP in one call than one writev
+// takes (the daemon writes the reply and the bytes in writevs of at most
+// 1024 buffers), with a blob larger than one write's bulk chunk among them.
+func TestRemoteManyBlobs(t *testing.T) {
+	srv := startRPCServer(t, 64<<20, "")
+	rc := connectRPCTest(t, srv)
+	data := make([][]byte, 1500)
+	for i := range data {
+		data[i] = randomBytes(1 + i%97)
+	}
+	data[700] = randomBytes(9 << 20)
+	bids, err := rc.CreateRemoteBuffers(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rc.GetBuffers(bids, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range data {
+		if !bytes.Equal(got[i], data[i]) {
+			t.Fatalf("blob %d of %d: %d bytes, want %d, equal %v", i, len(data), len(got[i]), len(data[i]), bytes.Equal(got[i], data[i]))
+		}
+	}
+	// The connection is still in step.
+	if got, err := rc.GetBuffers(bids[:1], false); err != nil || !bytes.Equal(got[0], data[0]) {
+		t.Fatalf("a get after: %v", err)
+	}
+}
+
 // TestRemoteAuth: a daemon with a secret refuses a client without it, or
 // with a wrong one, and serves one with it.
 func TestRemoteAuth(t *testing.T) {

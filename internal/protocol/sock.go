@@ -219,15 +219,20 @@ func (s *Sock) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// maxIovecs is the most buffers one writev takes (Linux's IOV_MAX); more
+// would fail with EINVAL.
+const maxIovecs = 1024
+
 // Writev writes all of bufs, in order, with as few system calls as the
-// kernel allows (writev), retrying on EINTR and short writes.
+// kernel allows (writev, of at most maxIovecs buffers each), retrying on
+// EINTR and short writes.
 func (s *Sock) Writev(bufs [][]byte) error {
 	for len(bufs) > 0 {
 		if len(bufs[0]) == 0 {
 			bufs = bufs[1:]
 			continue
 		}
-		n, err := unix.Writev(s.fd, bufs)
+		n, err := unix.Writev(s.fd, bufs[:min(len(bufs), maxIovecs)])
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
