@@ -141,18 +141,34 @@ func (rs *responder) replyThenBytes(kind protocol.Kind, reply protocol.Reply, es
 	}
 	protocol.EndFrame(frame, at)
 	c.out = frame
-	if !c.flush(nil) {
-		return errExit
-	}
+	// The frame (and whatever replies were waiting) goes in one writev with
+	// the first bulkChunk bytes, so that the client's read of the reply
+	// finds the bytes behind it: one wake-up, where a write of the frame
+	// alone woke it for the frame and again for the bytes.
+	bufs := [][]byte{c.out}
+	room := bulkChunk
 	for _, e := range es {
 		data := c.sess.Bytes(e)
 		for len(data) > 0 {
-			n := min(len(data), bulkChunk)
-			if _, err := c.sock.Write(data[:n]); err != nil {
-				return errExit
+			n := min(len(data), room)
+			bufs = append(bufs, data[:n])
+			data, room = data[n:], room-n
+			if room == 0 {
+				if err := c.sock.Writev(bufs); err != nil {
+					return errExit
+				}
+				bufs, room = bufs[:0], bulkChunk
 			}
-			data = data[n:]
 		}
+	}
+	if len(bufs) > 0 {
+		if err := c.sock.Writev(bufs); err != nil {
+			return errExit
+		}
+	}
+	c.out = c.out[:0]
+	if cap(c.out) > 1<<20 {
+		c.out = nil
 	}
 	rs.None()
 	return nil
