@@ -186,6 +186,7 @@ def test_spill_directory_is_checked(tmp_path):
     assert "writable by group or others" in e.value.output
 
 
+@pytest.mark.filterwarnings("ignore:No other vineyard instance")  # put's NotEnoughMemory, upstream's warning
 def test_full_disk_pauses_spilling_and_loses_nothing(tmp_path, spill_dir):
     with _daemon(tmp_path, spill_dir, "--spill-wait", "2s") as d:
         # A file size limit set on the running daemon (its arena made) makes
