@@ -139,3 +139,14 @@ def test_command_line(client: Any, vineyard_socket: str, tmp_path: Path) -> None
     sid = vineyard.ObjectID(p.stdout.readline().strip())
     same(client.get(sid).open_reader(client).read_table(), t)
     assert p.wait(timeout=120) == 0
+
+
+def test_open_as_upstream(client: Any, tmp_path: Path) -> None:
+    src, out = tmp_path / "a.parquet", tmp_path / "b.jsonl"
+    t = table(50)
+    save(t, src, "parquet")
+    stream = vineyard.io.open(str(src), mode="r", client=client)
+    vineyard.io.open(str(out), stream, mode="w", client=client.fork())
+    same(load(out, "json"), t)
+    with pytest.raises(ValueError, match="mode"):
+        vineyard.io.open(str(src), mode="x")

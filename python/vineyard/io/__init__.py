@@ -17,7 +17,17 @@ from .recordbatch import RecordBatchStream, register_recordbatch_stream_types
 from .stream import BaseStream, StreamCollection, register_stream_collection_types
 
 __all__ = ["BaseStream", "ByteStream", "DataframeStream", "RecordBatchStream", "StreamCollection", "byte",
-           "dataframe", "files", "read", "recordbatch", "register_builtin_stream_types", "stream", "write"]
+           "dataframe", "files", "open", "read", "recordbatch", "register_builtin_stream_types", "stream", "write"]
+
+
+def open(path: str, *args: Any, mode: str = "r", **kwargs: Any) -> Any:
+    """Upstream's ``vineyard.io.open``: :func:`read` with ``mode='r'``,
+    :func:`write` (``open(path, source, mode='w')``) with ``mode='w'``."""
+    if mode == "r":
+        return read(path, *args, **kwargs)
+    if mode == "w":
+        return write(path, *args, **kwargs)
+    raise ValueError(f"vineyard.io.open: mode {mode!r}: 'r' or 'w'")
 
 
 def register_builtin_stream_types(builder_ctx: Any = None, resolver_ctx: Any = None) -> None:
