@@ -98,6 +98,7 @@ func connectRPC(endpoint string, o options) (*Client, error) {
 		return nil, status.Errorf(status.ConnectionFailed, "cannot connect to vineyardd at %s: %v", endpoint, unwrapOp(err))
 	}
 	c := newClient(conn, endpoint)
+	c.w.noFds = true
 	c.timeout.Store(int64(o.timeout))
 	var reply protocol.RegisterReply
 	req := &protocol.RegisterRequest{Version: Version, Extensions: protocol.Extensions, Password: o.secret}
@@ -317,9 +318,12 @@ func (r remote) fillLocked(idl []ids.ObjectID) error {
 }
 
 // readBytes reads the bytes of ps, which follow a reply, into local
-// memory: one copy per payload, nil for an empty one. On error the
-// connection is lost (the stream is out of step). c.mu must be held.
+// memory: one copy per payload, nil for an empty one; those read ahead
+// with the reply first (the exchange had bytesFollow set), then straight
+// from the socket. On error the connection is lost (the stream is out of
+// step). c.mu must be held.
 func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
+	w.bytesFollow = false
 	out := make([]*localMem, len(ps))
 	fail := func(err error) ([]*localMem, error) {
 		for _, m := range out {
@@ -336,13 +340,22 @@ func (w *wire) readBytes(ps []protocol.Payload) ([]*localMem, error) {
 			return fail(err)
 		}
 		out[i] = m
-		for dst := m.b; len(dst) > 0; {
+		dst := m.b
+		if w.apos < w.aend {
+			k := copy(dst, w.ahead[w.apos:w.aend])
+			w.apos += k
+			dst = dst[k:]
+		}
+		for len(dst) > 0 {
 			n := min(len(dst), bulkChunk)
 			if _, err := io.ReadFull(w.conn, dst[:n]); err != nil {
 				return fail(err)
 			}
 			dst = dst[n:]
 		}
+	}
+	if w.apos != w.aend {
+		return fail(errBadReply("%d bytes came after the blobs", w.aend-w.apos))
 	}
 	return out, nil
 }
@@ -373,7 +386,9 @@ func (r remote) getBuffers(idl, want []ids.ObjectID, unsafe bool, out [][]byte) 
 	defer c.mu.Unlock()
 	var reply protocol.BuffersReply
 	req := &protocol.GetRemoteBuffersRequest{GetBuffersRequest: protocol.GetBuffersRequest{IDs: want, Unsafe: unsafe}}
+	c.w.bytesFollow = true
 	if err := c.callLocked(req, &reply); err != nil {
+		c.w.bytesFollow = false
 		return err
 	}
 	mems, err := c.w.readBytes(reply.Payloads)
@@ -440,7 +455,9 @@ func (r remote) getTree(id ids.ObjectID) (json.RawMessage, error) {
 	defer c.mu.Unlock()
 	var reply protocol.GetDataReply
 	req := &protocol.GetDataRequest{ID: protocol.IDList{id}, WithBuffers: true}
+	c.w.bytesFollow = true
 	if err := c.callLocked(req, &reply); err != nil {
+		c.w.bytesFollow = false
 		return nil, err
 	}
 	mems, err := c.w.readBytes(reply.Payloads)

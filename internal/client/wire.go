@@ -33,6 +33,13 @@ type wire struct {
 	putErr  *putError
 	unacked []protocol.Request
 
+	// noFds is set on a TCP connection (remote mode), where no fd ever
+	// follows a reply: every reply is read ahead. bytesFollow is set for an
+	// exchange whose reply blob bytes follow (readBytes, remote.go): what
+	// was read ahead of them is theirs.
+	noFds       bool
+	bytesFollow bool
+
 	// Set at Connect: onArena runs for each arena mapped (the tree cache
 	// looks for the meta epoch), onLost once the connection breaks (the
 	// directory stops answering); both with Client.mu held.
@@ -56,7 +63,7 @@ func (w *wire) exchange(req protocol.Request, reply protocol.Reply, ahead []prot
 	if w.apos != w.aend {
 		return w.lose(errBadReply("%d bytes came with no request", w.aend-w.apos))
 	}
-	readAhead := noFdsFollow(reply)
+	readAhead := w.noFds || noFdsFollow(reply)
 	w.wbuf = w.wbuf[:0]
 	for _, r := range append(ahead, req) {
 		if r == nil {
@@ -90,7 +97,7 @@ func (w *wire) exchange(req protocol.Request, reply protocol.Reply, ahead []prot
 	if err := w.readReply(req, reply, readAhead); err != nil {
 		return err
 	}
-	if w.apos != w.aend {
+	if w.apos != w.aend && !w.bytesFollow {
 		return w.lose(errBadReply("%d bytes came after the reply", w.aend-w.apos))
 	}
 	return nil
