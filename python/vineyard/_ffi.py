@@ -32,7 +32,7 @@ from . import _bindings
 from ._bindings import V6DError
 from .errors import ForkError, VineyardException, exception_for
 
-__all__ = ["call", "check_process", "forked_call", "forked_child", "forked_free", "function", "lib", "library_path",
+__all__ = ["call", "check_process", "forked_call", "forked_child", "forked_free", "forked_refusal", "function", "lib", "library_path",
            "loaded", "on_fork", "raise_status", "take_string", "untyped", "usable"]
 
 LIBRARY_ENV = "V6D_LIBRARY"
@@ -114,6 +114,17 @@ def forked_child() -> bool:
     """Reports whether this is a child forked after the library loaded: no
     call enters libv6d's Go here, only :func:`forked_call`'s."""
     return _lib is not None and not usable()
+
+
+def forked_refusal(what: str) -> ForkError:
+    """The ForkError of a get in a forked child whose value needs libv6d's
+    Go side (``what``: a torch tensor's private view, an Arrow export)."""
+    return ForkError(
+        f"vineyard: {what} needs libv6d's Go runtime, which this process ({os.getpid()}), a fork() of "
+        f"process {_pid or -1} that loaded libv6d, does not have. A get in a forked child works for values "
+        "made without it (NumPy arrays, DataFrames of NumPy columns, pickled values, blobs). Get the value in "
+        "the parent before forking (the child inherits it), or start workers with the 'spawn' or 'forkserver' "
+        "start method and connect there.")
 
 
 def forked_call(name: str, *args: Any) -> None:

@@ -268,6 +268,8 @@ def map_private(conn: Conn, blob_id: int) -> Any:
     view lives while the array or anything sharing its memory does."""
     ptr = ctypes.POINTER(ctypes.c_uint8)()
     size = ctypes.c_uint64()
+    if _ffi.forked_child():
+        raise _ffi.forked_refusal("a torch tensor's private copy-on-write view")
     _ffi.check_process()
     _ffi.call("v6d_map_private", conn.handle, blob_id, ctypes.byref(ptr), ctypes.byref(size))
     address = ctypes.cast(ptr, ctypes.c_void_p).value or 0

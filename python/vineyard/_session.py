@@ -296,6 +296,8 @@ class Session:
     def map_private(self, blob_id: int) -> Any:
         """A writable copy-on-write ``uint8`` NumPy array over a blob this
         connection holds (see :func:`vineyard._handles.map_private`)."""
+        if self.conn is not None and _ffi.forked_child():
+            raise _ffi.forked_refusal("a torch tensor's private copy-on-write view")
         self.handle()  # closed / forked checks
         assert self.conn is not None
         return map_private(self.conn, blob_id)

@@ -201,3 +201,44 @@ def test_closed_parent_connection_refuses_child_gets(vineyard_socket):
         assert os.read(back[0], 1) == b"y", "a child must stop reading once its parent's pins no longer hold"
         os.waitpid(pid, 0)
     """)
+
+
+def test_values_that_need_go_are_a_clear_error(vineyard_socket):
+    # Arrow objects are exported by libv6d's Go side: a child gets a
+    # ForkError that says so and names the ways out, and the pin of the get
+    # is released all the same (the slot is free for the next get).
+    run(vineyard_socket, """
+        import pyarrow as pa
+        oid = c.put(pa.table({"a": [1, 2, 3]}))
+        arr = c.put(np.arange(4))
+
+        def child():
+            try:
+                c.get(oid)
+                return "no error"
+            except vineyard.ForkError as e:
+                msg = str(e)
+            return msg, c.get(arr).tolist()
+
+        msg, after = in_child(child)
+        assert "Arrow" in msg and "before forking" in msg and "spawn" in msg, msg
+        assert after == [0, 1, 2, 3]
+    """)
+
+
+def test_torch_tensor_in_a_child_is_a_clear_error(vineyard_socket):
+    pytest.importorskip("torch")
+    run(vineyard_socket, """
+        import torch
+        oid = c.put(torch.arange(6))
+
+        def child():
+            try:
+                c.get(oid)
+                return "no error"
+            except vineyard.ForkError as e:
+                return str(e)
+
+        msg = in_child(child)
+        assert "torch tensor" in msg and "before forking" in msg and "spawn" in msg, msg
+    """)

@@ -178,6 +178,8 @@ def _tree_json(tree: dict[str, Any], pin: Any = None) -> bytes:
 
 def _export_stream(session: Any, body: bytes, handle: int | None = None) -> int:
     """A calloc'ed ArrowArrayStream over the object of tree ``body``."""
+    if _ffi.forked_child():
+        raise _ffi.forked_refusal("an Arrow object (exported by libv6d)")
     ptr = _alloc(ArrowArrayStream)
     try:
         _ffi.call("v6d_arrow_stream_from_meta", handle if handle is not None else session.handle(), body, len(body),
@@ -190,6 +192,8 @@ def _export_stream(session: Any, body: bytes, handle: int | None = None) -> int:
 
 def _export_array(session: Any, body: bytes, handle: int | None = None) -> tuple[int, int]:
     """A calloc'ed (ArrowSchema, ArrowArray) pair over the object of ``body``."""
+    if _ffi.forked_child():
+        raise _ffi.forked_refusal("an Arrow object (exported by libv6d)")
     sptr, aptr = _alloc(ArrowSchema), _alloc(ArrowArray)
     try:
         _ffi.call("v6d_arrow_array_from_meta", handle if handle is not None else session.handle(), body, len(body),
