@@ -288,8 +288,9 @@ class ObjectMeta:
         """Upstream's: True when the object lives on the instance of the
         client that returned this metadata (``get_meta``,
         ``list_metadatas``), False for an object of another instance of the
-        cluster; a tree being built is local."""
-        return self._here is None or self.instance_id == self._here
+        cluster and for a global object (its partitions may live anywhere,
+        as upstream's says); a tree being built is local."""
+        return self._here is None or (self.instance_id == self._here and not self.isglobal)
 
     def __contains__(self, key: object) -> bool:
         return key in self._tree

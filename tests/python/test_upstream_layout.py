@@ -283,3 +283,13 @@ def test_objectmeta_and_object_members_upstream_reaches(client):
     fresh.reset_signature()
     fresh.reset_key("k")
     assert "signature" not in fresh and "k" not in fresh and isinstance(fresh.timestamp, int)
+
+
+def test_a_global_object_is_not_local(client):
+    # upstream's test_migration_and_deletion: a global object's metadata is never local
+    part = client.put(np.arange(4))
+    client.persist(part)
+    glob = client.put([part], global_=True)
+    meta = client.get_meta(glob)
+    assert meta.isglobal and not meta.islocal
+    assert client.get_meta(part).islocal

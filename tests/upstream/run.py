@@ -14,7 +14,8 @@ daemon of ours started by vineyard.deploy.launch (UNIX socket and a TCP
 listener on 127.0.0.1, passed as --vineyard-ipc-socket and
 --vineyard-endpoint; the fixtures are vineyard.conftest's, loaded with -p).
 The cluster files (deploy/tests/test_distributed.py, test_migration.py) get
-build/v6d-etcd and two daemons (--meta etcd) instead.
+build/v6d-etcd and two daemons (--meta etcd) instead, and upstream's
+--with-migration (its migration tests skip without it).
 
 The control: the same files, the same way, against upstream: the upstream
 venv's Python with upstream's package, its conftest, and its vineyardd
@@ -336,6 +337,8 @@ def run_file(rel: str, system: Ours | Upstream, args: argparse.Namespace, result
             argv = [system.python, "-m", "pytest", str(SRC / rel), "-p", "vineyard.conftest", "-p", "plugin",
                     "-c", os.devnull, "--rootdir", str(SRC), "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
                     f"--timeout={timeout}", *opts, *args.pytest_args]
+            if rel in CLUSTER_FILES:
+                argv.append("--with-migration")  # upstream's option of its migration tests: both systems migrate
             proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             try:
