@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/v6d-io/v6d-go/internal/gctune"
 	"github.com/v6d-io/v6d-go/internal/server"
 )
 
@@ -53,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		debug.SetTraceback("crash")
 	}
 	server.SpareProcs()
+	gctune.Start()
 	srv, err := server.Start(o.Config)
 	if err != nil {
 		fmt.Fprintf(stderr, "vineyardd: %v\n", err)
