@@ -203,8 +203,10 @@ def test_upstream_flag_spellings(tmp_path):
     with vineyard.deploy.launch("64Mi", sock, ["--meta=local", "--norpc", "--reserve_memory=false"], quiet=True):  # noqa: SIM117
         with vineyard.connect(sock) as c:
             assert (c.get(c.put(np.arange(4))) == np.arange(4)).all()
-    # Refused: the etcd flags without --meta etcd, and bad values.
-    for args, says in ((["--etcd_endpoint=http://127.0.0.1:2379"], "need --meta etcd"),
+    # Refused: the etcd flags with --meta local, and bad values. (Without
+    # --meta, an etcd flag means etcd, as upstream's: cmd/vineyardd's
+    # TestOperatorCommandLine runs that against a real etcd.)
+    for args, says in ((["--meta=local", "--etcd_endpoint=http://127.0.0.1:2379"], "need --meta etcd"),
                        (["--meta=local", "--etcd_prefix", "/vineyard"], "need --meta etcd"),
                        (["--rpc_socket_port=70000"], "not a port number")):
         r = _daemon(f"--socket={sock}", *args)
