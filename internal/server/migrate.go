@@ -107,8 +107,8 @@ func (m *migrator) close() {
 }
 
 // Migrate returns the id of a local copy of id: id itself when it is local,
-// the copy made earlier when there is one, otherwise a new copy whose blobs
-// are fetched from their owners. Concurrent migrations of one object share
+// the copy made earlier when there is one, otherwise a new persisted copy
+// whose blobs are fetched from their owners. Concurrent migrations of one object share
 // one transfer. On failure nothing of the copy remains.
 func (s *Server) Migrate(ctx context.Context, id ids.ObjectID) (ids.ObjectID, error) {
 	m := s.migr
@@ -199,6 +199,12 @@ func (m *migrator) migrate(ctx context.Context, tree []byte, blobs []store.Remot
 	created, err := ss.CreateData(content, nil)
 	ss.Close()
 	if err != nil {
+		return fail(err)
+	}
+	// The origin is persisted (only those are known here), and so is its
+	// copy, as upstream's: the other instances see it (docs/cluster-data-plane.md).
+	if err := m.st.Persist(created.ID); err != nil {
+		m.st.Delete([]ids.ObjectID{created.ID}, store.DeleteOptions{Deep: true})
 		return fail(err)
 	}
 	return created.ID, nil

@@ -149,8 +149,9 @@ def test_migrate_value(cluster: Cluster, kind: str) -> None:
     check(b.get(copy), value)
     assert b.get_object(oid, fetch=True).id == copy
 
-    # The copy is an ordinary object: persisted, it migrates on to C.
-    b.persist(copy)
+    # The copy is persisted (as upstream's): A sees it, and it migrates on to C.
+    a.sync_meta()
+    assert a.exists(copy) and not a.get_meta(copy).islocal
     check(c.get(copy, fetch=True), value)
     assert c.get_meta(c.migrate(copy)).instance_id == c.instance_id
 
