@@ -1,5 +1,5 @@
 // Package gctune sets the daemon's garbage collector target from the size
-// of its live heap (docs/performance.md, "December 6, issue 37, round 3").
+// of its live heap (docs/performance.md measures the effect).
 //
 // A daemon's live heap is small (trees of the objects it holds: a few MB
 // for thousands of objects) while every request makes garbage, so with Go's
