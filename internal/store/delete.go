@@ -44,6 +44,25 @@ func (part *userIndex) usersOfLocked(id ids.ObjectID) map[ids.ObjectID]int {
 	return nil
 }
 
+// containersLocked calls visit once for id and once for every object that
+// contains it, directly or through other members (its users, recursively).
+func (part *userIndex) containersLocked(id ids.ObjectID, visit func(id ids.ObjectID, users map[ids.ObjectID]int)) {
+	seen := map[ids.ObjectID]bool{}
+	var walk func(ids.ObjectID)
+	walk = func(id ids.ObjectID) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		users := part.usersOfLocked(id)
+		visit(id, users)
+		for u := range users {
+			walk(u)
+		}
+	}
+	walk(id)
+}
+
 // linkLocked records that user has id as a member.
 func (part *userIndex) linkLocked(user, id ids.ObjectID) {
 	s := part.s

@@ -180,22 +180,11 @@ func (dir *directory) apply(s *Store, e Event) {
 func (part *publisher) loadedLocked(id ids.ObjectID) {
 	s := part.s
 	s.pub.publishLocked(id)
-	seen := map[ids.ObjectID]bool{}
-	var walk func(ids.ObjectID)
-	walk = func(id ids.ObjectID) {
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		users := s.users.usersOfLocked(id)
+	s.users.containersLocked(id, func(id ids.ObjectID, users map[ids.ObjectID]int) {
 		if len(users) == 0 && !id.IsBlob() {
 			s.pub.publishLocked(id)
 		}
-		for u := range users {
-			walk(u)
-		}
-	}
-	walk(id)
+	})
 }
 
 // publishLocked publishes id (a sealed blob, or an object whose tree is
@@ -320,19 +309,9 @@ func (part *publisher) treeChangedLocked(id ids.ObjectID) {
 	if s.dir == nil || len(s.dir.entries) == 0 {
 		return
 	}
-	seen := map[ids.ObjectID]bool{}
-	var walk func(ids.ObjectID)
-	walk = func(id ids.ObjectID) {
-		if seen[id] {
-			return
-		}
-		seen[id] = true
+	s.users.containersLocked(id, func(id ids.ObjectID, _ map[ids.ObjectID]int) {
 		s.pub.unpublishLocked(id)
-		for u := range s.users.usersOfLocked(id) {
-			walk(u)
-		}
-	}
-	walk(id)
+	})
 }
 
 // holdPinnedLocked is the second step of a delete of the ids of order,

@@ -432,19 +432,9 @@ func (part *spiller) pinnedLocked(bl []*blob) map[*blob]bool {
 	}
 	owner := map[ids.ObjectID][]*blob{}
 	for _, b := range bl {
-		seen := map[ids.ObjectID]bool{}
-		var walk func(ids.ObjectID)
-		walk = func(id ids.ObjectID) {
-			if seen[id] {
-				return
-			}
-			seen[id] = true
+		s.users.containersLocked(b.id, func(id ids.ObjectID, _ map[ids.ObjectID]int) {
 			owner[id] = append(owner[id], b)
-			for u := range s.users.usersOfLocked(id) {
-				walk(u)
-			}
-		}
-		walk(b.id)
+		})
 	}
 	want := make([]uint64, 0, len(owner))
 	for id := range owner {

@@ -6,19 +6,13 @@ from __future__ import annotations
 import os
 import sys
 
+from vineyard.deploy import binary_path
+
 
 def ctl_path() -> str:
     """The vineyardctl binary: env VINEYARDCTL, the package's
     bin/vineyardctl, or the checkout's build/vineyardctl."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    tried: list[str] = []
-    for cand in (os.environ.get("VINEYARDCTL"), os.path.join(here, "bin", "vineyardctl"),
-                 os.path.join(os.path.dirname(os.path.dirname(here)), "build", "vineyardctl")):
-        if cand:
-            tried.append(cand)
-            if os.access(cand, os.X_OK):
-                return cand
-    raise FileNotFoundError("vineyard: vineyardctl not found (tried {})".format(", ".join(tried)))
+    return binary_path("vineyardctl", "VINEYARDCTL")
 
 
 def main() -> None:

@@ -43,18 +43,24 @@ __all__ = ["Daemon", "DaemonError", "daemon_path", "init", "launch", "log_path",
 __path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")]
 
 
-def daemon_path() -> str:
-    """The daemon binary: env VINEYARDD, the package's bin/vineyardd, or the
-    checkout's build/vineyardd."""
+def binary_path(name: str, env: str) -> str:
+    """A binary this package ships (vineyardd, vineyardctl): the one env
+    names, the package's bin/NAME, or the checkout's build/NAME."""
     here = os.path.dirname(os.path.abspath(__file__))
     tried: list[str] = []
-    for cand in (os.environ.get("VINEYARDD"), os.path.join(here, "bin", "vineyardd"),
-                 os.path.join(os.path.dirname(os.path.dirname(here)), "build", "vineyardd")):
+    for cand in (os.environ.get(env), os.path.join(here, "bin", name),
+                 os.path.join(os.path.dirname(os.path.dirname(here)), "build", name)):
         if cand:
             tried.append(cand)
             if os.access(cand, os.X_OK):
                 return cand
-    raise FileNotFoundError("vineyard: vineyardd not found (tried {})".format(", ".join(tried)))
+    raise FileNotFoundError("vineyard: {} not found (tried {})".format(name, ", ".join(tried)))
+
+
+def daemon_path() -> str:
+    """The daemon binary: env VINEYARDD, the package's bin/vineyardd, or the
+    checkout's build/vineyardd."""
+    return binary_path("vineyardd", "VINEYARDD")
 
 
 class DaemonError(RuntimeError):
